@@ -1,0 +1,3 @@
+from docparse.cli import main
+
+main()

@@ -1,0 +1,68 @@
+"""The `make run` demo: submit every example document through a gateway, show live progress,
+print a summary with the replicas that answered."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from docparse.client import Client
+from docparse.errors import DocparseError
+from docparse.progress import ProgressBoard, state_name
+from docparse.v1 import job_pb2
+
+
+@dataclass
+class Row:
+    path: Path
+    job: job_pb2.Job = field(default_factory=job_pb2.Job)
+    chars: int = 0
+    replicas: set[str] = field(default_factory=set)
+    error: str = ""
+
+
+def run_demo(target: str, folder: Path) -> bool:
+    """True when every document ended SUCCEEDED with its result downloaded and verified."""
+    paths = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    rows = [Row(p) for p in paths]
+    board = ProgressBoard([p.name for p in paths])
+    print(f"submitting {len(paths)} documents from {folder} to {target}", flush=True)
+
+    def follow(index: int, row: Row) -> None:
+        with Client(target) as client:
+            try:
+                answer = client.submit(row.path.name, row.path.read_bytes())
+                row.replicas.update(answer.served_by)
+                row.job = answer.job
+                board.update(index, row.job)
+                for job in client.watch(row.job.job_id):
+                    row.job = job
+                    board.update(index, job)
+                final = client.status(row.job.job_id)
+                row.replicas.update(final.served_by)
+                if final.job.state == job_pb2.STATE_SUCCEEDED:
+                    package = client.result(row.job.job_id)
+                    row.chars = sum(len(page.text) for page in package.pages)
+            except DocparseError as err:
+                row.error = f"{err.reason or err.code.name}: {err.message}"
+
+    threads = [threading.Thread(target=follow, args=(i, r)) for i, r in enumerate(rows)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    print()
+    print(f"{'document':<28} {'job id':<32} {'state':<10} {'pages':>5} {'chars':>7}  replicas")
+    for row in rows:
+        state = state_name(row.job.state) if row.job.job_id else "ERROR"
+        detail = row.error or row.job.error.reason
+        print(
+            f"{row.path.name[:28]:<28} {row.job.job_id:<32} {state:<10} "
+            f"{row.job.result.page_count:>5} {row.chars:>7}  {', '.join(sorted(row.replicas))}"
+            + (f"  {detail}" if detail else "")
+        )
+    ok = all(r.job.state == job_pb2.STATE_SUCCEEDED and not r.error for r in rows)
+    print(f"\n{'all documents parsed' if ok else 'some documents did not parse'}", flush=True)
+    return ok

@@ -1,0 +1,77 @@
+"""The one expected error type: a gRPC status code plus a stable ErrorInfo reason.
+
+Servers raise `DocparseError` anywhere below a handler; the handler boundary turns it into a
+`google.rpc.Status` with an `ErrorInfo{domain: "docparse", reason, metadata}` detail.
+Clients get the same type back from `DocparseError.from_rpc_error`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+DOMAIN = "docparse"
+
+
+class DocparseError(Exception):
+    """An expected failure with the gRPC status it maps to."""
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        reason: str,
+        message: str,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(f"{code.name} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.metadata = dict(metadata or {})
+
+    def to_status(self) -> grpc.Status:
+        info = error_details_pb2.ErrorInfo(
+            reason=self.reason, domain=DOMAIN, metadata=self.metadata
+        )
+        detail = any_pb2.Any()
+        detail.Pack(info)
+        proto = status_pb2.Status(
+            code=getattr(code_pb2, self.code.name), message=self.message, details=[detail]
+        )
+        return rpc_status.to_status(proto)
+
+    @classmethod
+    def from_rpc_error(cls, err: grpc.RpcError) -> DocparseError:
+        """Reads the ErrorInfo back from a failed call (reason "" when the server sent none)."""
+        code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+        details = err.details() if hasattr(err, "details") else str(err)
+        reason, metadata = "", {}
+        try:
+            status = rpc_status.from_call(err)  # type: ignore[arg-type]
+        except ValueError:
+            status = None
+        if status is not None:
+            for any_detail in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if any_detail.Unpack(info):
+                    reason, metadata = info.reason, dict(info.metadata)
+                    break
+        return cls(code, reason, details or "", metadata)
+
+
+def not_found(job_id: str) -> DocparseError:
+    return DocparseError(
+        grpc.StatusCode.NOT_FOUND, "JOB_NOT_FOUND", f"job {job_id} does not exist", {"job_id": job_id}
+    )
+
+
+def store_unavailable(detail: str) -> DocparseError:
+    return DocparseError(
+        grpc.StatusCode.UNAVAILABLE,
+        "STATE_STORE_UNAVAILABLE",
+        f"the job state store did not answer: {detail}; retry the call, do not resubmit",
+    )

@@ -1,0 +1,1 @@
+"""gateway: the stateless gRPC front door in front of parser_svc replicas."""

@@ -1,0 +1,160 @@
+"""Generic forwarding of any method of the docparse.v1 services to parser_svc.
+
+Nothing here knows a method by name: cardinality (unary / streaming) comes from the service
+descriptors, and messages travel as raw bytes, never decoded. Deadlines, request metadata,
+response headers, trailers (x-served-by of the replica) and rich error details pass through;
+the gateway adds its own `x-served-by` after the replica's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import socket
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import grpc
+from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+
+from docparse.serving import served_by_metadata
+
+Context = grpc.aio.ServicerContext[Any, Any]
+_HOP_BY_HOP = {"user-agent", "te", "content-type", "host", "connection"}
+
+
+def upstream_target(backends: str) -> str:
+    """A gRPC target with every replica in it, so round_robin spreads calls over all of them."""
+    if "://" in backends or backends.startswith(("ipv4:", "ipv6:", "unix:", "dns:")):
+        return backends
+    addresses = []
+    for entry in (part.strip() for part in backends.split(",") if part.strip()):
+        host, _, port = entry.rpartition(":")
+        try:
+            ipaddress.IPv4Address(host)
+            addresses.append(entry)
+        except ValueError:
+            resolved = {info[4][0] for info in socket.getaddrinfo(host, port, socket.AF_INET)}
+            addresses += [f"{ip}:{port}" for ip in sorted(resolved)]
+    return "ipv4:" + ",".join(addresses)
+
+
+def upstream_channel(backends: str, max_message_bytes: int) -> grpc.aio.Channel:
+    config = {"loadBalancingConfig": [{"round_robin": {}}]}
+    return grpc.aio.insecure_channel(
+        upstream_target(backends),
+        options=[
+            ("grpc.service_config", json.dumps(config)),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.dns_min_time_between_resolutions_ms", 5_000),
+        ],
+    )
+
+
+def _forwarded_metadata(context: Context) -> list[tuple[str, str | bytes]]:
+    out: list[tuple[str, str | bytes]] = []
+    for key, value in context.invocation_metadata() or ():
+        if key.startswith((":", "grpc-")) or key in _HOP_BY_HOP:
+            continue
+        out.append((key, value))
+    out.append(("x-forwarded-for", context.peer()))
+    return out
+
+
+def _trailers(upstream: Iterable[tuple[str, str | bytes]] | None) -> tuple[Any, ...]:
+    return tuple(upstream or ()) + served_by_metadata()
+
+
+class ForwardingHandler(grpc.GenericRpcHandler):
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        services: Iterable[ServiceDescriptor],
+        default_unary_timeout_s: float,
+    ) -> None:
+        self._channel = channel
+        self._default_timeout = default_unary_timeout_s
+        self._methods: dict[str, MethodDescriptor] = {
+            f"/{service.full_name}/{method.name}": method
+            for service in services
+            for method in service.methods
+        }
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        method_name: str = handler_call_details.method  # type: ignore[attr-defined]
+        method = self._methods.get(method_name)
+        if method is None:
+            return None
+        client_streaming = method.client_streaming
+        server_streaming = method.server_streaming
+        if not client_streaming and not server_streaming:
+            return grpc.unary_unary_rpc_method_handler(self._unary(method_name))
+        if not client_streaming:
+            return grpc.unary_stream_rpc_method_handler(self._stream(method_name, False))
+        if not server_streaming:
+            return grpc.stream_unary_rpc_method_handler(self._unary(method_name, True))
+        return grpc.stream_stream_rpc_method_handler(self._stream(method_name, True))
+
+    def _timeout(self, context: Context, unary: bool) -> float | None:
+        remaining = context.time_remaining()
+        if remaining is not None:
+            return float(remaining)
+        return self._default_timeout if unary else None
+
+    def _unary(self, method: str, client_streaming: bool = False) -> Any:
+        factory = (
+            self._channel.stream_unary if client_streaming else self._channel.unary_unary
+        )
+        callable_ = factory(method)
+
+        async def handle(request: Any, context: Context) -> bytes:
+            call = callable_(
+                request,
+                timeout=self._timeout(context, unary=True),
+                metadata=_forwarded_metadata(context),
+            )
+            try:
+                response: bytes = await call
+                await context.send_initial_metadata(tuple(await call.initial_metadata() or ()))
+            except grpc.aio.AioRpcError as err:
+                await _relay_error(context, err)
+                raise
+            except asyncio.CancelledError:
+                call.cancel()
+                raise
+            context.set_trailing_metadata(_trailers(await call.trailing_metadata()))
+            return response
+
+        return handle
+
+    def _stream(self, method: str, client_streaming: bool) -> Any:
+        factory = (
+            self._channel.stream_stream if client_streaming else self._channel.unary_stream
+        )
+        callable_ = factory(method)
+
+        async def handle(request: Any, context: Context) -> AsyncIterator[bytes]:
+            call = callable_(
+                request,
+                timeout=self._timeout(context, unary=False),
+                metadata=_forwarded_metadata(context),
+            )
+            try:
+                await context.send_initial_metadata(tuple(await call.initial_metadata() or ()))
+                async for message in call:
+                    yield message
+            except grpc.aio.AioRpcError as err:
+                await _relay_error(context, err)
+                raise
+            finally:
+                call.cancel()
+            context.set_trailing_metadata(_trailers(await call.trailing_metadata()))
+
+        return handle
+
+
+async def _relay_error(context: Context, err: grpc.aio.AioRpcError) -> None:
+    await context.abort(err.code(), err.details() or "", _trailers(err.trailing_metadata()))

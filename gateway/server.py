@@ -1,0 +1,58 @@
+"""gateway process: forwards docparse.v1 to parser_svc, serves health and reflection itself."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import grpc
+
+from docparse.serving import ServedByInterceptor, add_health_and_reflection, set_serving
+from docparse.v1 import parser_service_pb2
+from gateway.proxy import ForwardingHandler, upstream_channel, upstream_target
+from gateway.settings import GatewaySettings
+
+log = logging.getLogger("gateway")
+SERVICES = [parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"]]
+
+
+async def serve(settings: GatewaySettings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    channel = upstream_channel(settings.backends, settings.max_message_bytes)
+    server = grpc.aio.server(
+        interceptors=[ServedByInterceptor()],
+        options=[
+            ("grpc.max_receive_message_length", settings.max_message_bytes),
+            ("grpc.max_send_message_length", settings.max_message_bytes),
+        ],
+    )
+    server.add_generic_rpc_handlers(
+        [ForwardingHandler(channel, SERVICES, settings.default_unary_timeout_s)]
+    )
+    names = [service.full_name for service in SERVICES]
+    health = add_health_and_reflection(server, names)
+    port = server.add_insecure_port(settings.listen)
+    await server.start()
+    await set_serving(health, names, True)
+    log.info("gateway serving on port %d → %s", port, upstream_target(settings.backends))
+
+    await stop.wait()
+    await set_serving(health, names, False)
+    await server.stop(settings.shutdown_grace_s)
+    await channel.close()
+
+
+def main() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
+    )
+    asyncio.run(serve(GatewaySettings()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""parser_svc: the replicated parse service (API + queue workers + parse subprocesses)."""

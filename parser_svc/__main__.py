@@ -1,0 +1,3 @@
+from parser_svc.server import main
+
+main()

@@ -1,0 +1,172 @@
+"""EventHub: one Redis pub/sub connection per process, shared by every watch stream.
+
+Subscriptions are ref-counted per channel. `subscribe()` returns only once Redis has confirmed
+the subscription, so a snapshot read after it cannot miss an event published in between. When
+the connection breaks, the hub reconnects, resubscribes every channel and puts a RESYNC marker
+on every subscriber's queue: pub/sub is at-most-once, so watchers re-read their snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+
+log = logging.getLogger(__name__)
+
+
+class Resync:
+    """Queued when events may have been lost; the watcher must re-read the snapshot."""
+
+
+RESYNC = Resync()
+Event = dict[str, str] | Resync
+
+
+@dataclass
+class _Channel:
+    queues: set[asyncio.Queue[Event]] = field(default_factory=set)
+    confirmed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set after the first confirmation: later ones follow a reconnect, when events were lost.
+    was_confirmed: bool = False
+
+
+class EventHub:
+    def __init__(self, url: str, *, timeout_s: float = 2.0, queue_size: int = 64) -> None:
+        self._url = url
+        self._timeout_s = timeout_s
+        self._queue_size = queue_size
+        self._channels: dict[str, _Channel] = {}
+        self._client: aioredis.Redis | None = None
+        self._pubsub: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._closed = False
+        self.reconnects = 0
+
+    @property
+    def channel_count(self) -> int:
+        return len(self._channels)
+
+    async def start(self) -> None:
+        self._reader = asyncio.create_task(self._run(), name="event-hub")
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._reader:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        await self._disconnect()
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, channel: str) -> AsyncIterator[asyncio.Queue[Event]]:
+        """A queue of this channel's events, live once the block is entered."""
+        queue: asyncio.Queue[Event] = asyncio.Queue(self._queue_size)
+        entry = self._channels.get(channel)
+        first = entry is None
+        if entry is None:
+            entry = self._channels[channel] = _Channel()
+        entry.queues.add(queue)
+        try:
+            if first:
+                await self._send_subscribe(channel)
+            async with asyncio.timeout(self._timeout_s):
+                await entry.confirmed.wait()
+            yield queue
+        finally:
+            entry.queues.discard(queue)
+            if not entry.queues and self._channels.get(channel) is entry:
+                del self._channels[channel]
+                await self._send_unsubscribe(channel)
+
+    async def _send_subscribe(self, channel: str) -> None:
+        async with asyncio.timeout(self._timeout_s):
+            await self._connected.wait()
+            await self._pubsub.subscribe(channel)
+
+    async def _send_unsubscribe(self, channel: str) -> None:
+        if self._pubsub is None or not self._connected.is_set():
+            return
+        with contextlib.suppress(Exception):
+            await self._pubsub.unsubscribe(channel)
+
+    async def _connect(self) -> None:
+        self._client = aioredis.Redis.from_url(
+            self._url, socket_connect_timeout=self._timeout_s, retry=None
+        )
+        self._pubsub = self._client.pubsub()
+        # A placeholder subscription gives the connection something to listen on at once.
+        await self._pubsub.subscribe("docparse:hub:alive")
+        if self._channels:
+            await self._pubsub.subscribe(*self._channels)
+        self._connected.set()
+
+    async def _disconnect(self) -> None:
+        self._connected.clear()
+        for entry in self._channels.values():
+            entry.confirmed.clear()
+        if self._pubsub is not None:
+            with contextlib.suppress(Exception):
+                await self._pubsub.aclose()
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.aclose()
+        self._pubsub = self._client = None
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while not self._closed:
+            try:
+                await self._connect()
+                backoff = 0.05
+                while True:
+                    message = await self._pubsub.get_message(timeout=None)
+                    if message is not None:
+                        self._dispatch(message)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                log.warning("event hub connection lost: %r", err)
+                await self._disconnect()
+                self.reconnects += 1
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        channel = message["channel"].decode()
+        entry = self._channels.get(channel)
+        if entry is None:
+            return
+        if kind == "subscribe":
+            if not entry.confirmed.is_set():
+                entry.confirmed.set()
+                if entry.was_confirmed:
+                    # Resubscribed after a reconnect: what was published meanwhile is lost.
+                    self._put_all(entry, RESYNC)
+                entry.was_confirmed = True
+            return
+        if kind != "message":
+            return
+        try:
+            record = json.loads(message["data"])
+        except ValueError:
+            return
+        self._put_all(entry, record)
+
+    def _put_all(self, entry: _Channel, event: Event) -> None:
+        for queue in entry.queues:
+            try:
+                queue.put_nowait(event)
+            except asyncio.QueueFull:
+                # A slow consumer only needs the latest state: drop its backlog, ask for resync.
+                while not queue.empty():
+                    queue.get_nowait()
+                queue.put_nowait(RESYNC)

@@ -1,0 +1,41 @@
+"""The durable work queue: BullMQ on the state store's Redis, one queue entry per job."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from bullmq import Queue
+from redis.exceptions import RedisError
+
+from docparse.errors import store_unavailable
+from parser_svc.keys import Keys
+from parser_svc.settings import Settings
+
+
+def bullmq_options(settings: Settings) -> dict[str, Any]:
+    return {"connection": settings.redis_url, "prefix": Keys(settings.env).queue_prefix}
+
+
+class JobQueue:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._queue = Queue(settings.queue_name, bullmq_options(settings))
+
+    async def enqueue(self, job_id: str) -> None:
+        """Adds the job once: the BullMQ job id is the docparse job id."""
+        opts = {
+            "jobId": job_id,
+            "attempts": 3,
+            "backoff": {"type": "exponential", "delay": 1000},
+            "removeOnComplete": {"count": 1000},
+            "removeOnFail": {"count": 10000},
+        }
+        try:
+            async with asyncio.timeout(self.settings.redis_timeout_s):
+                await self._queue.add("parse", {"job_id": job_id}, opts)
+        except (TimeoutError, OSError, RedisError) as err:
+            raise store_unavailable(f"enqueue failed: {type(err).__name__}") from err
+
+    async def close(self) -> None:
+        await self._queue.close()

@@ -1,0 +1,103 @@
+"""Runs one parse in a child process with CPU, memory and wall-clock limits.
+
+The child is a fresh interpreter (`python -m parser_svc.parse_child`), so a crash, a runaway
+document or a leak kills only the child; the worker and its event loop carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import resource
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ProgressCallback = Callable[[int, int, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_s: float
+    cpu_s: int
+    memory_mb: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """`reason` is empty on success; then `pages` and `chars` describe the package."""
+
+    reason: str = ""
+    message: str = ""
+    pages: int = 0
+    chars: int = 0
+
+
+def apply_limits(cpu_s: int, memory_mb: int) -> None:
+    """Called by the child on itself before it reads the document (no preexec_fn: forking a
+    threaded gRPC process with Python code between fork and exec is unsafe)."""
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
+    memory = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+async def run_parse(
+    content_type: str,
+    input_path: Path,
+    output_path: Path,
+    limits: Limits,
+    on_progress: ProgressCallback,
+) -> Outcome:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "parser_svc.parse_child",
+        content_type, str(input_path), str(output_path),
+        str(limits.cpu_s), str(limits.memory_mb),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    final: dict[str, object] = {}
+
+    async def read_events() -> None:
+        assert proc.stdout is not None
+        async for line in proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") == "progress":
+                await on_progress(int(event["done"]), int(event["total"]), str(event["stage"]))
+            else:
+                final.update(event)
+        await proc.wait()
+
+    try:
+        async with asyncio.timeout(limits.timeout_s):
+            await read_events()
+    except TimeoutError:
+        return Outcome("PARSE_TIMEOUT", f"the parse took longer than {limits.timeout_s:g} s")
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+    return _outcome(proc.returncode, final)
+
+
+def _outcome(returncode: int | None, final: dict[str, object]) -> Outcome:
+    if final.get("event") == "done" and returncode == 0:
+        return Outcome(pages=int(str(final["pages"])), chars=int(str(final["chars"])))
+    if final.get("event") == "failed":
+        return Outcome(str(final["reason"]), str(final["message"]))
+    if returncode is not None and returncode < 0:
+        sig = signal.Signals(-returncode).name
+        if -returncode in (signal.SIGXCPU, signal.SIGKILL):
+            return Outcome("PARSE_TIMEOUT" if -returncode == signal.SIGXCPU else "PARSER_CRASHED",
+                           f"the parser was killed by {sig}")
+        return Outcome("PARSER_CRASHED", f"the parser died of {sig}")
+    return Outcome("PARSER_CRASHED", f"the parser exited with status {returncode}")

@@ -1,0 +1,90 @@
+"""parser_svc process: the gRPC API and/or queue workers, with graceful shutdown.
+
+SIGTERM: health goes NOT_SERVING, the worker stops taking jobs and finishes (or releases)
+in-flight ones, open calls get `shutdown_grace_s` to end, then the process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import grpc
+
+from docparse.serving import ServedByInterceptor, add_health_and_reflection, set_serving
+from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
+from parser_svc.blobs import BlobStore
+from parser_svc.events import EventHub
+from parser_svc.queue import JobQueue
+from parser_svc.service import ParserService
+from parser_svc.settings import Settings
+from parser_svc.store import JobStore, connect
+from parser_svc.worker import ParseWorker
+
+log = logging.getLogger("parser_svc")
+SERVICE_NAME = parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"].full_name
+
+
+def server_options(settings: Settings) -> list[tuple[str, int]]:
+    message_limit = settings.max_upload_bytes + 1024 * 1024
+    return [
+        ("grpc.max_receive_message_length", message_limit),
+        ("grpc.max_send_message_length", message_limit),
+        ("grpc.max_connection_age_ms", settings.max_connection_age_ms),
+        ("grpc.max_connection_age_grace_ms", settings.max_connection_age_grace_ms),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ]
+
+
+async def serve(settings: Settings) -> None:
+    client = connect(settings)
+    store = JobStore(client, settings)
+    blobs = BlobStore(settings.blob_dir, settings.env)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    worker = None
+    if settings.role in ("all", "worker"):
+        worker = ParseWorker(settings, store, blobs)
+        worker.start()
+
+    hub = EventHub(settings.redis_url, timeout_s=settings.redis_timeout_s)
+    await hub.start()
+    queue = JobQueue(settings)
+    server = grpc.aio.server(
+        interceptors=[ServedByInterceptor()], options=server_options(settings)
+    )
+    parser_service_pb2_grpc.add_ParserServiceServicer_to_server(
+        ParserService(settings, store, hub, queue, blobs), server
+    )
+    health = add_health_and_reflection(server, [SERVICE_NAME])
+    port = server.add_insecure_port(settings.listen)
+    await server.start()
+    await set_serving(health, [SERVICE_NAME], True)
+    log.info("parser_svc serving on port %d (role=%s, env=%s)", port, settings.role, settings.env)
+
+    await stop.wait()
+    log.info("parser_svc draining")
+    await set_serving(health, [SERVICE_NAME], False)
+    if worker is not None:
+        await worker.close()
+    await server.stop(settings.shutdown_grace_s)
+    await hub.close()
+    await queue.close()
+    await client.aclose()
+    log.info("parser_svc stopped")
+
+
+def main() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
+    )
+    asyncio.run(serve(Settings()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""The docparse.v1.ParserService servicer. Holds no job state of its own: every call reads or
+writes the shared store, so any replica answers any call."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from docparse.errors import DocparseError
+from docparse.serving import abort
+from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from parser_svc.blobs import BlobStore
+from parser_svc.detect import detect_type
+from parser_svc.events import EventHub
+from parser_svc.queue import JobQueue
+from parser_svc.records import is_terminal
+from parser_svc.settings import Settings
+from parser_svc.store import JobStore
+from parser_svc.watch import watch_job
+
+log = logging.getLogger(__name__)
+Context = grpc.aio.ServicerContext[Any, Any]
+CHUNK_BYTES = 64 * 1024
+
+
+def _invalid(reason: str, message: str) -> DocparseError:
+    return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
+
+
+def _check_job_id(job_id: str) -> None:
+    if not job_id or len(job_id) > 64 or not all(c.isalnum() or c in "-_" for c in job_id):
+        raise _invalid("INVALID_JOB_ID", f"not a job id: {job_id[:80]!r}")
+
+
+class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
+    def __init__(
+        self,
+        settings: Settings,
+        store: JobStore,
+        hub: EventHub,
+        queue: JobQueue,
+        blobs: BlobStore,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.hub = hub
+        self.queue = queue
+        self.blobs = blobs
+
+    async def SubmitJob(
+        self, request: parser_service_pb2.SubmitJobRequest, context: Context
+    ) -> parser_service_pb2.SubmitJobResponse:
+        try:
+            job = await self._submit(request)
+            if request.wait_timeout_ms and not is_terminal(job):
+                job = await self._wait(job, request.wait_timeout_ms / 1000, context)
+            return parser_service_pb2.SubmitJobResponse(job=job)
+        except DocparseError as err:
+            await abort(context, err)
+            raise AssertionError("unreachable") from err
+
+    async def _submit(self, request: parser_service_pb2.SubmitJobRequest) -> job_pb2.Job:
+        content = request.content
+        if not content:
+            raise _invalid("EMPTY_CONTENT", "the upload is empty")
+        if len(content) > self.settings.max_upload_bytes:
+            raise DocparseError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "DOCUMENT_TOO_LARGE",
+                f"the upload has {len(content)} bytes; the limit is "
+                f"{self.settings.max_upload_bytes}",
+            )
+        content_type = detect_type(content)
+        if content_type is None:
+            raise _invalid(
+                "UNSUPPORTED_FORMAT",
+                "the content is not a PDF, DOCX, XLSX, PPTX or OLE (DOC/XLS) document",
+            )
+        job_id = uuid.uuid4().hex
+        await asyncio.to_thread(self.blobs.put_input, job_id, content)
+        fields = {
+            "file_name": request.file_name[:512],
+            "content_sha256": hashlib.sha256(content).hexdigest(),
+            "content_type": content_type,
+            "size_bytes": str(len(content)),
+        }
+        try:
+            await self.store.create(job_id, fields)
+        except DocparseError:
+            self.blobs.delete(f"{self.settings.env}/inputs/{job_id}")
+            raise
+        try:
+            await self.queue.enqueue(job_id)
+        except DocparseError:
+            # The record exists but no worker will see it: end it so nobody waits forever.
+            with contextlib.suppress(DocparseError):
+                await self.store.finish(
+                    job_id, "", "FAILED",
+                    {"err_reason": "ENQUEUE_FAILED", "err_message": "the queue was unreachable"},
+                )  # fmt: skip
+            raise
+        log.info("job %s created (%s, %d bytes)", job_id, content_type, len(content))
+        return await self.store.get(job_id)
+
+    async def _wait(self, job: job_pb2.Job, budget_s: float, context: Context) -> job_pb2.Job:
+        remaining = context.time_remaining()
+        if remaining is not None:
+            budget_s = min(budget_s, max(0.0, remaining - 0.2))
+        latest = job
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(budget_s):
+                async for event in self._watch(job.job_id, job.version):
+                    if event.HasField("job"):
+                        latest = event.job
+        return latest
+
+    def _watch(
+        self, job_id: str, after_version: int
+    ) -> AsyncIterator[parser_service_pb2.WatchJobResponse]:
+        return watch_job(
+            self.store,
+            self.hub,
+            job_id,
+            after_version,
+            resync_s=self.settings.watch_resync_s,
+            heartbeat_s=self.settings.watch_heartbeat_s,
+        )
+
+    async def GetStatus(
+        self, request: parser_service_pb2.GetStatusRequest, context: Context
+    ) -> parser_service_pb2.GetStatusResponse:
+        try:
+            _check_job_id(request.job_id)
+            return parser_service_pb2.GetStatusResponse(job=await self.store.get(request.job_id))
+        except DocparseError as err:
+            await abort(context, err)
+            raise AssertionError("unreachable") from err
+
+    async def WatchJob(
+        self, request: parser_service_pb2.WatchJobRequest, context: Context
+    ) -> AsyncIterator[parser_service_pb2.WatchJobResponse]:
+        try:
+            _check_job_id(request.job_id)
+            async for event in self._watch(request.job_id, request.after_version):
+                yield event
+        except DocparseError as err:
+            await abort(context, err)
+
+    async def GetResult(
+        self, request: parser_service_pb2.GetResultRequest, context: Context
+    ) -> AsyncIterator[parser_service_pb2.GetResultResponse]:
+        try:
+            _check_job_id(request.job_id)
+            job = await self.store.get(request.job_id)
+            data = await self._result_bytes(job)
+        except DocparseError as err:
+            await abort(context, err)
+            return
+        for offset in range(0, max(len(data), 1), CHUNK_BYTES):
+            message = parser_service_pb2.GetResultResponse(
+                chunk=data[offset : offset + CHUNK_BYTES], offset=offset
+            )
+            if offset == 0:
+                message.result.CopyFrom(job.result)
+            yield message
+
+    async def _result_bytes(self, job: job_pb2.Job) -> bytes:
+        if job.state != job_pb2.STATE_SUCCEEDED:
+            state = job_pb2.State.Name(job.state)
+            raise DocparseError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "RESULT_NOT_READY" if not is_terminal(job) else "JOB_NOT_SUCCEEDED",
+                f"job {job.job_id} is {state}; only SUCCEEDED jobs have a result",
+                {"job_id": job.job_id, "state": state},
+            )
+        if job.result.storage == job_pb2.RESULT_STORAGE_INLINE:
+            data = await self.store.get_inline_result(job.job_id)
+        else:
+            try:
+                data = await asyncio.to_thread(self.blobs.read_result, job.result.blob_key)
+            except OSError:
+                data = None
+        if data is None:
+            raise DocparseError(
+                grpc.StatusCode.NOT_FOUND,
+                "RESULT_EXPIRED",
+                f"the result of job {job.job_id} is no longer stored",
+                {"job_id": job.job_id},
+            )
+        return data
+
+    async def _unimplemented(self, context: Context, what: str) -> None:
+        await abort(
+            context,
+            DocparseError(
+                grpc.StatusCode.UNIMPLEMENTED, "NOT_IMPLEMENTED", f"{what} is not implemented yet"
+            ),
+        )
+
+    async def CancelJob(self, request: Any, context: Context) -> Any:
+        await self._unimplemented(context, "CancelJob")
+
+    async def CreateBatch(self, request: Any, context: Context) -> Any:
+        await self._unimplemented(context, "CreateBatch")
+
+    async def GetBatch(self, request: Any, context: Context) -> Any:
+        await self._unimplemented(context, "GetBatch")
+
+    async def WatchBatch(self, request: Any, context: Context) -> AsyncIterator[Any]:
+        await self._unimplemented(context, "WatchBatch")
+        yield None

@@ -1,0 +1,206 @@
+"""JobStore: every read and write of job state, against Redis.
+
+Writes go through one Lua script each (see lua/), called with EVALSHA and falling back to EVAL
+when the server does not know the script (after a restart or failover). Every call is bounded by
+`redis_timeout_s`; a Redis that does not answer becomes STATE_STORE_UNAVAILABLE, never NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Literal, TypeVar
+
+import grpc
+import redis.asyncio as aioredis
+from redis.exceptions import (
+    BusyLoadingError,
+    NoScriptError,
+    ReadOnlyError,
+    RedisError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from docparse.errors import DocparseError, not_found, store_unavailable
+from docparse.v1 import job_pb2
+from parser_svc.keys import Keys
+from parser_svc.records import decode_hash, record_to_job
+from parser_svc.settings import Settings
+
+T = TypeVar("T")
+WriteStatus = Literal["OK", "NOOP", "NOT_FOUND", "TERMINAL", "FENCED", "BAD_PATCH", "EXISTS"]
+_UNAVAILABLE_ERRORS = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    BusyLoadingError,
+    ReadOnlyError,
+    OSError,
+    TimeoutError,
+)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    status: WriteStatus
+    version: int
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "OK"
+
+
+class LuaScript:
+    """A script run with EVALSHA, falling back to EVAL on NOSCRIPT."""
+
+    def __init__(self, name: str) -> None:
+        self.source = resources.files("parser_svc").joinpath("lua", name).read_text()
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+
+    async def __call__(
+        self, client: aioredis.Redis, keys: list[str], args: list[str | bytes | int]
+    ) -> list[bytes | int]:
+        try:
+            reply = await client.evalsha(self.sha, len(keys), *keys, *args)  # type: ignore[misc]
+        except NoScriptError:
+            reply = await client.eval(self.source, len(keys), *keys, *args)  # type: ignore[misc]
+        return list(reply)
+
+
+CREATE_JOB = LuaScript("create_job.lua")
+UPDATE_JOB = LuaScript("update_job.lua")
+
+
+def connect(settings: Settings) -> aioredis.Redis:
+    """A client whose calls fail fast instead of hanging when Redis is away."""
+    return aioredis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=settings.redis_timeout_s,
+        retry_on_timeout=False,
+        retry=None,
+        health_check_interval=10,
+    )
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class JobStore:
+    def __init__(self, client: aioredis.Redis, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+        self.keys = Keys(settings.env)
+
+    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        try:
+            async with asyncio.timeout(self.settings.redis_timeout_s):
+                return await fn()
+        except _UNAVAILABLE_ERRORS as err:
+            raise store_unavailable(type(err).__name__) from err
+        except RedisError as err:
+            raise DocparseError(
+                grpc.StatusCode.INTERNAL, "STATE_STORE_ERROR", f"state store error: {err}"
+            ) from err
+
+    async def ping(self) -> bool:
+        return bool(await self._call(self.client.ping))  # type: ignore[arg-type]
+
+    async def create(self, job_id: str, fields: dict[str, str]) -> WriteResult:
+        s = self.settings
+        args: list[str | bytes | int] = [
+            self.keys.job_channel(job_id),
+            now_ms(),
+            s.queued_ttl_s * 1000,
+            s.tombstone_s * 1000,
+        ]
+        for name, value in {"job_id": job_id, **fields}.items():
+            args += [name, value]
+        keys = [self.keys.job(job_id), self.keys.tombstone(job_id)]
+        reply = await self._call(lambda: CREATE_JOB(self.client, keys, args))
+        return _write_result(reply)
+
+    async def get(self, job_id: str) -> job_pb2.Job:
+        """The current record; NOT_FOUND with JOB_EXPIRED when only the tombstone is left."""
+
+        async def read() -> tuple[dict[bytes, bytes], bytes | None]:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.hgetall(self.keys.job(job_id))
+                pipe.get(self.keys.tombstone(job_id))
+                raw, tomb = await pipe.execute()
+            return raw, tomb
+
+        raw, tomb = await self._call(read)
+        if raw:
+            return record_to_job(decode_hash(raw))
+        if tomb is not None:
+            expired_ms = int(tomb)
+            raise DocparseError(
+                grpc.StatusCode.NOT_FOUND,
+                "JOB_EXPIRED",
+                f"job {job_id} expired: its retention ended at "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(expired_ms / 1000))}",
+                {"job_id": job_id, "expire_time_ms": str(expired_ms)},
+            )
+        raise not_found(job_id)
+
+    async def get_inline_result(self, job_id: str) -> bytes | None:
+        value: bytes | None = await self._call(lambda: self.client.get(self.keys.result(job_id)))
+        return value
+
+    async def _update(
+        self, job_id: str, op: str, fence: str, patch: dict[str, str | int], inline: bytes = b""
+    ) -> WriteResult:
+        s = self.settings
+        keys = [self.keys.job(job_id), self.keys.tombstone(job_id), self.keys.result(job_id)]
+        args: list[str | bytes | int] = [
+            op,
+            fence,
+            now_ms(),
+            self.keys.job_channel(job_id),
+            s.running_ttl_s * 1000,
+            s.retention_s * 1000,
+            s.tombstone_s * 1000,
+            json.dumps(patch),
+            inline,
+        ]
+        reply = await self._call(lambda: UPDATE_JOB(self.client, keys, args))
+        return _write_result(reply)
+
+    async def claim(self, job_id: str, fence: str) -> WriteResult:
+        """A worker takes the job: RUNNING, attempt + 1, and `fence` becomes the only token
+        whose writes are accepted."""
+        return await self._update(job_id, "claim", fence, {"stage": "opening"})
+
+    async def progress(
+        self, job_id: str, fence: str, *, done: int, total: int, stage: str
+    ) -> WriteResult:
+        return await self._update(
+            job_id, "progress", fence, {"done": done, "total": total, "stage": stage}
+        )
+
+    async def touch(self, job_id: str, fence: str) -> WriteResult:
+        """Renews a running record's TTL without a new version."""
+        return await self._update(job_id, "touch", fence, {})
+
+    async def finish(
+        self,
+        job_id: str,
+        fence: str,
+        state: Literal["SUCCEEDED", "FAILED", "CANCELLED"],
+        fields: dict[str, str | int],
+        inline: bytes = b"",
+    ) -> WriteResult:
+        """The terminal write. `fields` holds err_* (FAILED) or res_* (SUCCEEDED) values."""
+        return await self._update(job_id, "finish", fence, {"state": state, **fields}, inline)
+
+
+def _write_result(reply: list[bytes | int]) -> WriteResult:
+    status = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+    return WriteResult(status=status, version=int(reply[1]))  # type: ignore[arg-type]

@@ -1,0 +1,54 @@
+"""The WatchJob algorithm (BRIEF §5), kept apart from gRPC so it can be reasoned about alone:
+subscribe first, then read the snapshot, then forward only strictly newer versions; re-read on
+resync markers and on a timer; heartbeat on idle; stop right after the terminal record."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+from docparse.v1 import job_pb2, parser_service_pb2
+from parser_svc.events import RESYNC, EventHub
+from parser_svc.records import is_terminal, record_to_job
+from parser_svc.store import JobStore
+
+
+async def watch_job(
+    store: JobStore,
+    hub: EventHub,
+    job_id: str,
+    after_version: int,
+    *,
+    resync_s: float,
+    heartbeat_s: float,
+) -> AsyncIterator[parser_service_pb2.WatchJobResponse]:
+    last = after_version
+    last_sent = time.monotonic()
+    async with hub.subscribe(store.keys.job_channel(job_id)) as queue:
+        latest: job_pb2.Job | None = await store.get(job_id)
+        next_resync = time.monotonic() + resync_s
+        while True:
+            if latest is not None:
+                if latest.version > last:
+                    yield parser_service_pb2.WatchJobResponse(job=latest)
+                    last, last_sent = latest.version, time.monotonic()
+                if is_terminal(latest):
+                    return
+            latest = None
+            now = time.monotonic()
+            wait = max(0.0, min(next_resync, last_sent + heartbeat_s) - now)
+            try:
+                event = await asyncio.wait_for(queue.get(), wait)
+            except TimeoutError:
+                now = time.monotonic()
+                if now >= next_resync:
+                    latest = await store.get(job_id)
+                    next_resync = now + resync_s
+                if now - last_sent >= heartbeat_s and (latest is None or latest.version <= last):
+                    beat = parser_service_pb2.Heartbeat(last_version=last)
+                    beat.server_time.GetCurrentTime()
+                    yield parser_service_pb2.WatchJobResponse(heartbeat=beat)
+                    last_sent = now
+                continue
+            latest = await store.get(job_id) if event is RESYNC else record_to_job(event)  # type: ignore[arg-type]
