@@ -29,8 +29,8 @@ def _print_job(job: job_pb2.Job, as_json: bool) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from docparse.demo import run_demo  # noqa: PLC0415
-    from docparse.stack import LocalStack  # noqa: PLC0415
+    from docparse.demo import run_demo
+    from docparse.stack import LocalStack
 
     stack = LocalStack(
         Path(args.data_dir),
@@ -126,8 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def client_command(name: str, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text)
-        command.add_argument("--target", default=default_target(),
-                             help="gateway or parser_svc address (env DOCPARSE_TARGET)")  # fmt: skip
+        command.add_argument(
+            "--target", default=default_target(), help="gateway or parser_svc (DOCPARSE_TARGET)"
+        )
         command.add_argument("--json", action="store_true", help="print records as JSON")
         return command
 

@@ -102,7 +102,7 @@ class Client:
                         return
                 # The stream ended without a terminal record (e.g. a draining replica).
             except grpc.RpcError as err:
-                if err.code() not in RETRYABLE or failures >= max_retries:  # type: ignore[attr-defined]
+                if err.code() not in RETRYABLE or failures >= max_retries:
                     raise DocparseError.from_rpc_error(err) from err
             finally:
                 stream.cancel()

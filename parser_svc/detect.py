@@ -9,7 +9,7 @@ OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 
 def detect_type(content: bytes) -> str | None:
-    """"pdf", "docx", "xlsx", "pptx", "ole" (DOC / XLS / encrypted OOXML) or None."""
+    """ "pdf", "docx", "xlsx", "pptx", "ole" (DOC / XLS / encrypted OOXML) or None."""
     head = content[:1024]
     if b"%PDF-" in head:
         return "pdf"

@@ -33,7 +33,7 @@ def run(content_type: str, input_path: Path, output_path: Path) -> None:
         raise ParseFailure(
             "UNSUPPORTED_FORMAT", f"no parser for {content_type!r} documents in this version"
         )
-    from parser_svc.parsers.pdf import parse_pdf  # noqa: PLC0415 (import cost only in children)
+    from parser_svc.parsers.pdf import parse_pdf
 
     package = parse_pdf(data, _progress)
     output_path.write_bytes(package.SerializeToString(deterministic=True))
@@ -49,7 +49,9 @@ def main() -> None:
     except ParseFailure as failure:
         _emit(event="failed", reason=failure.reason, message=failure.message)
     except MemoryError:
-        _emit(event="failed", reason="DOCUMENT_TOO_LARGE", message="parse exceeded its memory limit")
+        _emit(
+            event="failed", reason="DOCUMENT_TOO_LARGE", message="parse exceeded its memory limit"
+        )
 
 
 if __name__ == "__main__":

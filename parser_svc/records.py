@@ -61,7 +61,9 @@ def record_to_job(rec: Mapping[str, str]) -> job_pb2.Job:
             job_pb2.ResultRef(
                 size_bytes=num("res_size"),
                 sha256=rec["res_sha256"],
-                storage=_STORAGE.get(rec.get("res_storage", ""), 0),
+                storage=_STORAGE.get(
+                    rec.get("res_storage", ""), job_pb2.RESULT_STORAGE_UNSPECIFIED
+                ),
                 blob_key=rec.get("res_blob_key", ""),
                 content_type=rec.get("res_content_type", ""),
                 page_count=num("res_pages"),

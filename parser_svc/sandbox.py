@@ -97,7 +97,9 @@ def _outcome(returncode: int | None, final: dict[str, object]) -> Outcome:
     if returncode is not None and returncode < 0:
         sig = signal.Signals(-returncode).name
         if -returncode in (signal.SIGXCPU, signal.SIGKILL):
-            return Outcome("PARSE_TIMEOUT" if -returncode == signal.SIGXCPU else "PARSER_CRASHED",
-                           f"the parser was killed by {sig}")
+            return Outcome(
+                "PARSE_TIMEOUT" if -returncode == signal.SIGXCPU else "PARSER_CRASHED",
+                f"the parser was killed by {sig}",
+            )
         return Outcome("PARSER_CRASHED", f"the parser died of {sig}")
     return Outcome("PARSER_CRASHED", f"the parser exited with status {returncode}")

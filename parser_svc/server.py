@@ -55,9 +55,7 @@ async def serve(settings: Settings) -> None:
     hub = EventHub(settings.redis_url, timeout_s=settings.redis_timeout_s)
     await hub.start()
     queue = JobQueue(settings)
-    server = grpc.aio.server(
-        interceptors=[ServedByInterceptor()], options=server_options(settings)
-    )
+    server = grpc.aio.server(interceptors=[ServedByInterceptor()], options=server_options(settings))
     parser_service_pb2_grpc.add_ParserServiceServicer_to_server(
         ParserService(settings, store, hub, queue, blobs), server
     )

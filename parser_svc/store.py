@@ -66,9 +66,9 @@ class LuaScript:
         self, client: aioredis.Redis, keys: list[str], args: list[str | bytes | int]
     ) -> list[bytes | int]:
         try:
-            reply = await client.evalsha(self.sha, len(keys), *keys, *args)  # type: ignore[misc]
+            reply = await client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
-            reply = await client.eval(self.source, len(keys), *keys, *args)  # type: ignore[misc]
+            reply = await client.eval(self.source, len(keys), *keys, *args)
         return list(reply)
 
 
@@ -110,7 +110,7 @@ class JobStore:
             ) from err
 
     async def ping(self) -> bool:
-        return bool(await self._call(self.client.ping))  # type: ignore[arg-type]
+        return bool(await self._call(self.client.ping))
 
     async def create(self, job_id: str, fields: dict[str, str]) -> WriteResult:
         s = self.settings
@@ -151,8 +151,8 @@ class JobStore:
         raise not_found(job_id)
 
     async def get_inline_result(self, job_id: str) -> bytes | None:
-        value: bytes | None = await self._call(lambda: self.client.get(self.keys.result(job_id)))
-        return value
+        value = await self._call(lambda: self.client.get(self.keys.result(job_id)))
+        return value.encode() if isinstance(value, str) else value
 
     async def _update(
         self, job_id: str, op: str, fence: str, patch: dict[str, str | int], inline: bytes = b""

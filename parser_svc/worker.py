@@ -85,7 +85,9 @@ class ParseWorker:
             if not input_path.exists():
                 outcome = Outcome("WORKER_LOST", "the uploaded document is no longer stored")
             else:
-                outcome = await run_parse(content_type, input_path, output_path, limits, on_progress)
+                outcome = await run_parse(
+                    content_type, input_path, output_path, limits, on_progress
+                )
             if outcome.reason:
                 await self._finish_failed(job_id, fence, outcome)
             else:
@@ -94,7 +96,10 @@ class ParseWorker:
             input_path.unlink()
 
     async def _finish_failed(self, job_id: str, fence: str, outcome: Outcome) -> None:
-        fields: dict[str, str | int] = {"err_reason": outcome.reason, "err_message": outcome.message}
+        fields: dict[str, str | int] = {
+            "err_reason": outcome.reason,
+            "err_message": outcome.message,
+        }
         result = await self.store.finish(job_id, fence, "FAILED", fields)
         if not result.ok:
             raise LostOwnership(f"terminal write refused: {result.status}")
@@ -117,9 +122,7 @@ class ParseWorker:
             fields["res_storage"] = "inline"
             inline = data
         else:
-            blob_key = await asyncio.to_thread(
-                self.blobs.put_result, job_id, attempt, sha256, data
-            )
+            blob_key = await asyncio.to_thread(self.blobs.put_result, job_id, attempt, sha256, data)
             fields["res_storage"] = "blob"
             fields["res_blob_key"] = blob_key
         try:

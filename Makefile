@@ -1,0 +1,63 @@
+# docparse — `make run` and `make test` set everything up from a fresh clone.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+BUF_VERSION := 1.75.0
+BUF := .tools/node_modules/.bin/buf
+PROTOS := $(wildcard protos/docparse/v1/*.proto)
+
+.PHONY: setup run test test-fast proto proto-check lint format typecheck bench ci clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+	@rm -f $(VENV)/.installed-* && touch $@
+
+# buf (lint + `buf curl` in tests) comes from the npm registry; skipped where npm is absent.
+$(BUF):
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm install --silent --no-fund --no-audit --prefix .tools @bufbuild/buf@$(BUF_VERSION); \
+	else echo "npm not found: buf lint and the buf curl test will be skipped"; fi
+
+tools: $(BUF)
+
+# A local stack (embedded Redis, 2 parser_svc replicas, 1 gateway) parsing examples/ with
+# live progress; keeps serving until Ctrl-C. DEMO_EXIT=1 exits after the summary.
+run: setup
+	$(BIN)/docparse up --replicas 2 --gateways 1 --demo examples
+
+test: setup tools
+	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra
+
+proto: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m grpc_tools.protoc -I protos \
+	  --python_out=. --grpc_python_out=. --mypy_out=quiet:. --mypy_grpc_out=quiet:. $(PROTOS)
+
+# CI: the committed stubs must be what `make proto` generates.
+proto-check: proto
+	@git diff --exit-code -- docparse/v1 || (echo "generated code is stale: run make proto and commit" && exit 1)
+	@test -z "$$(git status --porcelain -- docparse/v1)" || (echo "untracked generated files" && exit 1)
+
+lint: setup tools
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	@if [ -x $(BUF) ]; then $(BUF) lint && echo "buf lint: clean"; else echo "buf lint skipped: no npm"; fi
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+typecheck: setup
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/python bench/bench_spine.py
+
+ci: test lint typecheck proto-check
+
+clean:
+	rm -rf var .pytest_cache .mypy_cache .ruff_cache

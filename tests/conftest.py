@@ -1,0 +1,47 @@
+"""Fixtures: real redis-server processes and real docparse stacks (child processes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docparse.embedded_redis import EmbeddedRedis
+from docparse.stack import LocalStack
+
+# Short timers so resync / heartbeat paths run within a test's lifetime.
+FAST_ENV = {
+    "DOCPARSE_WATCH_RESYNC_S": "1.0",
+    "DOCPARSE_WATCH_HEARTBEAT_S": "2.0",
+    "DOCPARSE_REDIS_TIMEOUT_S": "1.0",
+    "DOCPARSE_WORKER_CONCURRENCY": "2",
+}
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def big_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """4 parser_svc replicas and 2 gateways on one embedded Redis."""
+    stack = LocalStack(
+        tmp_path_factory.mktemp("big-stack"),
+        replicas=4,
+        gateways=2,
+        env="test",
+        extra_env=FAST_ENV,
+    )
+    stack.start()
+    yield stack
+    stack.stop()
+
+
+def make_stack(path: Path, **kwargs: object) -> LocalStack:
+    extra = {**FAST_ENV, **kwargs.pop("extra_env", {})}  # type: ignore[dict-item]
+    return LocalStack(path, env="test", extra_env=extra, **kwargs)  # type: ignore[arg-type]
