@@ -11,6 +11,7 @@ from redis.exceptions import RedisError
 from docparse.errors import store_unavailable
 from parser_svc.keys import Keys
 from parser_svc.settings import Settings
+from parser_svc.store import connect
 
 
 def bullmq_options(settings: Settings) -> dict[str, Any]:
@@ -20,7 +21,11 @@ def bullmq_options(settings: Settings) -> dict[str, Any]:
 class JobQueue:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._queue = Queue(settings.queue_name, bullmq_options(settings))
+        # Our own client, not BullMQ's default (one connection retried for minutes): an add
+        # during an outage must fail within the call's budget, and work again right after.
+        self._client = connect(settings, decode_responses=True)
+        options = {**bullmq_options(settings), "connection": self._client}
+        self._queue = Queue(settings.queue_name, options)
 
     async def enqueue(self, job_id: str) -> None:
         """Adds the job once: the BullMQ job id is the docparse job id."""
@@ -39,3 +44,4 @@ class JobQueue:
 
     async def close(self) -> None:
         await self._queue.close()
+        await self._client.aclose()

@@ -18,6 +18,8 @@ from typing import Literal, TypeVar
 
 import grpc
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import (
     BusyLoadingError,
     NoScriptError,
@@ -76,14 +78,17 @@ CREATE_JOB = LuaScript("create_job.lua")
 UPDATE_JOB = LuaScript("update_job.lua")
 
 
-def connect(settings: Settings) -> aioredis.Redis:
-    """A client whose calls fail fast instead of hanging when Redis is away."""
+def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.Redis:
+    """A client whose calls fail fast instead of hanging when Redis is away. One immediate
+    retry on a broken connection replaces pooled connections that died with a Redis restart;
+    a Redis that is really down still fails at once (connection refused)."""
     return aioredis.Redis.from_url(
         settings.redis_url,
+        decode_responses=decode_responses,
         socket_timeout=settings.redis_timeout_s,
         socket_connect_timeout=settings.redis_timeout_s,
-        retry_on_timeout=False,
-        retry=None,
+        retry=Retry(NoBackoff(), 1),
+        retry_on_error=[RedisConnectionError],
         health_check_interval=10,
     )
 

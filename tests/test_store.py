@@ -1,0 +1,152 @@
+"""The job record's write rules, checked on a real Redis through JobStore."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import grpc
+import pytest
+import redis.asyncio as aioredis
+
+from docparse.embedded_redis import EmbeddedRedis
+from docparse.errors import DocparseError
+from docparse.v1 import job_pb2
+from parser_svc.settings import Settings
+from parser_svc.store import JobStore, connect
+
+
+def new_store(redis_server: EmbeddedRedis, **overrides: object) -> JobStore:
+    settings = Settings(redis_url=redis_server.url, env=f"t{uuid.uuid4().hex[:8]}", **overrides)  # type: ignore[arg-type]
+    return JobStore(connect(settings), settings)
+
+
+async def created(store: JobStore) -> str:
+    job_id = uuid.uuid4().hex
+    assert (await store.create(job_id, {"file_name": "a.pdf"})).status == "OK"
+    return job_id
+
+
+async def test_create_is_once_and_starts_queued(redis_server: EmbeddedRedis) -> None:
+    store = new_store(redis_server)
+    job_id = await created(store)
+    assert (await store.create(job_id, {"file_name": "b.pdf"})).status == "EXISTS"
+    job = await store.get(job_id)
+    assert (job.state, job.version, job.file_name) == (job_pb2.STATE_QUEUED, 1, "a.pdf")
+
+
+async def test_terminal_records_are_final(redis_server: EmbeddedRedis) -> None:
+    store = new_store(redis_server)
+    job_id = await created(store)
+    await store.claim(job_id, "w1")
+    assert (await store.finish(job_id, "w1", "FAILED", {"err_reason": "CORRUPT_DOCUMENT"})).ok
+    before = await store.get(job_id)
+    for write in (
+        store.progress(job_id, "w1", done=9, total=9, stage="text"),
+        store.finish(job_id, "w1", "SUCCEEDED", {"res_sha256": "x"}),
+        store.claim(job_id, "w2"),
+    ):
+        assert (await write).status == "TERMINAL"
+    assert await store.get(job_id) == before
+
+
+async def test_stale_fencing_token_cannot_write(redis_server: EmbeddedRedis) -> None:
+    store = new_store(redis_server)
+    job_id = await created(store)
+    await store.claim(job_id, "old")
+    await store.claim(job_id, "new")  # another worker took the job over
+    assert (await store.progress(job_id, "old", done=5, total=9, stage="text")).status == "FENCED"
+    assert (await store.finish(job_id, "old", "SUCCEEDED", {"res_sha256": "x"})).status == "FENCED"
+    job = await store.get(job_id)
+    assert job.attempt == 2 and job.state == job_pb2.STATE_RUNNING and job.progress.done == 0
+
+
+async def test_progress_never_goes_back_and_noops_keep_the_version(
+    redis_server: EmbeddedRedis,
+) -> None:
+    store = new_store(redis_server)
+    job_id = await created(store)
+    await store.claim(job_id, "w")
+    assert (await store.progress(job_id, "w", done=5, total=10, stage="text")).ok
+    stale = await store.progress(job_id, "w", done=3, total=10, stage="text")
+    assert stale.status == "NOOP"
+    job = await store.get(job_id)
+    assert (job.progress.done, job.version) == (5, stale.version)
+
+
+async def test_every_change_is_published_with_its_version(redis_server: EmbeddedRedis) -> None:
+    store = new_store(redis_server)
+    job_id = uuid.uuid4().hex
+    client = aioredis.Redis.from_url(redis_server.url)
+    pubsub = client.pubsub()
+    await pubsub.subscribe(store.keys.job_channel(job_id))
+    await store.create(job_id, {"file_name": "a.pdf"})
+    await store.claim(job_id, "w")
+    await store.progress(job_id, "w", done=1, total=2, stage="text")
+    await store.finish(job_id, "w", "SUCCEEDED", {"res_sha256": "ab", "res_size": 2})
+    versions: list[int] = []
+    async with asyncio.timeout(10):
+        while len(versions) < 4:
+            message = await pubsub.get_message(timeout=1)
+            if message is None or message["type"] != "message":
+                continue
+            record = json.loads(message["data"])
+            assert "fence" not in record
+            versions.append(int(record["version"]))
+    assert versions == [1, 2, 3, 4]
+    await client.aclose()
+
+
+async def test_ttl_follows_state_and_tombstone_outlives_record(redis_server: EmbeddedRedis) -> None:
+    store = new_store(redis_server, retention_s=60, running_ttl_s=600, tombstone_s=3600)
+    job_id = await created(store)
+    await store.claim(job_id, "w")
+    assert 590_000 < await store.client.pttl(store.keys.job(job_id)) <= 600_000
+    await store.finish(job_id, "w", "SUCCEEDED", {"res_sha256": "ab"}, b"payload")
+    assert 50_000 < await store.client.pttl(store.keys.job(job_id)) <= 60_000
+    assert 50_000 < await store.client.pttl(store.keys.result(job_id)) <= 60_000
+    assert await store.client.pttl(store.keys.tombstone(job_id)) > 3_600_000
+
+
+async def test_expired_job_answers_job_expired(redis_server: EmbeddedRedis) -> None:
+    store = new_store(redis_server)
+    job_id = await created(store)
+    await store.client.delete(store.keys.job(job_id))  # what expiry does
+    with pytest.raises(DocparseError) as expired:
+        await store.get(job_id)
+    assert expired.value.code == grpc.StatusCode.NOT_FOUND
+    assert expired.value.reason == "JOB_EXPIRED"
+    assert int(expired.value.metadata["expire_time_ms"]) > 0
+    with pytest.raises(DocparseError) as missing:
+        await store.get(uuid.uuid4().hex)
+    assert missing.value.reason == "JOB_NOT_FOUND"
+
+
+async def test_scripts_survive_a_script_cache_flush(redis_server: EmbeddedRedis) -> None:
+    """EVALSHA falls back to EVAL when the server lost its scripts (restart, failover)."""
+    store = new_store(redis_server)
+    job_id = await created(store)
+    await store.client.script_flush()
+    assert (await store.claim(job_id, "w")).ok
+    await store.client.script_flush()
+    assert (await created(store)) != job_id
+
+
+async def test_unreachable_redis_is_unavailable_not_not_found(tmp_path: object) -> None:
+    server = EmbeddedRedis(tmp_path)  # type: ignore[arg-type]
+    server.start()
+    settings = Settings(redis_url=server.url, redis_timeout_s=0.5)
+    store = JobStore(connect(settings), settings)
+    job_id = await created(store)
+    server.stop()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(DocparseError) as err:
+        await store.get(job_id)
+    assert err.value.code == grpc.StatusCode.UNAVAILABLE
+    assert err.value.reason == "STATE_STORE_UNAVAILABLE"
+    assert loop.time() - started < 2.0
+    server.start()
+    assert (await store.get(job_id)).job_id == job_id
+    server.stop()

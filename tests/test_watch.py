@@ -1,0 +1,158 @@
+"""WatchJob: many streams, resume cursors, the subscribe/snapshot gap, lost pub/sub."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+
+import grpc
+import redis.asyncio as aioredis
+
+from docparse.embedded_redis import EmbeddedRedis
+from docparse.stack import LocalStack
+from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from parser_svc.events import EventHub
+from parser_svc.records import is_terminal
+from parser_svc.settings import Settings
+from parser_svc.store import JobStore, connect
+from parser_svc.watch import watch_job
+from tests.helpers import make_pdf, submit
+
+STREAMS = 50
+
+
+async def _collect(address: str, job_id: str, after: int = 0) -> list[job_pb2.Job]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = parser_service_pb2_grpc.ParserServiceStub(channel)
+        request = parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after)
+        return [e.job async for e in stub.WatchJob(request, timeout=120) if e.HasField("job")]
+
+
+def _strictly_increasing(jobs: list[job_pb2.Job]) -> bool:
+    return all(a.version < b.version for a, b in itertools.pairwise(jobs))
+
+
+async def test_fifty_streams_over_all_replicas_get_the_terminal_record(
+    big_stack: LocalStack,
+) -> None:
+    addresses = big_stack.parser_addresses + big_stack.gateway_addresses
+    job = submit(addresses[0], make_pdf(25), "twenty-five.pdf")
+    streams = [_collect(addresses[i % len(addresses)], job.job_id) for i in range(STREAMS)]
+    results = await asyncio.gather(*streams)
+    for jobs in results:
+        assert jobs, "a stream ended without sending anything"
+        assert _strictly_increasing(jobs), [j.version for j in jobs]
+        assert jobs[-1].state == job_pb2.STATE_SUCCEEDED
+    finals = {jobs[-1].version for jobs in results}
+    assert len(finals) == 1  # everybody got the same terminal record
+
+
+async def test_streams_share_one_pubsub_connection_per_replica(big_stack: LocalStack) -> None:
+    job = submit(big_stack.parser_addresses[0], make_pdf(60), "sixty.pdf")
+    address = big_stack.parser_addresses[2]
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = parser_service_pb2_grpc.ParserServiceStub(channel)
+        calls = [
+            stub.WatchJob(parser_service_pb2.WatchJobRequest(job_id=job.job_id)) for _ in range(20)
+        ]
+        for call in calls:  # each stream is live once it has sent its first record
+            await call.read()
+        client = aioredis.Redis.from_url(big_stack.redis_url)
+        pubsub_clients = await client.client_list(_type="pubsub")
+        await client.aclose()
+        for call in calls:
+            call.cancel()
+    # One per parser_svc process (4), not one per stream (20).
+    assert len(pubsub_clients) <= len(big_stack.parser_addresses)
+
+
+async def test_resumed_stream_never_sends_an_older_record(big_stack: LocalStack) -> None:
+    address = big_stack.gateway_addresses[1]
+    job = submit(address, make_pdf(10), "ten.pdf")
+    full = await _collect(address, job.job_id)
+    middle = full[len(full) // 2].version
+    resumed = await _collect(big_stack.parser_addresses[3], job.job_id, after=middle)
+    assert resumed and all(j.version > middle for j in resumed)
+    assert resumed[-1].version == full[-1].version
+    # Resuming after the terminal version: nothing more to send, and the stream ends OK.
+    assert await _collect(address, job.job_id, after=full[-1].version) == []
+
+
+class _WriteBeforeSnapshot(JobStore):
+    """Writes a progress update exactly between the watcher's subscribe and its snapshot."""
+
+    injected_version = 0
+
+    async def get(self, job_id: str) -> job_pb2.Job:
+        if not self.injected_version:
+            result = await self.progress(job_id, "w", done=7, total=9, stage="text")
+            self.injected_version = result.version
+        return await super().get(job_id)
+
+
+async def _new_job(store: JobStore) -> str:
+    job_id = uuid.uuid4().hex
+    await store.create(job_id, {"file_name": "gap.pdf"})
+    await store.claim(job_id, "w")
+    return job_id
+
+
+async def test_update_between_subscribe_and_snapshot_is_not_lost(
+    redis_server: EmbeddedRedis,
+) -> None:
+    settings = Settings(redis_url=redis_server.url, env=f"gap{uuid.uuid4().hex[:6]}")
+    store = _WriteBeforeSnapshot(connect(settings), settings)
+    plain = JobStore(store.client, settings)
+    job_id = await _new_job(plain)
+    hub = EventHub(redis_server.url)
+    await hub.start()
+    stream = watch_job(store, hub, job_id, 0, resync_s=30, heartbeat_s=30)
+    first = await anext(stream)
+    assert store.injected_version and first.job.version >= store.injected_version
+    assert first.job.progress.done == 7
+    await plain.finish(job_id, "w", "SUCCEEDED", {"res_sha256": "ab"})
+    rest = [event.job async for event in stream if event.HasField("job")]
+    assert is_terminal(rest[-1])
+    await hub.close()
+
+
+async def test_idle_stream_gets_heartbeats(redis_server: EmbeddedRedis) -> None:
+    settings = Settings(redis_url=redis_server.url, env=f"hb{uuid.uuid4().hex[:6]}")
+    store = JobStore(connect(settings), settings)
+    job_id = await _new_job(store)
+    hub = EventHub(redis_server.url)
+    await hub.start()
+    stream = watch_job(store, hub, job_id, 0, resync_s=0.2, heartbeat_s=0.3)
+    first = await anext(stream)
+    beat = await asyncio.wait_for(anext(stream), 5)
+    assert beat.HasField("heartbeat") and beat.heartbeat.last_version == first.job.version
+    await stream.aclose()
+    await hub.close()
+
+
+async def test_watchers_survive_killed_pubsub_connection(redis_server: EmbeddedRedis) -> None:
+    settings = Settings(redis_url=redis_server.url, env=f"kill{uuid.uuid4().hex[:6]}")
+    store = JobStore(connect(settings), settings)
+    job_ids = [await _new_job(store) for _ in range(10)]
+    hub = EventHub(redis_server.url)
+    await hub.start()
+    streams = [watch_job(store, hub, j, 0, resync_s=30, heartbeat_s=30) for j in job_ids]
+    for stream in streams:
+        await anext(stream)  # subscribed and snapshot sent
+    admin = aioredis.Redis.from_url(redis_server.url)
+    killed = await admin.client_kill_filter(_type="pubsub")
+    assert killed >= 1
+    # Written while the hub is reconnecting: only a resync can deliver these.
+    for job_id in job_ids:
+        await store.finish(job_id, "w", "SUCCEEDED", {"res_sha256": "ab"})
+
+    async def last(stream: object) -> job_pb2.Job:
+        jobs = [e.job async for e in stream if e.HasField("job")]  # type: ignore[attr-defined]
+        return jobs[-1]
+
+    finals = await asyncio.wait_for(asyncio.gather(*(last(s) for s in streams)), 10)
+    assert all(job.state == job_pb2.STATE_SUCCEEDED for job in finals)
+    assert hub.reconnects >= 1
+    await admin.aclose()
+    await hub.close()
