@@ -29,7 +29,8 @@ def default_target() -> str:
 
 @dataclass
 class Answer:
-    """A response together with the replica(s) that produced it (x-served-by values)."""
+    """A response with the `x-served-by` values of its trailers: the parser_svc replica that
+    answered first, then (through a gateway) the gateway."""
 
     job: job_pb2.Job
     served_by: tuple[str, ...]

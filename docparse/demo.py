@@ -33,14 +33,14 @@ def run_demo(target: str, folder: Path) -> bool:
         with Client(target) as client:
             try:
                 answer = client.submit(row.path.name, row.path.read_bytes())
-                row.replicas.update(answer.served_by)
+                row.replicas.update(answer.served_by[:1])
                 row.job = answer.job
                 board.update(index, row.job)
                 for job in client.watch(row.job.job_id):
                     row.job = job
                     board.update(index, job)
                 final = client.status(row.job.job_id)
-                row.replicas.update(final.served_by)
+                row.replicas.update(final.served_by[:1])
                 if final.job.state == job_pb2.STATE_SUCCEEDED:
                     package = client.result(row.job.job_id)
                     row.chars = sum(len(page.text) for page in package.pages)
