@@ -23,54 +23,59 @@ _sym_db = _symbol_database.Default()
 
 
 from docparse.v1 import job_pb2 as docparse_dot_v1_dot_job__pb2
+from docparse.v1 import reading_package_pb2 as docparse_dot_v1_dot_reading__package__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n docparse/v1/parser_service.proto\x12\x0b\x64ocparse.v1\x1a\x15\x64ocparse/v1/job.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"u\n\x10SubmitJobRequest\x12\x11\n\tfile_name\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x17\n\x0fwait_timeout_ms\x18\x04 \x01(\r\x12\x10\n\x08password\x18\x05 \x01(\t\"2\n\x11SubmitJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"\"\n\x10GetStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x11GetStatusResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"8\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rafter_version\x18\x02 \x01(\x04\"R\n\tHeartbeat\x12/\n\x0bserver_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0clast_version\x18\x02 \x01(\x04\"i\n\x10WatchJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.JobH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.docparse.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x11\x43\x61ncelJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"/\n\tBatchFile\x12\x11\n\tfile_name\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"O\n\x12\x43reateBatchRequest\x12%\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x16.docparse.v1.BatchFile\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"\xa2\x01\n\x05\x42\x61tch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\r\n\x05total\x18\x02 \x01(\r\x12\x11\n\tcompleted\x18\x03 \x01(\r\x12\x11\n\tsucceeded\x18\x04 \x01(\r\x12\x0e\n\x06\x66\x61iled\x18\x05 \x01(\r\x12\x11\n\tcancelled\x18\x06 \x01(\r\x12\x1e\n\x04jobs\x18\x07 \x03(\x0b\x32\x10.docparse.v1.Job\x12\x0f\n\x07version\x18\x08 \x01(\x04\"8\n\x13\x43reateBatchResponse\x12!\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Batch\"#\n\x0fGetBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"5\n\x10GetBatchResponse\x12!\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Batch\"<\n\x11WatchBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x15\n\rafter_version\x18\x02 \x01(\x04\"o\n\x12WatchBatchResponse\x12#\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.BatchH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.docparse.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\"\n\x10GetResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"Z\n\x11GetResultResponse\x12&\n\x06result\x18\x01 \x01(\x0b\x32\x16.docparse.v1.ResultRef\x12\r\n\x05\x63hunk\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x32\xf8\x04\n\rParserService\x12J\n\tSubmitJob\x12\x1d.docparse.v1.SubmitJobRequest\x1a\x1e.docparse.v1.SubmitJobResponse\x12J\n\tGetStatus\x12\x1d.docparse.v1.GetStatusRequest\x1a\x1e.docparse.v1.GetStatusResponse\x12I\n\x08WatchJob\x12\x1c.docparse.v1.WatchJobRequest\x1a\x1d.docparse.v1.WatchJobResponse0\x01\x12J\n\tCancelJob\x12\x1d.docparse.v1.CancelJobRequest\x1a\x1e.docparse.v1.CancelJobResponse\x12P\n\x0b\x43reateBatch\x12\x1f.docparse.v1.CreateBatchRequest\x1a .docparse.v1.CreateBatchResponse\x12G\n\x08GetBatch\x12\x1c.docparse.v1.GetBatchRequest\x1a\x1d.docparse.v1.GetBatchResponse\x12O\n\nWatchBatch\x12\x1e.docparse.v1.WatchBatchRequest\x1a\x1f.docparse.v1.WatchBatchResponse0\x01\x12L\n\tGetResult\x12\x1d.docparse.v1.GetResultRequest\x1a\x1e.docparse.v1.GetResultResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n docparse/v1/parser_service.proto\x12\x0b\x64ocparse.v1\x1a\x15\x64ocparse/v1/job.proto\x1a!docparse/v1/reading_package.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"u\n\x10SubmitJobRequest\x12\x11\n\tfile_name\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x17\n\x0fwait_timeout_ms\x18\x04 \x01(\r\x12\x10\n\x08password\x18\x05 \x01(\t\"2\n\x11SubmitJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"\"\n\x10GetStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x11GetStatusResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"8\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rafter_version\x18\x02 \x01(\x04\"R\n\tHeartbeat\x12/\n\x0bserver_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0clast_version\x18\x02 \x01(\x04\"i\n\x10WatchJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.JobH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.docparse.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x11\x43\x61ncelJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"/\n\tBatchFile\x12\x11\n\tfile_name\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"O\n\x12\x43reateBatchRequest\x12%\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x16.docparse.v1.BatchFile\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"\xa2\x01\n\x05\x42\x61tch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\r\n\x05total\x18\x02 \x01(\r\x12\x11\n\tcompleted\x18\x03 \x01(\r\x12\x11\n\tsucceeded\x18\x04 \x01(\r\x12\x0e\n\x06\x66\x61iled\x18\x05 \x01(\r\x12\x11\n\tcancelled\x18\x06 \x01(\r\x12\x1e\n\x04jobs\x18\x07 \x03(\x0b\x32\x10.docparse.v1.Job\x12\x0f\n\x07version\x18\x08 \x01(\x04\"8\n\x13\x43reateBatchResponse\x12!\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Batch\"#\n\x0fGetBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"5\n\x10GetBatchResponse\x12!\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Batch\"<\n\x11WatchBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x15\n\rafter_version\x18\x02 \x01(\x04\"o\n\x12WatchBatchResponse\x12#\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.BatchH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.docparse.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\"\n\x10GetResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"Z\n\x11GetResultResponse\x12&\n\x06result\x18\x01 \x01(\x0b\x32\x16.docparse.v1.ResultRef\x12\r\n\x05\x63hunk\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x04\"G\n\x0fGetAssetRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08\x61sset_id\x18\x02 \x01(\t\x12\x12\n\ndeployment\x18\x03 \x01(\t\"T\n\x10GetAssetResponse\x12!\n\x05\x61sset\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Asset\x12\r\n\x05\x63hunk\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x32\xc3\x05\n\rParserService\x12J\n\tSubmitJob\x12\x1d.docparse.v1.SubmitJobRequest\x1a\x1e.docparse.v1.SubmitJobResponse\x12J\n\tGetStatus\x12\x1d.docparse.v1.GetStatusRequest\x1a\x1e.docparse.v1.GetStatusResponse\x12I\n\x08WatchJob\x12\x1c.docparse.v1.WatchJobRequest\x1a\x1d.docparse.v1.WatchJobResponse0\x01\x12J\n\tCancelJob\x12\x1d.docparse.v1.CancelJobRequest\x1a\x1e.docparse.v1.CancelJobResponse\x12P\n\x0b\x43reateBatch\x12\x1f.docparse.v1.CreateBatchRequest\x1a .docparse.v1.CreateBatchResponse\x12G\n\x08GetBatch\x12\x1c.docparse.v1.GetBatchRequest\x1a\x1d.docparse.v1.GetBatchResponse\x12O\n\nWatchBatch\x12\x1e.docparse.v1.WatchBatchRequest\x1a\x1f.docparse.v1.WatchBatchResponse0\x01\x12L\n\tGetResult\x12\x1d.docparse.v1.GetResultRequest\x1a\x1e.docparse.v1.GetResultResponse0\x01\x12I\n\x08GetAsset\x12\x1c.docparse.v1.GetAssetRequest\x1a\x1d.docparse.v1.GetAssetResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'docparse.v1.parser_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SUBMITJOBREQUEST']._serialized_start=105
-  _globals['_SUBMITJOBREQUEST']._serialized_end=222
-  _globals['_SUBMITJOBRESPONSE']._serialized_start=224
-  _globals['_SUBMITJOBRESPONSE']._serialized_end=274
-  _globals['_GETSTATUSREQUEST']._serialized_start=276
-  _globals['_GETSTATUSREQUEST']._serialized_end=310
-  _globals['_GETSTATUSRESPONSE']._serialized_start=312
-  _globals['_GETSTATUSRESPONSE']._serialized_end=362
-  _globals['_WATCHJOBREQUEST']._serialized_start=364
-  _globals['_WATCHJOBREQUEST']._serialized_end=420
-  _globals['_HEARTBEAT']._serialized_start=422
-  _globals['_HEARTBEAT']._serialized_end=504
-  _globals['_WATCHJOBRESPONSE']._serialized_start=506
-  _globals['_WATCHJOBRESPONSE']._serialized_end=611
-  _globals['_CANCELJOBREQUEST']._serialized_start=613
-  _globals['_CANCELJOBREQUEST']._serialized_end=647
-  _globals['_CANCELJOBRESPONSE']._serialized_start=649
-  _globals['_CANCELJOBRESPONSE']._serialized_end=699
-  _globals['_BATCHFILE']._serialized_start=701
-  _globals['_BATCHFILE']._serialized_end=748
-  _globals['_CREATEBATCHREQUEST']._serialized_start=750
-  _globals['_CREATEBATCHREQUEST']._serialized_end=829
-  _globals['_BATCH']._serialized_start=832
-  _globals['_BATCH']._serialized_end=994
-  _globals['_CREATEBATCHRESPONSE']._serialized_start=996
-  _globals['_CREATEBATCHRESPONSE']._serialized_end=1052
-  _globals['_GETBATCHREQUEST']._serialized_start=1054
-  _globals['_GETBATCHREQUEST']._serialized_end=1089
-  _globals['_GETBATCHRESPONSE']._serialized_start=1091
-  _globals['_GETBATCHRESPONSE']._serialized_end=1144
-  _globals['_WATCHBATCHREQUEST']._serialized_start=1146
-  _globals['_WATCHBATCHREQUEST']._serialized_end=1206
-  _globals['_WATCHBATCHRESPONSE']._serialized_start=1208
-  _globals['_WATCHBATCHRESPONSE']._serialized_end=1319
-  _globals['_GETRESULTREQUEST']._serialized_start=1321
-  _globals['_GETRESULTREQUEST']._serialized_end=1355
-  _globals['_GETRESULTRESPONSE']._serialized_start=1357
-  _globals['_GETRESULTRESPONSE']._serialized_end=1447
-  _globals['_PARSERSERVICE']._serialized_start=1450
-  _globals['_PARSERSERVICE']._serialized_end=2082
+  _globals['_SUBMITJOBREQUEST']._serialized_start=140
+  _globals['_SUBMITJOBREQUEST']._serialized_end=257
+  _globals['_SUBMITJOBRESPONSE']._serialized_start=259
+  _globals['_SUBMITJOBRESPONSE']._serialized_end=309
+  _globals['_GETSTATUSREQUEST']._serialized_start=311
+  _globals['_GETSTATUSREQUEST']._serialized_end=345
+  _globals['_GETSTATUSRESPONSE']._serialized_start=347
+  _globals['_GETSTATUSRESPONSE']._serialized_end=397
+  _globals['_WATCHJOBREQUEST']._serialized_start=399
+  _globals['_WATCHJOBREQUEST']._serialized_end=455
+  _globals['_HEARTBEAT']._serialized_start=457
+  _globals['_HEARTBEAT']._serialized_end=539
+  _globals['_WATCHJOBRESPONSE']._serialized_start=541
+  _globals['_WATCHJOBRESPONSE']._serialized_end=646
+  _globals['_CANCELJOBREQUEST']._serialized_start=648
+  _globals['_CANCELJOBREQUEST']._serialized_end=682
+  _globals['_CANCELJOBRESPONSE']._serialized_start=684
+  _globals['_CANCELJOBRESPONSE']._serialized_end=734
+  _globals['_BATCHFILE']._serialized_start=736
+  _globals['_BATCHFILE']._serialized_end=783
+  _globals['_CREATEBATCHREQUEST']._serialized_start=785
+  _globals['_CREATEBATCHREQUEST']._serialized_end=864
+  _globals['_BATCH']._serialized_start=867
+  _globals['_BATCH']._serialized_end=1029
+  _globals['_CREATEBATCHRESPONSE']._serialized_start=1031
+  _globals['_CREATEBATCHRESPONSE']._serialized_end=1087
+  _globals['_GETBATCHREQUEST']._serialized_start=1089
+  _globals['_GETBATCHREQUEST']._serialized_end=1124
+  _globals['_GETBATCHRESPONSE']._serialized_start=1126
+  _globals['_GETBATCHRESPONSE']._serialized_end=1179
+  _globals['_WATCHBATCHREQUEST']._serialized_start=1181
+  _globals['_WATCHBATCHREQUEST']._serialized_end=1241
+  _globals['_WATCHBATCHRESPONSE']._serialized_start=1243
+  _globals['_WATCHBATCHRESPONSE']._serialized_end=1354
+  _globals['_GETRESULTREQUEST']._serialized_start=1356
+  _globals['_GETRESULTREQUEST']._serialized_end=1390
+  _globals['_GETRESULTRESPONSE']._serialized_start=1392
+  _globals['_GETRESULTRESPONSE']._serialized_end=1482
+  _globals['_GETASSETREQUEST']._serialized_start=1484
+  _globals['_GETASSETREQUEST']._serialized_end=1555
+  _globals['_GETASSETRESPONSE']._serialized_start=1557
+  _globals['_GETASSETRESPONSE']._serialized_end=1641
+  _globals['_PARSERSERVICE']._serialized_start=1644
+  _globals['_PARSERSERVICE']._serialized_end=2351
 # @@protoc_insertion_point(module_scope)

@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from docparse.v1 import job_pb2 as _job_pb2
+from docparse.v1 import reading_package_pb2 as _reading_package_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -39,7 +40,12 @@ class SubmitJobRequest(_message.Message):
     (bounded by the call deadline). 0 answers at once.
     """
     password: _builtins.str
-    """Password for encrypted documents. Never stored."""
+    """Password for encrypted documents (PDF, DOCX/XLSX/PPTX, DOC, XLS). It is SASLprep-normalised
+    (RFC 4013) before use; if the normalised form fails, the password as given is tried too.
+    It is never written to the state store or to logs: it lives in an owner-only file beside the
+    upload in the blob store until the parse ends. Without it an encrypted document ends FAILED
+    with PASSWORD_REQUIRED; a wrong one ends FAILED with WRONG_PASSWORD.
+    """
     def __init__(
         self,
         *,
@@ -477,3 +483,63 @@ class GetResultResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetResultResponse: _TypeAlias = GetResultResponse  # noqa: Y015
+
+@_typing.final
+class GetAssetRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    ASSET_ID_FIELD_NUMBER: _builtins.int
+    DEPLOYMENT_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    """The job whose reading package references the asset (Asset.job_id)."""
+    asset_id: _builtins.str
+    """Asset.asset_id."""
+    deployment: _builtins.str
+    """Asset.deployment. Empty means "this deployment"; any other value must name the deployment
+    that answers, which never looks an asset up in another deployment's store.
+    """
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        asset_id: _builtins.str = ...,
+        deployment: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["asset_id", b"asset_id", "deployment", b"deployment", "job_id", b"job_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAssetRequest: _TypeAlias = GetAssetRequest  # noqa: Y015
+
+@_typing.final
+class GetAssetResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ASSET_FIELD_NUMBER: _builtins.int
+    CHUNK_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    chunk: _builtins.bytes
+    """A piece of the asset's bytes."""
+    offset: _builtins.int
+    """Offset of `chunk` in the whole."""
+    @_builtins.property
+    def asset(self) -> _reading_package_pb2.Asset:
+        """Set on the first message only."""
+
+    def __init__(
+        self,
+        *,
+        asset: _reading_package_pb2.Asset | None = ...,
+        chunk: _builtins.bytes = ...,
+        offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["asset", b"asset"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["asset", b"asset", "chunk", b"chunk", "offset", b"offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAssetResponse: _TypeAlias = GetAssetResponse  # noqa: Y015

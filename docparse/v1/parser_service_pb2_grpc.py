@@ -84,6 +84,11 @@ class ParserServiceStub:
                 request_serializer=docparse_dot_v1_dot_parser__service__pb2.GetResultRequest.SerializeToString,
                 response_deserializer=docparse_dot_v1_dot_parser__service__pb2.GetResultResponse.FromString,
                 _registered_method=True)
+        self.GetAsset = channel.unary_stream(
+                '/docparse.v1.ParserService/GetAsset',
+                request_serializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetRequest.SerializeToString,
+                response_deserializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetResponse.FromString,
+                _registered_method=True)
 
 
 class ParserServiceServicer:
@@ -159,6 +164,16 @@ class ParserServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetAsset(self, request, context):
+        """Streams one asset (an image) of a SUCCEEDED job's reading package in chunks: the first
+        message carries the Asset (size, sha256, mime type), the following ones the bytes.
+        Errors: NOT_FOUND / ASSET_NOT_FOUND, FAILED_PRECONDITION / ASSET_OTHER_DEPLOYMENT when the
+        reference names another deployment than the one asked, plus those of GetResult.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ParserServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -201,6 +216,11 @@ def add_ParserServiceServicer_to_server(servicer, server):
                     servicer.GetResult,
                     request_deserializer=docparse_dot_v1_dot_parser__service__pb2.GetResultRequest.FromString,
                     response_serializer=docparse_dot_v1_dot_parser__service__pb2.GetResultResponse.SerializeToString,
+            ),
+            'GetAsset': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetAsset,
+                    request_deserializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetRequest.FromString,
+                    response_serializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -429,6 +449,33 @@ class ParserService:
             '/docparse.v1.ParserService/GetResult',
             docparse_dot_v1_dot_parser__service__pb2.GetResultRequest.SerializeToString,
             docparse_dot_v1_dot_parser__service__pb2.GetResultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAsset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/docparse.v1.ParserService/GetAsset',
+            docparse_dot_v1_dot_parser__service__pb2.GetAssetRequest.SerializeToString,
+            docparse_dot_v1_dot_parser__service__pb2.GetAssetResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -66,6 +66,12 @@ class ParserServiceStub:
     """Streams the reading package of a SUCCEEDED job in chunks: the first message carries the
     ResultRef (size and sha256), the following ones the bytes.
     """
+    GetAsset: _grpc.UnaryStreamMultiCallable[_parser_service_pb2.GetAssetRequest, _parser_service_pb2.GetAssetResponse]
+    """Streams one asset (an image) of a SUCCEEDED job's reading package in chunks: the first
+    message carries the Asset (size, sha256, mime type), the following ones the bytes.
+    Errors: NOT_FOUND / ASSET_NOT_FOUND, FAILED_PRECONDITION / ASSET_OTHER_DEPLOYMENT when the
+    reference names another deployment than the one asked, plus those of GetResult.
+    """
 
 @_typing.type_check_only
 class ParserServiceAsyncStub(ParserServiceStub):
@@ -104,6 +110,12 @@ class ParserServiceAsyncStub(ParserServiceStub):
     GetResult: _aio.UnaryStreamMultiCallable[_parser_service_pb2.GetResultRequest, _parser_service_pb2.GetResultResponse]  # type: ignore[assignment]
     """Streams the reading package of a SUCCEEDED job in chunks: the first message carries the
     ResultRef (size and sha256), the following ones the bytes.
+    """
+    GetAsset: _aio.UnaryStreamMultiCallable[_parser_service_pb2.GetAssetRequest, _parser_service_pb2.GetAssetResponse]  # type: ignore[assignment]
+    """Streams one asset (an image) of a SUCCEEDED job's reading package in chunks: the first
+    message carries the Asset (size, sha256, mime type), the following ones the bytes.
+    Errors: NOT_FOUND / ASSET_NOT_FOUND, FAILED_PRECONDITION / ASSET_OTHER_DEPLOYMENT when the
+    reference names another deployment than the one asked, plus those of GetResult.
     """
 
 class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -188,6 +200,18 @@ class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_parser_service_pb2.GetResultResponse], _abc.AsyncIterator[_parser_service_pb2.GetResultResponse]]:
         """Streams the reading package of a SUCCEEDED job in chunks: the first message carries the
         ResultRef (size and sha256), the following ones the bytes.
+        """
+
+    @_abc_1.abstractmethod
+    def GetAsset(
+        self,
+        request: _parser_service_pb2.GetAssetRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_parser_service_pb2.GetAssetResponse], _abc.AsyncIterator[_parser_service_pb2.GetAssetResponse]]:
+        """Streams one asset (an image) of a SUCCEEDED job's reading package in chunks: the first
+        message carries the Asset (size, sha256, mime type), the following ones the bytes.
+        Errors: NOT_FOUND / ASSET_NOT_FOUND, FAILED_PRECONDITION / ASSET_OTHER_DEPLOYMENT when the
+        reference names another deployment than the one asked, plus those of GetResult.
         """
 
 def add_ParserServiceServicer_to_server(servicer: ParserServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

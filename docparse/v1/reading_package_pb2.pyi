@@ -20,7 +20,20 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class BoundingBox(_message.Message):
-    """An axis-aligned rectangle in PDF points (1/72 inch), origin at the top-left of the page."""
+    """The reading package: what a SUCCEEDED job produces, whatever the input format.
+
+    - PDF: one Page per page (text layer in reading order; pages without usable text but with
+      images are rendered and OCR'd, their blocks have source "ocr").
+    - DOCX / DOC: Word documents have no fixed pages, so the whole document is one Page
+      (number 1, the first section's page size) whose blocks follow the body order; headers,
+      footers, footnotes, comments and text boxes are blocks with their `role`.
+    - XLSX / XLS: one Sheet per worksheet with typed cell values; `pages` is empty.
+    - PPTX: one Slide per slide with its text, tables, images, notes and comments.
+    Images are stored as assets beside the result (see Asset) and referenced by `asset_id`.
+
+    An axis-aligned rectangle in points (1/72 inch), origin at the top-left. On PDF pages the
+    coordinates are those of the unrotated page (apply `Page.rotation` to display them).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -50,28 +63,43 @@ Global___BoundingBox: _TypeAlias = BoundingBox  # noqa: Y015
 
 @_typing.final
 class TextBlock(_message.Message):
-    """A block of text on a page, in reading order."""
+    """A block of text in reading order."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     TEXT_FIELD_NUMBER: _builtins.int
     BBOX_FIELD_NUMBER: _builtins.int
     SOURCE_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     source: _builtins.str
-    """Where the text came from: "text" (the document's text layer) or "ocr"."""
+    """Where the text came from: "text" (the document's own text) or "ocr" (recognised in a
+    rendered image of the page).
+    """
+    role: _builtins.str
+    """What the block is, where the format says: "" (body text), "title", "heading", "list_item",
+    "table" (a table's text, also in `tables`), "header", "footer", "footnote", "endnote",
+    "comment", "textbox", "notes".
+    """
+    confidence: _builtins.float
+    """OCR only: the recogniser's confidence, 0..1."""
     @_builtins.property
-    def bbox(self) -> Global___BoundingBox: ...
+    def bbox(self) -> Global___BoundingBox:
+        """Unset where the format has no geometry (Word documents)."""
+
     def __init__(
         self,
         *,
         text: _builtins.str = ...,
         bbox: Global___BoundingBox | None = ...,
         source: _builtins.str = ...,
+        role: _builtins.str = ...,
+        confidence: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox", "source", b"source", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox", "confidence", b"confidence", "role", b"role", "source", b"source", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -79,14 +107,16 @@ Global___TextBlock: _TypeAlias = TextBlock  # noqa: Y015
 
 @_typing.final
 class Table(_message.Message):
-    """A table found on a page: rows of cell texts."""
+    """A table: rows of cell texts (merged cells repeat their text in each covered cell)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     BBOX_FIELD_NUMBER: _builtins.int
     ROWS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def bbox(self) -> Global___BoundingBox: ...
+    def bbox(self) -> Global___BoundingBox:
+        """Unset where the format has no geometry."""
+
     @_builtins.property
     def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___TableRow]: ...
     def __init__(
@@ -127,7 +157,7 @@ Global___TableRow: _TypeAlias = TableRow  # noqa: Y015
 
 @_typing.final
 class ImageRef(_message.Message):
-    """An image on a page, stored as an asset."""
+    """An image placed in a page or slide. The bytes are the asset `asset_id` (see Asset)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -139,9 +169,12 @@ class ImageRef(_message.Message):
     asset_id: _builtins.str
     mime_type: _builtins.str
     width: _builtins.int
+    """Pixel size of the stored image (0 when unknown)."""
     height: _builtins.int
     @_builtins.property
-    def bbox(self) -> Global___BoundingBox: ...
+    def bbox(self) -> Global___BoundingBox:
+        """Where the image is drawn; unset where the format has no geometry."""
+
     def __init__(
         self,
         *,
@@ -173,15 +206,18 @@ class Page(_message.Message):
     TABLES_FIELD_NUMBER: _builtins.int
     IMAGES_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
+    OCR_FIELD_NUMBER: _builtins.int
     number: _builtins.int
     """1-based page number."""
     width: _builtins.float
-    """Page size in points."""
+    """Page size in points, as displayed (after rotation)."""
     height: _builtins.float
     rotation: _builtins.int
     """Rotation in degrees: 0, 90, 180 or 270."""
     text: _builtins.str
     """All text of the page in reading order, blocks separated by blank lines."""
+    ocr: _builtins.bool
+    """True when the page had no usable text layer and its text was recognised by OCR."""
     @_builtins.property
     def blocks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TextBlock]: ...
     @_builtins.property
@@ -199,14 +235,260 @@ class Page(_message.Message):
         tables: _abc.Iterable[Global___Table] | None = ...,
         images: _abc.Iterable[Global___ImageRef] | None = ...,
         text: _builtins.str = ...,
+        ocr: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "height", b"height", "images", b"images", "number", b"number", "rotation", b"rotation", "tables", b"tables", "text", b"text", "width", b"width"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "height", b"height", "images", b"images", "number", b"number", "ocr", b"ocr", "rotation", b"rotation", "tables", b"tables", "text", b"text", "width", b"width"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Page: _TypeAlias = Page  # noqa: Y015
+
+@_typing.final
+class Cell(_message.Message):
+    """One cell of a worksheet that holds a value (empty cells are left out)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COLUMN_FIELD_NUMBER: _builtins.int
+    STRING_VALUE_FIELD_NUMBER: _builtins.int
+    NUMBER_VALUE_FIELD_NUMBER: _builtins.int
+    BOOL_VALUE_FIELD_NUMBER: _builtins.int
+    DATETIME_VALUE_FIELD_NUMBER: _builtins.int
+    ERROR_VALUE_FIELD_NUMBER: _builtins.int
+    column: _builtins.int
+    """1-based column number (A = 1)."""
+    string_value: _builtins.str
+    number_value: _builtins.float
+    bool_value: _builtins.bool
+    datetime_value: _builtins.str
+    """A date and/or time the workbook stores as a serial number with a date format, converted
+    with the workbook's date system (1900 or 1904, see ReadingPackage.date_system) to ISO
+    8601 without a zone: "2024-03-01T12:30:00", or "12:30:00" for a time of day.
+    """
+    error_value: _builtins.str
+    """An error value such as "#DIV/0!" or "#N/A"."""
+    def __init__(
+        self,
+        *,
+        column: _builtins.int = ...,
+        string_value: _builtins.str = ...,
+        number_value: _builtins.float = ...,
+        bool_value: _builtins.bool = ...,
+        datetime_value: _builtins.str = ...,
+        error_value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bool_value", b"bool_value", "datetime_value", b"datetime_value", "error_value", b"error_value", "number_value", b"number_value", "string_value", b"string_value", "value", b"value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bool_value", b"bool_value", "column", b"column", "datetime_value", b"datetime_value", "error_value", b"error_value", "number_value", b"number_value", "string_value", b"string_value", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_value: _TypeAlias = _typing.Literal["string_value", "number_value", "bool_value", "datetime_value", "error_value"]  # noqa: Y015
+    _WhichOneofArgType_value: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_value) -> _WhichOneofReturnType_value | None: ...
+
+Global___Cell: _TypeAlias = Cell  # noqa: Y015
+
+@_typing.final
+class SheetRow(_message.Message):
+    """A row of a worksheet with at least one value."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NUMBER_FIELD_NUMBER: _builtins.int
+    CELLS_FIELD_NUMBER: _builtins.int
+    number: _builtins.int
+    """1-based row number."""
+    @_builtins.property
+    def cells(self) -> _containers.RepeatedCompositeFieldContainer[Global___Cell]:
+        """Cells with a value, in column order."""
+
+    def __init__(
+        self,
+        *,
+        number: _builtins.int = ...,
+        cells: _abc.Iterable[Global___Cell] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cells", b"cells", "number", b"number"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SheetRow: _TypeAlias = SheetRow  # noqa: Y015
+
+@_typing.final
+class Sheet(_message.Message):
+    """One worksheet of a workbook. Values are the cached results of formulas."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NUMBER_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    VISIBILITY_FIELD_NUMBER: _builtins.int
+    ROWS_FIELD_NUMBER: _builtins.int
+    CELL_COUNT_FIELD_NUMBER: _builtins.int
+    number: _builtins.int
+    """1-based position in the workbook."""
+    name: _builtins.str
+    visibility: _builtins.str
+    """"visible", "hidden" or "veryHidden"."""
+    cell_count: _builtins.int
+    """Number of cells with a value."""
+    @_builtins.property
+    def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___SheetRow]: ...
+    def __init__(
+        self,
+        *,
+        number: _builtins.int = ...,
+        name: _builtins.str = ...,
+        visibility: _builtins.str = ...,
+        rows: _abc.Iterable[Global___SheetRow] | None = ...,
+        cell_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cell_count", b"cell_count", "name", b"name", "number", b"number", "rows", b"rows", "visibility", b"visibility"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Sheet: _TypeAlias = Sheet  # noqa: Y015
+
+@_typing.final
+class Comment(_message.Message):
+    """A reviewer's comment attached to a slide or a document."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AUTHOR_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    author: _builtins.str
+    text: _builtins.str
+    def __init__(
+        self,
+        *,
+        author: _builtins.str = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["author", b"author", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Comment: _TypeAlias = Comment  # noqa: Y015
+
+@_typing.final
+class Slide(_message.Message):
+    """One slide of a presentation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NUMBER_FIELD_NUMBER: _builtins.int
+    WIDTH_FIELD_NUMBER: _builtins.int
+    HEIGHT_FIELD_NUMBER: _builtins.int
+    HIDDEN_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    BLOCKS_FIELD_NUMBER: _builtins.int
+    TABLES_FIELD_NUMBER: _builtins.int
+    IMAGES_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
+    COMMENTS_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    number: _builtins.int
+    """1-based slide number."""
+    width: _builtins.float
+    """Slide size in points."""
+    height: _builtins.float
+    hidden: _builtins.bool
+    title: _builtins.str
+    """The title placeholder's text, if any."""
+    notes: _builtins.str
+    """The speaker notes."""
+    text: _builtins.str
+    """All text of the slide (blocks and tables) in reading order, separated by blank lines."""
+    @_builtins.property
+    def blocks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TextBlock]:
+        """Text of the shapes in reading order (top to bottom, left to right), bbox in points."""
+
+    @_builtins.property
+    def tables(self) -> _containers.RepeatedCompositeFieldContainer[Global___Table]: ...
+    @_builtins.property
+    def images(self) -> _containers.RepeatedCompositeFieldContainer[Global___ImageRef]: ...
+    @_builtins.property
+    def comments(self) -> _containers.RepeatedCompositeFieldContainer[Global___Comment]: ...
+    def __init__(
+        self,
+        *,
+        number: _builtins.int = ...,
+        width: _builtins.float = ...,
+        height: _builtins.float = ...,
+        hidden: _builtins.bool = ...,
+        title: _builtins.str = ...,
+        blocks: _abc.Iterable[Global___TextBlock] | None = ...,
+        tables: _abc.Iterable[Global___Table] | None = ...,
+        images: _abc.Iterable[Global___ImageRef] | None = ...,
+        notes: _builtins.str = ...,
+        comments: _abc.Iterable[Global___Comment] | None = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocks", b"blocks", "comments", b"comments", "height", b"height", "hidden", b"hidden", "images", b"images", "notes", b"notes", "number", b"number", "tables", b"tables", "text", b"text", "title", b"title", "width", b"width"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Slide: _TypeAlias = Slide  # noqa: Y015
+
+@_typing.final
+class Asset(_message.Message):
+    """A binary part of the document (an image) stored in the blob store beside the result.
+    Fetch it with ParserService.GetAsset{job_id, asset_id, deployment} from the deployment named
+    here: assets of one deployment (DOCPARSE_ENV) are never looked up in another.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ASSET_ID_FIELD_NUMBER: _builtins.int
+    MIME_TYPE_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    DEPLOYMENT_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    WIDTH_FIELD_NUMBER: _builtins.int
+    HEIGHT_FIELD_NUMBER: _builtins.int
+    asset_id: _builtins.str
+    """Content-derived id ("<sha256 prefix>.<ext>"), unique within the job."""
+    mime_type: _builtins.str
+    size_bytes: _builtins.int
+    sha256: _builtins.str
+    """Lower-case hex sha256 of the bytes."""
+    deployment: _builtins.str
+    """The deployment (environment) whose blob store holds the asset."""
+    job_id: _builtins.str
+    """The job that produced it."""
+    width: _builtins.int
+    """Pixel size (0 when unknown)."""
+    height: _builtins.int
+    def __init__(
+        self,
+        *,
+        asset_id: _builtins.str = ...,
+        mime_type: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        sha256: _builtins.str = ...,
+        deployment: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        width: _builtins.int = ...,
+        height: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["asset_id", b"asset_id", "deployment", b"deployment", "height", b"height", "job_id", b"job_id", "mime_type", b"mime_type", "sha256", b"sha256", "size_bytes", b"size_bytes", "width", b"width"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Asset: _TypeAlias = Asset  # noqa: Y015
 
 @_typing.final
 class DocumentMetadata(_message.Message):
@@ -276,10 +558,21 @@ class ReadingPackage(_message.Message):
     METADATA_FIELD_NUMBER: _builtins.int
     PAGES_FIELD_NUMBER: _builtins.int
     WARNINGS_FIELD_NUMBER: _builtins.int
+    SHEETS_FIELD_NUMBER: _builtins.int
+    SLIDES_FIELD_NUMBER: _builtins.int
+    ASSETS_FIELD_NUMBER: _builtins.int
+    DATE_SYSTEM_FIELD_NUMBER: _builtins.int
+    DECRYPTED_FIELD_NUMBER: _builtins.int
     parser_version: _builtins.str
     """Version of the parser that made this package."""
     content_type: _builtins.str
-    """Detected type: "pdf", "docx", ..."""
+    """Detected type: "pdf", "docx", "doc", "xlsx", "xls", "pptx" (an encrypted Office file
+    reports the type found after decryption).
+    """
+    date_system: _builtins.str
+    """Workbooks: the date system their serial dates use, "1900" or "1904"."""
+    decrypted: _builtins.bool
+    """True when the document was encrypted and opened with the submitted password."""
     @_builtins.property
     def metadata(self) -> Global___DocumentMetadata: ...
     @_builtins.property
@@ -287,6 +580,18 @@ class ReadingPackage(_message.Message):
     @_builtins.property
     def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Things the parser noticed but worked around (e.g. a repaired cross-reference table)."""
+
+    @_builtins.property
+    def sheets(self) -> _containers.RepeatedCompositeFieldContainer[Global___Sheet]:
+        """Worksheets of a workbook (XLSX, XLS)."""
+
+    @_builtins.property
+    def slides(self) -> _containers.RepeatedCompositeFieldContainer[Global___Slide]:
+        """Slides of a presentation (PPTX)."""
+
+    @_builtins.property
+    def assets(self) -> _containers.RepeatedCompositeFieldContainer[Global___Asset]:
+        """Every asset the package references."""
 
     def __init__(
         self,
@@ -296,10 +601,15 @@ class ReadingPackage(_message.Message):
         metadata: Global___DocumentMetadata | None = ...,
         pages: _abc.Iterable[Global___Page] | None = ...,
         warnings: _abc.Iterable[_builtins.str] | None = ...,
+        sheets: _abc.Iterable[Global___Sheet] | None = ...,
+        slides: _abc.Iterable[Global___Slide] | None = ...,
+        assets: _abc.Iterable[Global___Asset] | None = ...,
+        date_system: _builtins.str = ...,
+        decrypted: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_type", b"content_type", "metadata", b"metadata", "pages", b"pages", "parser_version", b"parser_version", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assets", b"assets", "content_type", b"content_type", "date_system", b"date_system", "decrypted", b"decrypted", "metadata", b"metadata", "pages", b"pages", "parser_version", b"parser_version", "sheets", b"sheets", "slides", b"slides", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
