@@ -16,9 +16,20 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import redis.asyncio as aioredis
 
+from docparse.errors import DocparseError
+
 log = logging.getLogger(__name__)
+
+
+def shutting_down() -> DocparseError:
+    return DocparseError(
+        grpc.StatusCode.UNAVAILABLE,
+        "SERVER_SHUTTING_DOWN",
+        "this replica is shutting down; resume the watch with after_version on another",
+    )
 
 
 class Resync:
@@ -26,7 +37,15 @@ class Resync:
 
 
 RESYNC = Resync()
-Event = dict[str, str] | Resync
+
+
+class Closing:
+    """Queued when the process shuts down: the watcher ends its stream with a retryable
+    status so the client resumes on another replica."""
+
+
+CLOSING = Closing()
+Event = dict[str, str] | Resync | Closing
 
 
 @dataclass
@@ -48,6 +67,7 @@ class EventHub:
         self._reader: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._closed = False
+        self._draining = False
         self.reconnects = 0
 
     @property
@@ -65,9 +85,19 @@ class EventHub:
                 await self._reader
         await self._disconnect()
 
+    def close_streams(self) -> None:
+        """Shutdown: every current subscriber gets CLOSING; new subscriptions are refused."""
+        self._draining = True
+        for entry in self._channels.values():
+            for queue in entry.queues:
+                with contextlib.suppress(asyncio.QueueFull):
+                    queue.put_nowait(CLOSING)
+
     @contextlib.asynccontextmanager
     async def subscribe(self, channel: str) -> AsyncIterator[asyncio.Queue[Event]]:
         """A queue of this channel's events, live once the block is entered."""
+        if self._draining:
+            raise shutting_down()
         queue: asyncio.Queue[Event] = asyncio.Queue(self._queue_size)
         entry = self._channels.get(channel)
         first = entry is None
@@ -169,4 +199,4 @@ class EventHub:
                 # A slow consumer only needs the latest state: drop its backlog, ask for resync.
                 while not queue.empty():
                     queue.get_nowait()
-                queue.put_nowait(RESYNC)
+                queue.put_nowait(CLOSING if self._draining else RESYNC)

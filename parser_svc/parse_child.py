@@ -10,12 +10,18 @@ Exit code 0 after "done" or "failed"; anything else is a crash.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 from parser_svc.parsers import ParseFailure
 from parser_svc.sandbox import apply_limits
+
+PR_SET_PDEATHSIG = 1
 
 
 def _emit(**event: object) -> None:
@@ -23,8 +29,22 @@ def _emit(**event: object) -> None:
     sys.stdout.flush()
 
 
+_PAGE_DELAY_S = int(os.environ.get("DOCPARSE_PARSE_PAGE_DELAY_MS", "0")) / 1000
+
+
 def _progress(done: int, total: int, stage: str) -> None:
     _emit(event="progress", done=done, total=total, stage=stage)
+    if _PAGE_DELAY_S and done:
+        time.sleep(_PAGE_DELAY_S)
+
+
+def _die_with_parent() -> None:
+    """The parse must not outlive its worker (a killed worker's job is retried elsewhere)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:
+        os._exit(1)
 
 
 def run(content_type: str, input_path: Path, output_path: Path) -> None:
@@ -42,6 +62,7 @@ def run(content_type: str, input_path: Path, output_path: Path) -> None:
 
 
 def main() -> None:
+    _die_with_parent()
     content_type, input_path, output_path, cpu_s, memory_mb = sys.argv[1:6]
     apply_limits(int(cpu_s), int(memory_mb))
     try:

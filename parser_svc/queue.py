@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from bullmq import Queue
@@ -31,8 +32,8 @@ class JobQueue:
         """Adds the job once: the BullMQ job id is the docparse job id."""
         opts = {
             "jobId": job_id,
-            "attempts": 3,
-            "backoff": {"type": "exponential", "delay": 1000},
+            "attempts": self.settings.max_attempts,
+            "backoff": {"type": "exponential", "delay": self.settings.retry_backoff_ms},
             "removeOnComplete": {"count": 1000},
             "removeOnFail": {"count": 10000},
         }
@@ -41,6 +42,13 @@ class JobQueue:
                 await self._queue.add("parse", {"job_id": job_id}, opts)
         except (TimeoutError, OSError, RedisError) as err:
             raise store_unavailable(f"enqueue failed: {type(err).__name__}") from err
+
+    async def discard(self, job_id: str) -> None:
+        """Best effort: drops a job that no worker holds (a cancelled one). A worker that
+        still picks it up finds the record terminal and skips it."""
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(self.settings.redis_timeout_s):
+                await self._queue.remove(job_id)
 
     async def close(self) -> None:
         await self._queue.close()

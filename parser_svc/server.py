@@ -68,8 +68,9 @@ async def serve(settings: Settings) -> None:
     await stop.wait()
     log.info("parser_svc draining")
     await set_serving(health, [SERVICE_NAME], False)
+    hub.close_streams()
     if worker is not None:
-        await worker.close()
+        await worker.close(settings.shutdown_grace_s)
     await server.stop(settings.shutdown_grace_s)
     await hub.close()
     await queue.close()

@@ -4,10 +4,7 @@ writes the shared store, so any replica answers any call."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import logging
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,12 +14,12 @@ from docparse.errors import DocparseError
 from docparse.serving import abort
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from parser_svc.blobs import BlobStore
-from parser_svc.detect import detect_type
 from parser_svc.events import EventHub
 from parser_svc.queue import JobQueue
 from parser_svc.records import is_terminal
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore
+from parser_svc.submit import Submitter, invalid
 from parser_svc.watch import watch_job
 
 log = logging.getLogger(__name__)
@@ -30,13 +27,9 @@ Context = grpc.aio.ServicerContext[Any, Any]
 CHUNK_BYTES = 64 * 1024
 
 
-def _invalid(reason: str, message: str) -> DocparseError:
-    return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
-
-
 def _check_job_id(job_id: str) -> None:
     if not job_id or len(job_id) > 64 or not all(c.isalnum() or c in "-_" for c in job_id):
-        raise _invalid("INVALID_JOB_ID", f"not a job id: {job_id[:80]!r}")
+        raise invalid("INVALID_JOB_ID", f"not a job id: {job_id[:80]!r}")
 
 
 class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
@@ -53,12 +46,13 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self.hub = hub
         self.queue = queue
         self.blobs = blobs
+        self.submitter = Submitter(settings, store, queue, blobs)
 
     async def SubmitJob(
         self, request: parser_service_pb2.SubmitJobRequest, context: Context
     ) -> parser_service_pb2.SubmitJobResponse:
         try:
-            job = await self._submit(request)
+            job = await self.submitter.submit(request)
             if request.wait_timeout_ms and not is_terminal(job):
                 job = await self._wait(job, request.wait_timeout_ms / 1000, context)
             return parser_service_pb2.SubmitJobResponse(job=job)
@@ -66,59 +60,21 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             await abort(context, err)
             raise AssertionError("unreachable") from err
 
-    async def _submit(self, request: parser_service_pb2.SubmitJobRequest) -> job_pb2.Job:
-        content = request.content
-        if not content:
-            raise _invalid("EMPTY_CONTENT", "the upload is empty")
-        if len(content) > self.settings.max_upload_bytes:
-            raise DocparseError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "DOCUMENT_TOO_LARGE",
-                f"the upload has {len(content)} bytes; the limit is "
-                f"{self.settings.max_upload_bytes}",
-            )
-        content_type = detect_type(content)
-        if content_type is None:
-            raise _invalid(
-                "UNSUPPORTED_FORMAT",
-                "the content is not a PDF, DOCX, XLSX, PPTX or OLE (DOC/XLS) document",
-            )
-        job_id = uuid.uuid4().hex
-        await asyncio.to_thread(self.blobs.put_input, job_id, content)
-        fields = {
-            "file_name": request.file_name[:512],
-            "content_sha256": hashlib.sha256(content).hexdigest(),
-            "content_type": content_type,
-            "size_bytes": str(len(content)),
-        }
-        try:
-            await self.store.create(job_id, fields)
-        except DocparseError:
-            self.blobs.delete(f"{self.settings.env}/inputs/{job_id}")
-            raise
-        try:
-            await self.queue.enqueue(job_id)
-        except DocparseError:
-            # The record exists but no worker will see it: end it so nobody waits forever.
-            with contextlib.suppress(DocparseError):
-                await self.store.finish(
-                    job_id, "", "FAILED",
-                    {"err_reason": "ENQUEUE_FAILED", "err_message": "the queue was unreachable"},
-                )  # fmt: skip
-            raise
-        log.info("job %s created (%s, %d bytes)", job_id, content_type, len(content))
-        return await self.store.get(job_id)
-
     async def _wait(self, job: job_pb2.Job, budget_s: float, context: Context) -> job_pb2.Job:
         remaining = context.time_remaining()
         if remaining is not None:
             budget_s = min(budget_s, max(0.0, remaining - 0.2))
         latest = job
-        with contextlib.suppress(TimeoutError):
+        try:
             async with asyncio.timeout(budget_s):
                 async for event in self._watch(job.job_id, job.version):
                     if event.HasField("job"):
                         latest = event.job
+        except TimeoutError:
+            pass  # the async answer: the job is still queued or running
+        except DocparseError as err:
+            if err.reason != "SERVER_SHUTTING_DOWN":
+                raise
         return latest
 
     def _watch(
@@ -204,8 +160,27 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             ),
         )
 
-    async def CancelJob(self, request: Any, context: Context) -> Any:
-        await self._unimplemented(context, "CancelJob")
+    async def CancelJob(
+        self, request: parser_service_pb2.CancelJobRequest, context: Context
+    ) -> parser_service_pb2.CancelJobResponse:
+        try:
+            _check_job_id(request.job_id)
+            job = await self.store.get(request.job_id)
+            result = await self.store.cancel(request.job_id) if not is_terminal(job) else None
+            if result is None or result.status == "TERMINAL":
+                job = await self.store.get(request.job_id)
+                state = job_pb2.State.Name(job.state)
+                raise DocparseError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    "JOB_ALREADY_ENDED",
+                    f"job {job.job_id} already ended {state}; nothing to cancel",
+                    {"job_id": job.job_id, "state": state},
+                )
+            await self.queue.discard(request.job_id)
+            return parser_service_pb2.CancelJobResponse(job=await self.store.get(request.job_id))
+        except DocparseError as err:
+            await abort(context, err)
+            raise AssertionError("unreachable") from err
 
     async def CreateBatch(self, request: Any, context: Context) -> Any:
         await self._unimplemented(context, "CreateBatch")

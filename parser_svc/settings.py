@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     # A running job's record lives this long past its last write (the worker renews it).
     running_ttl_s: int = 3600
 
+    # A SubmitJob request_id is remembered this long (AIP-155): a retry returns the first job.
+    request_id_ttl_s: int = 24 * 3600
+
     # Results up to this size are kept inline in Redis; larger ones go to the blob store.
     inline_result_max_bytes: int = 256 * 1024
     # Largest upload SubmitJob accepts (also the gRPC max message size, plus headroom).
@@ -42,7 +45,15 @@ class Settings(BaseSettings):
     # Queue workers.
     queue_name: str = "parse"
     worker_concurrency: int = 2
+    # A worker holds a job's lock this long and renews it at half-time; a worker that stops
+    # renewing (killed, frozen) loses the job to another replica after at most this long.
     lock_duration_ms: int = 30_000
+    # Executions a job gets (crashed parser, lost worker) before it ends FAILED for good.
+    max_attempts: int = 3
+    # First retry delay; doubles per attempt.
+    retry_backoff_ms: int = 1000
+    # Testing and demo aid: the parse child pauses this long after each page. Keep 0.
+    parse_page_delay_ms: int = 0
     # Limits of each parse subprocess.
     parse_timeout_s: float = 300.0
     parse_cpu_s: int = 300

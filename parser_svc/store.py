@@ -48,6 +48,12 @@ _UNAVAILABLE_ERRORS = (
 
 
 @dataclass(frozen=True)
+class CreateResult:
+    status: Literal["OK", "REPLAY", "CONFLICT", "JOINED", "EXISTS"]
+    job_id: str
+
+
+@dataclass(frozen=True)
 class WriteResult:
     status: WriteStatus
     version: int
@@ -117,19 +123,35 @@ class JobStore:
     async def ping(self) -> bool:
         return bool(await self._call(self.client.ping))
 
-    async def create(self, job_id: str, fields: dict[str, str]) -> WriteResult:
+    async def create(
+        self,
+        job_id: str,
+        fields: dict[str, str],
+        *,
+        request_key: str = "",
+        dedupe_key: str = "",
+    ) -> CreateResult:
+        """Creates the job, or answers with the job an earlier request already made:
+        REPLAY (same request key, same content), CONFLICT (same request key, other content),
+        JOINED (the same upload is still queued or running)."""
         s = self.settings
         args: list[str | bytes | int] = [
             self.keys.job_channel(job_id),
             now_ms(),
             s.queued_ttl_s * 1000,
             s.tombstone_s * 1000,
+            s.request_id_ttl_s * 1000,
+            fields.get("content_sha256", ""),
+            self.keys.job_key_prefix,
+            job_id,
         ]
         for name, value in {"job_id": job_id, **fields}.items():
             args += [name, value]
-        keys = [self.keys.job(job_id), self.keys.tombstone(job_id)]
+        keys = [self.keys.job(job_id), self.keys.tombstone(job_id), request_key, dedupe_key]
         reply = await self._call(lambda: CREATE_JOB(self.client, keys, args))
-        return _write_result(reply)
+        status = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+        other = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+        return CreateResult(status, other)  # type: ignore[arg-type]
 
     async def get(self, job_id: str) -> job_pb2.Job:
         """The current record; NOT_FOUND with JOB_EXPIRED when only the tombstone is left."""
@@ -160,10 +182,17 @@ class JobStore:
         return value.encode() if isinstance(value, str) else value
 
     async def _update(
-        self, job_id: str, op: str, fence: str, patch: dict[str, str | int], inline: bytes = b""
+        self,
+        job_id: str,
+        op: str,
+        fence: str,
+        patch: dict[str, str | int],
+        inline: bytes = b"",
+        extra_keys: list[str] | None = None,
     ) -> WriteResult:
         s = self.settings
         keys = [self.keys.job(job_id), self.keys.tombstone(job_id), self.keys.result(job_id)]
+        keys += [key for key in extra_keys or () if key]
         args: list[str | bytes | int] = [
             op,
             fence,
@@ -178,10 +207,22 @@ class JobStore:
         reply = await self._call(lambda: UPDATE_JOB(self.client, keys, args))
         return _write_result(reply)
 
-    async def claim(self, job_id: str, fence: str) -> WriteResult:
+    async def claim(
+        self, job_id: str, fence: str, *, lock_key: str = "", lock_token: str = ""
+    ) -> WriteResult:
         """A worker takes the job: RUNNING, attempt + 1, and `fence` becomes the only token
-        whose writes are accepted."""
-        return await self._update(job_id, "claim", fence, {"stage": "opening"})
+        whose writes are accepted. With `lock_key`, only the holder of that queue lock
+        (value `lock_token`) may claim."""
+        patch: dict[str, str | int] = {"stage": "opening", "lock_token": lock_token}
+        return await self._update(job_id, "claim", fence, patch, extra_keys=[lock_key])
+
+    async def release(self, job_id: str, fence: str) -> WriteResult:
+        """The owner gives the job back for another attempt (QUEUED, stage 'retrying')."""
+        return await self._update(job_id, "release", fence, {})
+
+    async def cancel(self, job_id: str, message: str = "cancelled by request") -> WriteResult:
+        """Ends a job that has not ended; its worker's next write is refused, so it stops."""
+        return await self._update(job_id, "cancel", "", {"err_message": message})
 
     async def progress(
         self, job_id: str, fence: str, *, done: int, total: int, stage: str

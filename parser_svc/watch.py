@@ -8,8 +8,11 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
+import grpc
+
+from docparse.errors import DocparseError
 from docparse.v1 import job_pb2, parser_service_pb2
-from parser_svc.events import RESYNC, EventHub
+from parser_svc.events import CLOSING, RESYNC, EventHub, shutting_down
 from parser_svc.records import is_terminal, record_to_job
 from parser_svc.store import JobStore
 
@@ -22,9 +25,27 @@ async def watch_job(
     *,
     resync_s: float,
     heartbeat_s: float,
+    store_grace_s: float = 10.0,
 ) -> AsyncIterator[parser_service_pb2.WatchJobResponse]:
     last = after_version
     last_sent = time.monotonic()
+    failing_since: float | None = None
+
+    async def reread() -> job_pb2.Job | None:
+        """A resync read; a store blip shorter than `store_grace_s` only skips this one."""
+        nonlocal failing_since
+        try:
+            job = await store.get(job_id)
+        except DocparseError as err:
+            if err.code != grpc.StatusCode.UNAVAILABLE:
+                raise
+            failing_since = failing_since or time.monotonic()
+            if time.monotonic() - failing_since > store_grace_s:
+                raise
+            return None
+        failing_since = None
+        return job
+
     async with hub.subscribe(store.keys.job_channel(job_id)) as queue:
         latest: job_pb2.Job | None = await store.get(job_id)
         next_resync = time.monotonic() + resync_s
@@ -43,7 +64,7 @@ async def watch_job(
             except TimeoutError:
                 now = time.monotonic()
                 if now >= next_resync:
-                    latest = await store.get(job_id)
+                    latest = await reread()
                     next_resync = now + resync_s
                 if now - last_sent >= heartbeat_s and (latest is None or latest.version <= last):
                     beat = parser_service_pb2.Heartbeat(last_version=last)
@@ -51,4 +72,11 @@ async def watch_job(
                     yield parser_service_pb2.WatchJobResponse(heartbeat=beat)
                     last_sent = now
                 continue
-            latest = await store.get(job_id) if event is RESYNC else record_to_job(event)  # type: ignore[arg-type]
+            if event is CLOSING:
+                raise shutting_down()
+            if event is RESYNC:
+                latest = await reread()
+                if latest is None:  # try again soon rather than at the next timer tick
+                    next_resync = min(next_resync, time.monotonic() + 0.5)
+            else:
+                latest = record_to_job(event)  # type: ignore[arg-type]

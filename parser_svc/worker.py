@@ -2,8 +2,13 @@
 subprocess, report progress per page and store the result.
 
 BullMQ renews its locks on this event loop, so nothing here blocks it: the parse runs in a child
-process and file I/O is small. Every state write carries the fencing token this worker got at
-claim time; once another worker has taken the job over, this one's writes are refused.
+process. Every state write carries the fencing token this worker got at claim time (the queue
+lock token + attempt); once another worker has taken the job over, or the job was cancelled,
+this one's writes are refused and it stops the parse.
+
+Failures: a crashed parser (or a lost worker, seen as a job claimed again) is retried with
+backoff up to `max_attempts` executions; a document failure (corrupt, password, too large,
+timeout) ends the job at once. Either way the final failure also lands in BullMQ's failed set.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bullmq import Worker
+from bullmq.custom_errors import UnrecoverableError
 
 from docparse.errors import DocparseError
 from parser_svc.blobs import BlobStore
@@ -26,10 +32,15 @@ from parser_svc.settings import Settings
 from parser_svc.store import JobStore
 
 log = logging.getLogger(__name__)
+RETRYABLE_REASONS = frozenset({"PARSER_CRASHED", "WORKER_LOST"})
 
 
 class LostOwnership(Exception):
     """The state store refused a write: another worker owns the job, or it already ended."""
+
+
+class RetryableFailure(Exception):
+    """Raised to BullMQ so it schedules another attempt with backoff."""
 
 
 class ParseWorker:
@@ -46,31 +57,56 @@ class ParseWorker:
             "concurrency": s.worker_concurrency,
             "lockDuration": s.lock_duration_ms,
             "stalledInterval": s.lock_duration_ms,
-            "maxStalledCount": 2,
+            # Stalls are counted on the record (attempt), which ends poison jobs itself.
+            "maxStalledCount": s.max_attempts,
             "runRetryDelay": 1000,
         }
         self._worker = Worker(s.queue_name, self._process, opts)
 
-    async def close(self) -> None:
-        if self._worker is not None:
-            await self._worker.close()
+    async def close(self, timeout_s: float) -> None:
+        """Stops taking jobs and waits up to `timeout_s` for in-flight ones; what is still
+        running then is abandoned to the lock expiry, and another replica takes it over."""
+        if self._worker is None:
+            return
+        try:
+            await asyncio.wait_for(self._worker.close(), timeout_s)
+        except TimeoutError:
+            log.warning("jobs still running at shutdown; their locks will expire")
+            await self._worker.close(force=True)
 
     async def _process(self, queue_job: Any, token: str) -> str:
         job_id = str(queue_job.data["job_id"])
         fence = f"{token}:{queue_job.attemptsMade}"
-        claim = await self.store.claim(job_id, fence)
+        lock_key = self.store.keys.queue_lock(self.settings.queue_name, job_id)
+        claim = await self.store.claim(job_id, fence, lock_key=lock_key, lock_token=token)
         if not claim.ok:
             log.info("job %s not claimed: %s", job_id, claim.status)
             return claim.status
         record = await self.store.get(job_id)
+        log.info("job %s claimed, attempt %d", job_id, record.attempt)
         try:
-            await self._run(job_id, fence, record.attempt, record.content_type)
+            if record.attempt > self.settings.max_attempts:
+                # Claimed again and again: workers keep dying on it (a poison document).
+                outcome = Outcome(
+                    "WORKER_LOST",
+                    f"the job was taken over {record.attempt - 1} times after workers stopped "
+                    "while parsing it",
+                )
+            else:
+                outcome = await self._parse(job_id, fence, record.attempt, record.content_type)
+            if not outcome.reason:
+                return "SUCCEEDED"
+            if outcome.reason in RETRYABLE_REASONS and record.attempt < self.settings.max_attempts:
+                if (await self.store.release(job_id, fence)).ok:
+                    raise RetryableFailure(f"{outcome.reason}: {outcome.message}")
+                raise LostOwnership("release refused")
+            await self._finish_failed(job_id, fence, outcome)
+            raise UnrecoverableError(f"{outcome.reason}: {outcome.message}")
         except LostOwnership as lost:
             log.warning("job %s: %s", job_id, lost)
             return "LOST"
-        return "DONE"
 
-    async def _run(self, job_id: str, fence: str, attempt: int, content_type: str) -> None:
+    async def _parse(self, job_id: str, fence: str, attempt: int, content_type: str) -> Outcome:
         input_path = self.blobs.path(f"{self.settings.env}/inputs/{job_id}")
 
         async def on_progress(done: int, total: int, stage: str) -> None:
@@ -83,17 +119,13 @@ class ParseWorker:
         with tempfile.TemporaryDirectory(prefix="docparse-") as tmp:
             output_path = Path(tmp) / "package.pb"
             if not input_path.exists():
-                outcome = Outcome("WORKER_LOST", "the uploaded document is no longer stored")
-            else:
-                outcome = await run_parse(
-                    content_type, input_path, output_path, limits, on_progress
-                )
-            if outcome.reason:
-                await self._finish_failed(job_id, fence, outcome)
-            else:
+                return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
+            outcome = await run_parse(content_type, input_path, output_path, limits, on_progress)
+            if not outcome.reason:
                 await self._finish_succeeded(job_id, fence, attempt, outcome, output_path)
-        with contextlib.suppress(OSError):
-            input_path.unlink()
+                with contextlib.suppress(OSError):
+                    input_path.unlink()
+        return outcome
 
     async def _finish_failed(self, job_id: str, fence: str, outcome: Outcome) -> None:
         fields: dict[str, str | int] = {
@@ -103,6 +135,8 @@ class ParseWorker:
         result = await self.store.finish(job_id, fence, "FAILED", fields)
         if not result.ok:
             raise LostOwnership(f"terminal write refused: {result.status}")
+        with contextlib.suppress(OSError):
+            self.blobs.path(f"{self.settings.env}/inputs/{job_id}").unlink()
 
     async def _finish_succeeded(
         self, job_id: str, fence: str, attempt: int, outcome: Outcome, output_path: Path

@@ -95,5 +95,5 @@ def test_not_yet_implemented_rpcs_answer_unimplemented_with_a_reason(
 ) -> None:
     channel, s = stub(big_stack.gateway_addresses[0])
     with channel:
-        err = rpc_error(lambda: s.CancelJob(parser_service_pb2.CancelJobRequest(), timeout=5))
+        err = rpc_error(lambda: s.CreateBatch(parser_service_pb2.CreateBatchRequest(), timeout=5))
     assert (err.code, err.reason) == (grpc.StatusCode.UNIMPLEMENTED, "NOT_IMPLEMENTED")

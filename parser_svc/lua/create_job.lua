@@ -1,20 +1,59 @@
--- Creates a job record in state QUEUED with version 1 and publishes it.
+-- Creates a job record in state QUEUED with version 1 and publishes it, unless an earlier
+-- request makes this one a replay or a duplicate. One atomic step, so two replicas racing the
+-- same submit end with exactly one job.
 -- KEYS[1] job record (hash), KEYS[2] tombstone
+-- KEYS[3] idempotency record of (tenant, request_id), or '' when the request has no id
+-- KEYS[4] active-dedupe pointer of (tenant, parser version, options, content), or '' for none
 -- ARGV[1] event channel, ARGV[2] now (ms), ARGV[3] record TTL (ms), ARGV[4] tombstone extra (ms)
--- ARGV[5..] field, value pairs describing the upload
--- Returns {status, version}: {'OK', 1} or {'EXISTS', version}.
-local existing = redis.call('HGET', KEYS[1], 'version')
-if existing then return {'EXISTS', tonumber(existing)} end
+-- ARGV[5] idempotency TTL (ms), ARGV[6] content sha256, ARGV[7] job key prefix ('...:job:')
+-- ARGV[8] the new job's id, ARGV[9..] field, value pairs describing the upload
+-- Returns {status, job_id}:
+--   {'OK', new id} | {'REPLAY', first id} (same request_id, same content)
+--   {'CONFLICT', first id} (same request_id, other content) | {'JOINED', active id}
 local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
-for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+local job_id = ARGV[8]
+
+if KEYS[3] ~= '' then
+  local first = redis.call('HMGET', KEYS[3], 'job_id', 'content_sha256')
+  if first[1] then
+    if first[2] ~= ARGV[6] then return {'CONFLICT', first[1]} end
+    return {'REPLAY', first[1]}
+  end
+end
+
+local function remember_request(id)
+  if KEYS[3] ~= '' then
+    redis.call('HSET', KEYS[3], 'job_id', id, 'content_sha256', ARGV[6])
+    redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[5]))
+  end
+end
+
+if KEYS[4] ~= '' then
+  local active = redis.call('GET', KEYS[4])
+  if active then
+    local key = ARGV[7] .. '{' .. active .. '}'
+    local state = redis.call('HGET', key, 'state')
+    if state == 'QUEUED' or state == 'RUNNING' then
+      remember_request(active)
+      return {'JOINED', active}
+    end
+  end
+end
+
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'EXISTS', job_id} end
+for i = 9, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'state', 'QUEUED', 'version', '1', 'done', '0', 'total', '0',
   'stage', 'queued', 'attempt', '0', 'fence', '', 'create_ms', ARGV[2], 'update_ms', ARGV[2],
-  'expire_ms', tostring(now + ttl))
+  'expire_ms', tostring(now + ttl), 'dedupe_key', KEYS[4])
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('SET', KEYS[2], tostring(now + ttl), 'PX', ttl + tonumber(ARGV[4]))
+if KEYS[4] ~= '' then redis.call('SET', KEYS[4], job_id, 'PX', ttl) end
+remember_request(job_id)
+
 local flat = redis.call('HGETALL', KEYS[1])
 local rec = {}
 for i = 1, #flat, 2 do rec[flat[i]] = flat[i + 1] end
 rec['fence'] = nil
+rec['dedupe_key'] = nil
 redis.call('PUBLISH', ARGV[1], cjson.encode(rec))
-return {'OK', 1}
+return {'OK', job_id}

@@ -5,7 +5,12 @@
 --   5. TTL by state (running: renewed on each write; terminal: retention from now) and the
 --      tombstone that outlives the record; 6. PUBLISH the full new record on the job's channel.
 -- KEYS[1] job record, KEYS[2] tombstone, KEYS[3] inline result
--- ARGV[1] op: 'claim' | 'progress' | 'touch' | 'finish'
+-- KEYS[4] (claim only, optional) the queue's lock key of this job: the claim is refused unless
+--         it holds patch.lock_token, so only the worker that holds the queue lock can claim
+-- ARGV[1] op: 'claim' | 'progress' | 'touch' | 'finish' | 'release' | 'cancel'
+--   claim: a worker takes the job (RUNNING, attempt + 1, its token becomes the fence)
+--   release: the owner hands the job back for a retry (QUEUED, stage 'retrying', no owner)
+--   cancel: anyone may cancel a job that has not ended (no fence needed)
 -- ARGV[2] fencing token of the writer (for 'claim': the new token)
 -- ARGV[3] now (ms)  ARGV[4] event channel  ARGV[5] running TTL (ms)  ARGV[6] retention (ms)
 -- ARGV[7] tombstone extra (ms)  ARGV[8] JSON patch  ARGV[9] inline result bytes ('' = none)
@@ -19,7 +24,7 @@ if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then
   return {'TERMINAL', version}
 end
 local op = ARGV[1]
-if op ~= 'claim' and ARGV[2] ~= cur[6] then return {'FENCED', version} end
+if op ~= 'claim' and op ~= 'cancel' and ARGV[2] ~= cur[6] then return {'FENCED', version} end
 local now = tonumber(ARGV[3])
 local running_ttl, retention = tonumber(ARGV[5]), tonumber(ARGV[6])
 local tomb_extra = tonumber(ARGV[7])
@@ -40,6 +45,9 @@ local new_total = tonumber(patch['total'] or total)
 local terminal = false
 
 if op == 'claim' then
+  if KEYS[4] and redis.call('GET', KEYS[4]) ~= patch['lock_token'] then
+    return {'FENCED', version}
+  end
   set['fence'] = ARGV[2]
   set['attempt'] = tostring(tonumber(cur[7]) + 1)
   set['state'] = 'RUNNING'
@@ -56,6 +64,19 @@ elseif op == 'finish' then
     if string.sub(k, 1, 4) == 'err_' or string.sub(k, 1, 4) == 'res_' then set[k] = v end
   end
   terminal = true
+  changed = true
+elseif op == 'cancel' then
+  set['state'] = 'CANCELLED'
+  set['stage'] = 'done'
+  set['err_reason'] = 'CANCELLED'
+  set['err_message'] = patch['err_message'] or 'cancelled by request'
+  set['fence'] = 'cancelled'
+  terminal = true
+  changed = true
+elseif op == 'release' then
+  set['state'] = 'QUEUED'
+  set['stage'] = 'retrying'
+  set['fence'] = 'released:' .. ARGV[2]
   changed = true
 elseif op ~= 'progress' then
   return {'BAD_PATCH', version}
@@ -79,10 +100,19 @@ for k, v in pairs(set) do redis.call('HSET', KEYS[1], k, v) end
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('SET', KEYS[2], tostring(now + ttl), 'PX', ttl + tomb_extra)
 if terminal and ARGV[9] ~= '' then redis.call('SET', KEYS[3], ARGV[9], 'PX', ttl) end
+if terminal then
+  -- Dedupe is active-only: once this job has ended, the same upload makes a new job.
+  local ids = redis.call('HMGET', KEYS[1], 'dedupe_key', 'job_id')
+  local dedupe = ids[1]
+  if dedupe and dedupe ~= '' and redis.call('GET', dedupe) == ids[2] then
+    redis.call('DEL', dedupe)
+  end
+end
 
 local flat = redis.call('HGETALL', KEYS[1])
 local rec = {}
 for i = 1, #flat, 2 do rec[flat[i]] = flat[i + 1] end
 rec['fence'] = nil
+rec['dedupe_key'] = nil
 redis.call('PUBLISH', ARGV[4], cjson.encode(rec))
 return {'OK', version}

@@ -1,0 +1,147 @@
+"""SubmitJob's write path: validate, deduplicate, store the upload, create, enqueue.
+
+Two gates make "exactly one job" hold for racing submits (BRIEF §7): an in-process lock per
+upload identity (requests to the same replica queue up instead of all hitting Redis), then one
+atomic Lua script across replicas that answers REPLAY / CONFLICT / JOINED or creates the job.
+Content dedupe is active-only: once a job has ended, the same upload makes a new job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+
+import grpc
+
+from docparse import __version__ as PARSER_VERSION
+from docparse.errors import DocparseError
+from docparse.v1 import job_pb2, parser_service_pb2
+from parser_svc.blobs import BlobStore
+from parser_svc.detect import detect_type
+from parser_svc.queue import JobQueue
+from parser_svc.settings import Settings
+from parser_svc.store import JobStore
+
+log = logging.getLogger(__name__)
+DEFAULT_TENANT = "default"
+
+
+def invalid(reason: str, message: str) -> DocparseError:
+    return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
+
+
+class KeyedLocks:
+    """One asyncio.Lock per key, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+class Submitter:
+    def __init__(
+        self, settings: Settings, store: JobStore, queue: JobQueue, blobs: BlobStore
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.queue = queue
+        self.blobs = blobs
+        self._gates = KeyedLocks()
+
+    def _validate(self, content: bytes) -> str:
+        if not content:
+            raise invalid("EMPTY_CONTENT", "the upload is empty")
+        if len(content) > self.settings.max_upload_bytes:
+            raise DocparseError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "DOCUMENT_TOO_LARGE",
+                f"the upload has {len(content)} bytes; the limit is "
+                f"{self.settings.max_upload_bytes}",
+            )
+        content_type = detect_type(content)
+        if content_type is None:
+            raise invalid(
+                "UNSUPPORTED_FORMAT",
+                "the content is not a PDF, DOCX, XLSX, PPTX or OLE (DOC/XLS) document",
+            )
+        return content_type
+
+    async def submit(
+        self,
+        request: parser_service_pb2.SubmitJobRequest,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        batch_id: str = "",
+        job_id: str = "",
+    ) -> job_pb2.Job:
+        content = request.content
+        content_type = self._validate(content)
+        sha256 = hashlib.sha256(content).hexdigest()
+        keys = self.store.keys
+        request_key = keys.request(tenant, request.request_id) if request.request_id else ""
+        # Password-protected uploads are never joined: another caller's password may differ.
+        dedupe_key = (
+            ""
+            if request.password or batch_id
+            else keys.active_upload(tenant, f"{PARSER_VERSION}\0{content_type}\0{sha256}")
+        )
+        fields = {
+            "file_name": request.file_name[:512],
+            "content_sha256": sha256,
+            "content_type": content_type,
+            "size_bytes": str(len(content)),
+            "tenant": tenant,
+            "batch_id": batch_id,
+        }
+        async with self._gates.hold(dedupe_key or request_key or sha256):
+            job_id = job_id or uuid.uuid4().hex
+            input_key = await asyncio.to_thread(self.blobs.put_input, job_id, content)
+            try:
+                created = await self.store.create(
+                    job_id, fields, request_key=request_key, dedupe_key=dedupe_key
+                )
+            except DocparseError:
+                self.blobs.delete(input_key)
+                raise
+            if created.status != "OK":
+                self.blobs.delete(input_key)
+                if created.status == "CONFLICT":
+                    raise invalid(
+                        "REQUEST_ID_REUSED",
+                        f"request_id {request.request_id!r} was used for other content "
+                        f"(job {created.job_id})",
+                    )
+                log.info("submit answered with job %s (%s)", created.job_id, created.status)
+                return await self.store.get(created.job_id)
+        await self._enqueue(job_id)
+        log.info("job %s created (%s, %d bytes)", job_id, content_type, len(content))
+        return await self.store.get(job_id)
+
+    async def _enqueue(self, job_id: str) -> None:
+        try:
+            await self.queue.enqueue(job_id)
+        except DocparseError:
+            # The record exists but no worker will see it: end it so nobody waits forever.
+            with contextlib.suppress(DocparseError):
+                await self.store.finish(
+                    job_id, "", "FAILED",
+                    {"err_reason": "ENQUEUE_FAILED", "err_message": "the queue was unreachable"},
+                )  # fmt: skip
+            raise
