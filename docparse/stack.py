@@ -147,6 +147,15 @@ class LocalStack:
             self.stop()
             raise
 
+    def restart(self, child: Child, timeout: float = 60.0) -> None:
+        """Starts a stopped or killed child again on its address (same environment)."""
+        if child.alive():
+            child.stop()
+        elif child.proc is not None:
+            child.proc.wait()
+        child.start()
+        wait_serving(child.address, timeout, child)
+
     def ready_line(self) -> str:
         return (
             f"docparse ready gateway={','.join(self.gateway_addresses)} "

@@ -49,6 +49,9 @@ def _die_with_parent() -> None:
 
 def run(content_type: str, input_path: Path, output_path: Path) -> None:
     data = input_path.read_bytes()
+    marker = os.environ.get("DOCPARSE_FAULT_SEGV_MARKER", "")
+    if marker and marker.encode() in data:
+        os.kill(os.getpid(), signal.SIGSEGV)  # fault injection for crash-path tests
     if content_type != "pdf":
         raise ParseFailure(
             "UNSUPPORTED_FORMAT", f"no parser for {content_type!r} documents in this version"

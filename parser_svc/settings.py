@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     retry_backoff_ms: int = 1000
     # Testing and demo aid: the parse child pauses this long after each page. Keep 0.
     parse_page_delay_ms: int = 0
+    # Fault injection for tests: a parse child whose document contains these bytes kills
+    # itself with SIGSEGV (exercises the real crash path). Keep empty.
+    fault_segv_marker: str = ""
     # Limits of each parse subprocess.
     parse_timeout_s: float = 300.0
     parse_cpu_s: int = 300

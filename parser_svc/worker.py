@@ -18,9 +18,12 @@ import contextlib
 import hashlib
 import logging
 import tempfile
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
 from bullmq import Worker
 from bullmq.custom_errors import UnrecoverableError
 
@@ -29,7 +32,7 @@ from parser_svc.blobs import BlobStore
 from parser_svc.queue import bullmq_options
 from parser_svc.sandbox import Limits, Outcome, run_parse
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore
+from parser_svc.store import JobStore, WriteResult
 
 log = logging.getLogger(__name__)
 RETRYABLE_REASONS = frozenset({"PARSER_CRASHED", "WORKER_LOST"})
@@ -110,7 +113,14 @@ class ParseWorker:
         input_path = self.blobs.path(f"{self.settings.env}/inputs/{job_id}")
 
         async def on_progress(done: int, total: int, stage: str) -> None:
-            result = await self.store.progress(job_id, fence, done=done, total=total, stage=stage)
+            try:
+                result = await self.store.progress(
+                    job_id, fence, done=done, total=total, stage=stage
+                )
+            except DocparseError as err:
+                if err.code != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                return  # progress is best effort while Redis is away; the parse goes on
             if result.status in ("FENCED", "TERMINAL", "NOT_FOUND"):
                 raise LostOwnership(f"progress refused: {result.status}")
 
@@ -127,12 +137,28 @@ class ParseWorker:
                     input_path.unlink()
         return outcome
 
+    async def _terminal_write(self, write: Callable[[], Awaitable[WriteResult]]) -> WriteResult:
+        """The terminal write outlasts a Redis restart: retried with backoff for up to one
+        lock duration (after that the lock is gone and another worker redoes the job)."""
+        deadline = time.monotonic() + self.settings.lock_duration_ms / 1000
+        delay = 0.1
+        while True:
+            try:
+                return await write()
+            except DocparseError as err:
+                if err.code != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
     async def _finish_failed(self, job_id: str, fence: str, outcome: Outcome) -> None:
         fields: dict[str, str | int] = {
             "err_reason": outcome.reason,
             "err_message": outcome.message,
         }
-        result = await self.store.finish(job_id, fence, "FAILED", fields)
+        result = await self._terminal_write(
+            lambda: self.store.finish(job_id, fence, "FAILED", fields)
+        )
         if not result.ok:
             raise LostOwnership(f"terminal write refused: {result.status}")
         with contextlib.suppress(OSError):
@@ -160,7 +186,9 @@ class ParseWorker:
             fields["res_storage"] = "blob"
             fields["res_blob_key"] = blob_key
         try:
-            result = await self.store.finish(job_id, fence, "SUCCEEDED", fields, inline)
+            result = await self._terminal_write(
+                lambda: self.store.finish(job_id, fence, "SUCCEEDED", fields, inline)
+            )
         except DocparseError:
             if blob_key:
                 self.blobs.delete(blob_key)
