@@ -1,6 +1,7 @@
 """Every Redis key and channel docparse uses, in one place.
 
-The `{job_id}` hash tag keeps all keys of one job in one Redis Cluster slot. Two scripts also
+The `{job_id}` hash tag keeps all keys of one job in one Redis Cluster slot (for a file of a
+batch, `{batch_id}`, so its terminal write can bump the batch counters). Two scripts also
 touch keys outside that slot (the submit-dedupe pointers and the queue lock checked at claim),
 so on Redis Cluster those checks need the single-slot layout described in docs/operations.md;
 a single Redis (with replicas) is the supported deployment.
@@ -12,6 +13,22 @@ import hashlib
 from dataclasses import dataclass
 
 
+def batch_file_id(batch_id: str, index: int) -> str:
+    return f"{batch_id}-{index}"
+
+
+def batch_id_of(job_id: str) -> str:
+    return job_id.split("-", 1)[0] if "-" in job_id else ""
+
+
+def tagged(job_id: str) -> str:
+    """`{job_id}`; for batch files `{batch_id}-i`, so a file and its batch share a slot."""
+    batch_id = batch_id_of(job_id)
+    if batch_id:
+        return f"{{{batch_id}}}{job_id[len(batch_id) :]}"
+    return f"{{{job_id}}}"
+
+
 @dataclass(frozen=True)
 class Keys:
     env: str
@@ -21,16 +38,31 @@ class Keys:
         return f"docparse:{self.env}"
 
     def job(self, job_id: str) -> str:
-        return f"{self.prefix}:job:{{{job_id}}}"
+        return f"{self.prefix}:job:{tagged(job_id)}"
 
     def tombstone(self, job_id: str) -> str:
-        return f"{self.prefix}:job:{{{job_id}}}:tomb"
+        return f"{self.job(job_id)}:tomb"
 
     def result(self, job_id: str) -> str:
-        return f"{self.prefix}:job:{{{job_id}}}:result"
+        return f"{self.job(job_id)}:result"
 
     def job_channel(self, job_id: str) -> str:
-        return f"{self.prefix}:job:{{{job_id}}}:events"
+        return f"{self.job(job_id)}:events"
+
+    def batch_meta(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{{{batch_id}}}:meta"
+
+    def batch_channel(self, batch_id: str) -> str:
+        return f"{self.prefix}:batch:{{{batch_id}}}:events"
+
+    def batch_of(self, job_id: str) -> str:
+        """The batch meta key a job reports to, or '' for a job outside any batch."""
+        batch_id = batch_id_of(job_id)
+        return self.batch_meta(batch_id) if batch_id else ""
+
+    def batch_request(self, tenant: str, request_id: str) -> str:
+        digest = hashlib.sha256(f"{tenant}\0{request_id}".encode()).hexdigest()
+        return f"{self.prefix}:batchreq:{digest}"
 
     def request(self, tenant: str, request_id: str) -> str:
         """Idempotency record of one (tenant, request_id), kept 24 h."""

@@ -13,13 +13,14 @@ import grpc
 from docparse.errors import DocparseError
 from docparse.serving import abort
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from parser_svc.batches import Batches
 from parser_svc.blobs import BlobStore
 from parser_svc.events import EventHub
 from parser_svc.queue import JobQueue
 from parser_svc.records import is_terminal
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore
-from parser_svc.submit import Submitter, invalid
+from parser_svc.submit import Submitter, invalid, receive_upload
 from parser_svc.watch import watch_job
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self.queue = queue
         self.blobs = blobs
         self.submitter = Submitter(settings, store, queue, blobs)
+        self.batches = Batches(store, hub, self.submitter)
 
     async def SubmitJob(
         self, request: parser_service_pb2.SubmitJobRequest, context: Context
@@ -152,14 +154,6 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             )
         return data
 
-    async def _unimplemented(self, context: Context, what: str) -> None:
-        await abort(
-            context,
-            DocparseError(
-                grpc.StatusCode.UNIMPLEMENTED, "NOT_IMPLEMENTED", f"{what} is not implemented yet"
-            ),
-        )
-
     async def CancelJob(
         self, request: parser_service_pb2.CancelJobRequest, context: Context
     ) -> parser_service_pb2.CancelJobResponse:
@@ -182,12 +176,54 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             await abort(context, err)
             raise AssertionError("unreachable") from err
 
-    async def CreateBatch(self, request: Any, context: Context) -> Any:
-        await self._unimplemented(context, "CreateBatch")
+    async def CreateBatch(
+        self, request: parser_service_pb2.CreateBatchRequest, context: Context
+    ) -> parser_service_pb2.CreateBatchResponse:
+        try:
+            batch = await self.batches.create(request.files, request.request_id)
+            return parser_service_pb2.CreateBatchResponse(batch=batch)
+        except DocparseError as err:
+            await abort(context, err)
+            raise AssertionError("unreachable") from err
 
-    async def GetBatch(self, request: Any, context: Context) -> Any:
-        await self._unimplemented(context, "GetBatch")
+    async def UploadBatch(
+        self,
+        request_iterator: AsyncIterator[parser_service_pb2.UploadBatchRequest],
+        context: Context,
+    ) -> parser_service_pb2.UploadBatchResponse:
+        try:
+            request_id, files = await receive_upload(
+                request_iterator, self.settings.max_upload_bytes
+            )
+            batch = await self.batches.create(files, request_id)
+            return parser_service_pb2.UploadBatchResponse(batch=batch)
+        except DocparseError as err:
+            await abort(context, err)
+            raise AssertionError("unreachable") from err
 
-    async def WatchBatch(self, request: Any, context: Context) -> AsyncIterator[Any]:
-        await self._unimplemented(context, "WatchBatch")
-        yield None
+    async def GetBatch(
+        self, request: parser_service_pb2.GetBatchRequest, context: Context
+    ) -> parser_service_pb2.GetBatchResponse:
+        try:
+            _check_job_id(request.batch_id)
+            return parser_service_pb2.GetBatchResponse(
+                batch=await self.batches.get(request.batch_id)
+            )
+        except DocparseError as err:
+            await abort(context, err)
+            raise AssertionError("unreachable") from err
+
+    async def WatchBatch(
+        self, request: parser_service_pb2.WatchBatchRequest, context: Context
+    ) -> AsyncIterator[parser_service_pb2.WatchBatchResponse]:
+        try:
+            _check_job_id(request.batch_id)
+            async for event in self.batches.watch(
+                request.batch_id,
+                request.after_version,
+                heartbeat_s=self.settings.watch_heartbeat_s,
+                resync_s=self.settings.watch_resync_s,
+            ):
+                yield event
+        except DocparseError as err:
+            await abort(context, err)

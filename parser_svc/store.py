@@ -31,7 +31,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from docparse.errors import DocparseError, not_found, store_unavailable
 from docparse.v1 import job_pb2
-from parser_svc.keys import Keys
+from parser_svc.keys import Keys, batch_id_of
 from parser_svc.records import decode_hash, record_to_job
 from parser_svc.settings import Settings
 
@@ -109,7 +109,8 @@ class JobStore:
         self.settings = settings
         self.keys = Keys(settings.env)
 
-    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Runs `fn` against Redis with the store's deadline and error mapping."""
         try:
             async with asyncio.timeout(self.settings.redis_timeout_s):
                 return await fn()
@@ -121,7 +122,7 @@ class JobStore:
             ) from err
 
     async def ping(self) -> bool:
-        return bool(await self._call(self.client.ping))
+        return bool(await self.call(self.client.ping))
 
     async def create(
         self,
@@ -148,7 +149,7 @@ class JobStore:
         for name, value in {"job_id": job_id, **fields}.items():
             args += [name, value]
         keys = [self.keys.job(job_id), self.keys.tombstone(job_id), request_key, dedupe_key]
-        reply = await self._call(lambda: CREATE_JOB(self.client, keys, args))
+        reply = await self.call(lambda: CREATE_JOB(self.client, keys, args))
         status = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
         other = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
         return CreateResult(status, other)  # type: ignore[arg-type]
@@ -163,7 +164,7 @@ class JobStore:
                 raw, tomb = await pipe.execute()
             return raw, tomb
 
-        raw, tomb = await self._call(read)
+        raw, tomb = await self.call(read)
         if raw:
             return record_to_job(decode_hash(raw))
         if tomb is not None:
@@ -178,7 +179,7 @@ class JobStore:
         raise not_found(job_id)
 
     async def get_inline_result(self, job_id: str) -> bytes | None:
-        value = await self._call(lambda: self.client.get(self.keys.result(job_id)))
+        value = await self.call(lambda: self.client.get(self.keys.result(job_id)))
         return value.encode() if isinstance(value, str) else value
 
     async def _update(
@@ -188,11 +189,17 @@ class JobStore:
         fence: str,
         patch: dict[str, str | int],
         inline: bytes = b"",
-        extra_keys: list[str] | None = None,
+        lock_key: str = "",
     ) -> WriteResult:
         s = self.settings
-        keys = [self.keys.job(job_id), self.keys.tombstone(job_id), self.keys.result(job_id)]
-        keys += [key for key in extra_keys or () if key]
+        batch_meta = self.keys.batch_of(job_id)
+        keys = [
+            self.keys.job(job_id),
+            self.keys.tombstone(job_id),
+            self.keys.result(job_id),
+            batch_meta,
+            lock_key,
+        ]
         args: list[str | bytes | int] = [
             op,
             fence,
@@ -203,8 +210,9 @@ class JobStore:
             s.tombstone_s * 1000,
             json.dumps(patch),
             inline,
+            self.keys.batch_channel(batch_id_of(job_id)) if batch_meta else "",
         ]
-        reply = await self._call(lambda: UPDATE_JOB(self.client, keys, args))
+        reply = await self.call(lambda: UPDATE_JOB(self.client, keys, args))
         return _write_result(reply)
 
     async def claim(
@@ -214,7 +222,7 @@ class JobStore:
         whose writes are accepted. With `lock_key`, only the holder of that queue lock
         (value `lock_token`) may claim."""
         patch: dict[str, str | int] = {"stage": "opening", "lock_token": lock_token}
-        return await self._update(job_id, "claim", fence, patch, extra_keys=[lock_key])
+        return await self._update(job_id, "claim", fence, patch, lock_key=lock_key)
 
     async def release(self, job_id: str, fence: str) -> WriteResult:
         """The owner gives the job back for another attempt (QUEUED, stage 'retrying')."""

@@ -65,7 +65,8 @@ class Submitter:
         self.blobs = blobs
         self._gates = KeyedLocks()
 
-    def _validate(self, content: bytes) -> str:
+    def validate(self, content: bytes) -> str:
+        """The detected content type, or the precise error for this upload."""
         if not content:
             raise invalid("EMPTY_CONTENT", "the upload is empty")
         if len(content) > self.settings.max_upload_bytes:
@@ -92,7 +93,7 @@ class Submitter:
         job_id: str = "",
     ) -> job_pb2.Job:
         content = request.content
-        content_type = self._validate(content)
+        content_type = self.validate(content)
         sha256 = hashlib.sha256(content).hexdigest()
         keys = self.store.keys
         request_key = keys.request(tenant, request.request_id) if request.request_id else ""
@@ -145,3 +146,55 @@ class Submitter:
                     {"err_reason": "ENQUEUE_FAILED", "err_message": "the queue was unreachable"},
                 )  # fmt: skip
             raise
+
+
+async def receive_upload(
+    parts: AsyncIterator[parser_service_pb2.UploadBatchRequest], max_file_bytes: int
+) -> tuple[str, list[parser_service_pb2.BatchFile]]:
+    """Assembles an UploadBatch stream: a header, then per file a file header and chunks."""
+    request_id = ""
+    files: list[parser_service_pb2.BatchFile] = []
+    expected: list[int] = []
+    chunks: list[bytes] = []
+    size = 0
+
+    def close_file() -> None:
+        if files:
+            files[-1].content = b"".join(chunks)
+            if len(files[-1].content) != expected[-1]:
+                raise invalid(
+                    "UPLOAD_SIZE_MISMATCH",
+                    f"file {len(files) - 1} announced {expected[-1]} bytes and sent "
+                    f"{len(files[-1].content)}",
+                )
+        chunks.clear()
+
+    index = 0
+    async for part in parts:
+        kind = part.WhichOneof("part")
+        if index == 0 and kind != "header":
+            raise invalid("UPLOAD_PROTOCOL", "an UploadBatch stream starts with a header")
+        index += 1
+        if kind == "header":
+            request_id = part.header.request_id
+        elif kind == "file":
+            close_file()
+            if part.file.size_bytes > max_file_bytes:
+                raise DocparseError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    "DOCUMENT_TOO_LARGE",
+                    f"{part.file.file_name!r} has {part.file.size_bytes} bytes; the limit is "
+                    f"{max_file_bytes}",
+                )
+            files.append(parser_service_pb2.BatchFile(file_name=part.file.file_name))
+            expected.append(part.file.size_bytes)
+            size = 0
+        elif kind == "chunk":
+            if not files:
+                raise invalid("UPLOAD_PROTOCOL", "content arrived before any file header")
+            size += len(part.chunk)
+            if size > expected[-1]:
+                raise invalid("UPLOAD_SIZE_MISMATCH", "a file sent more bytes than announced")
+            chunks.append(part.chunk)
+    close_file()
+    return request_id, files

@@ -30,16 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 BUF_VERSION = "1.75.0"
 LOCAL_BUF = REPO / ".tools" / "node_modules" / ".bin" / "buf"
 SERVICE = "docparse.v1.ParserService"
-RPCS = {
-    "SubmitJob",
-    "GetStatus",
-    "WatchJob",
-    "CancelJob",
-    "CreateBatch",
-    "GetBatch",
-    "WatchBatch",
-    "GetResult",
-}
+# Every RPC of the contract, as the compiled descriptor declares it.
+RPCS = {m.name for m in parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"].methods}
 REFLECTION = {"grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"}
 TERMINAL = {"STATE_SUCCEEDED", "STATE_FAILED", "STATE_CANCELLED"}
 # buf curl exits with the gRPC code shifted left by three bits when the RPC itself fails.

@@ -88,12 +88,3 @@ def test_unknown_method_is_unimplemented(big_stack: LocalStack) -> None:
         call = channel.unary_unary("/docparse.v1.ParserService/NoSuchMethod")
         err = rpc_error(lambda: call(b"", timeout=5))
     assert err.code == grpc.StatusCode.UNIMPLEMENTED
-
-
-def test_not_yet_implemented_rpcs_answer_unimplemented_with_a_reason(
-    big_stack: LocalStack,
-) -> None:
-    channel, s = stub(big_stack.gateway_addresses[0])
-    with channel:
-        err = rpc_error(lambda: s.CreateBatch(parser_service_pb2.CreateBatchRequest(), timeout=5))
-    assert (err.code, err.reason) == (grpc.StatusCode.UNIMPLEMENTED, "NOT_IMPLEMENTED")

@@ -269,6 +269,7 @@ class CreateBatchRequest(_message.Message):
     FILES_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
+    """Idempotency key (AIP-155): the same request_id returns the first batch."""
     @_builtins.property
     def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___BatchFile]: ...
     def __init__(
@@ -287,7 +288,9 @@ Global___CreateBatchRequest: _TypeAlias = CreateBatchRequest  # noqa: Y015
 
 @_typing.final
 class Batch(_message.Message):
-    """The state of a batch."""
+    """The state of a batch: counters kept atomically with each file's terminal transition, and
+    every file's current record (its job). File i has job id "<batch_id>-<i>".
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -299,15 +302,22 @@ class Batch(_message.Message):
     CANCELLED_FIELD_NUMBER: _builtins.int
     JOBS_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
     batch_id: _builtins.str
     total: _builtins.int
     completed: _builtins.int
+    """Files that reached a terminal state: succeeded + failed + cancelled."""
     succeeded: _builtins.int
     failed: _builtins.int
     cancelled: _builtins.int
     version: _builtins.int
+    """The sum of the files' versions: grows with every change of any file. The resume cursor of
+    WatchBatch.
+    """
     @_builtins.property
     def jobs(self) -> _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]: ...
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -319,10 +329,11 @@ class Batch(_message.Message):
         cancelled: _builtins.int = ...,
         jobs: _abc.Iterable[_job_pb2.Job] | None = ...,
         version: _builtins.int = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "cancelled", b"cancelled", "completed", b"completed", "failed", b"failed", "jobs", b"jobs", "succeeded", b"succeeded", "total", b"total", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_id", b"batch_id", "cancelled", b"cancelled", "completed", b"completed", "create_time", b"create_time", "failed", b"failed", "jobs", b"jobs", "succeeded", b"succeeded", "total", b"total", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -347,6 +358,101 @@ class CreateBatchResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CreateBatchResponse: _TypeAlias = CreateBatchResponse  # noqa: Y015
+
+@_typing.final
+class UploadBatchHeader(_message.Message):
+    """First message of an UploadBatch stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UploadBatchHeader: _TypeAlias = UploadBatchHeader  # noqa: Y015
+
+@_typing.final
+class UploadFileHeader(_message.Message):
+    """Starts the next file of an UploadBatch stream; its content follows as chunks."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILE_NAME_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    file_name: _builtins.str
+    size_bytes: _builtins.int
+    """The file's size in bytes, checked against what arrives."""
+    def __init__(
+        self,
+        *,
+        file_name: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["file_name", b"file_name", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UploadFileHeader: _TypeAlias = UploadFileHeader  # noqa: Y015
+
+@_typing.final
+class UploadBatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HEADER_FIELD_NUMBER: _builtins.int
+    FILE_FIELD_NUMBER: _builtins.int
+    CHUNK_FIELD_NUMBER: _builtins.int
+    chunk: _builtins.bytes
+    @_builtins.property
+    def header(self) -> Global___UploadBatchHeader: ...
+    @_builtins.property
+    def file(self) -> Global___UploadFileHeader: ...
+    def __init__(
+        self,
+        *,
+        header: Global___UploadBatchHeader | None = ...,
+        file: Global___UploadFileHeader | None = ...,
+        chunk: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "file", b"file", "header", b"header", "part", b"part"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "file", b"file", "header", b"header", "part", b"part"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_part: _TypeAlias = _typing.Literal["header", "file", "chunk"]  # noqa: Y015
+    _WhichOneofArgType_part: _TypeAlias = _typing.Literal["part", b"part"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_part) -> _WhichOneofReturnType_part | None: ...
+
+Global___UploadBatchRequest: _TypeAlias = UploadBatchRequest  # noqa: Y015
+
+@_typing.final
+class UploadBatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BATCH_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def batch(self) -> Global___Batch: ...
+    def __init__(
+        self,
+        *,
+        batch: Global___Batch | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UploadBatchResponse: _TypeAlias = UploadBatchResponse  # noqa: Y015
 
 @_typing.final
 class GetBatchRequest(_message.Message):

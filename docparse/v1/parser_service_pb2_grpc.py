@@ -69,6 +69,11 @@ class ParserServiceStub:
                 request_serializer=docparse_dot_v1_dot_parser__service__pb2.CreateBatchRequest.SerializeToString,
                 response_deserializer=docparse_dot_v1_dot_parser__service__pb2.CreateBatchResponse.FromString,
                 _registered_method=True)
+        self.UploadBatch = channel.stream_unary(
+                '/docparse.v1.ParserService/UploadBatch',
+                request_serializer=docparse_dot_v1_dot_parser__service__pb2.UploadBatchRequest.SerializeToString,
+                response_deserializer=docparse_dot_v1_dot_parser__service__pb2.UploadBatchResponse.FromString,
+                _registered_method=True)
         self.GetBatch = channel.unary_unary(
                 '/docparse.v1.ParserService/GetBatch',
                 request_serializer=docparse_dot_v1_dot_parser__service__pb2.GetBatchRequest.SerializeToString,
@@ -136,7 +141,15 @@ class ParserServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CreateBatch(self, request, context):
-        """Submits several documents as one batch.
+        """Submits several documents as one batch (all files in one message).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UploadBatch(self, request_iterator, context):
+        """Submits a batch whose files are too big for one message: a header, then for each file a
+        file header followed by its content in chunks.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -201,6 +214,11 @@ def add_ParserServiceServicer_to_server(servicer, server):
                     servicer.CreateBatch,
                     request_deserializer=docparse_dot_v1_dot_parser__service__pb2.CreateBatchRequest.FromString,
                     response_serializer=docparse_dot_v1_dot_parser__service__pb2.CreateBatchResponse.SerializeToString,
+            ),
+            'UploadBatch': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadBatch,
+                    request_deserializer=docparse_dot_v1_dot_parser__service__pb2.UploadBatchRequest.FromString,
+                    response_serializer=docparse_dot_v1_dot_parser__service__pb2.UploadBatchResponse.SerializeToString,
             ),
             'GetBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.GetBatch,
@@ -368,6 +386,33 @@ class ParserService:
             '/docparse.v1.ParserService/CreateBatch',
             docparse_dot_v1_dot_parser__service__pb2.CreateBatchRequest.SerializeToString,
             docparse_dot_v1_dot_parser__service__pb2.CreateBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadBatch(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/docparse.v1.ParserService/UploadBatch',
+            docparse_dot_v1_dot_parser__service__pb2.UploadBatchRequest.SerializeToString,
+            docparse_dot_v1_dot_parser__service__pb2.UploadBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

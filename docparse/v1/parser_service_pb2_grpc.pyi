@@ -57,7 +57,11 @@ class ParserServiceStub:
     CancelJob: _grpc.UnaryUnaryMultiCallable[_parser_service_pb2.CancelJobRequest, _parser_service_pb2.CancelJobResponse]
     """Cancels a job that has not finished."""
     CreateBatch: _grpc.UnaryUnaryMultiCallable[_parser_service_pb2.CreateBatchRequest, _parser_service_pb2.CreateBatchResponse]
-    """Submits several documents as one batch."""
+    """Submits several documents as one batch (all files in one message)."""
+    UploadBatch: _grpc.StreamUnaryMultiCallable[_parser_service_pb2.UploadBatchRequest, _parser_service_pb2.UploadBatchResponse]
+    """Submits a batch whose files are too big for one message: a header, then for each file a
+    file header followed by its content in chunks.
+    """
     GetBatch: _grpc.UnaryUnaryMultiCallable[_parser_service_pb2.GetBatchRequest, _parser_service_pb2.GetBatchResponse]
     """The state of a batch and of each of its files."""
     WatchBatch: _grpc.UnaryStreamMultiCallable[_parser_service_pb2.WatchBatchRequest, _parser_service_pb2.WatchBatchResponse]
@@ -102,7 +106,11 @@ class ParserServiceAsyncStub(ParserServiceStub):
     CancelJob: _aio.UnaryUnaryMultiCallable[_parser_service_pb2.CancelJobRequest, _parser_service_pb2.CancelJobResponse]  # type: ignore[assignment]
     """Cancels a job that has not finished."""
     CreateBatch: _aio.UnaryUnaryMultiCallable[_parser_service_pb2.CreateBatchRequest, _parser_service_pb2.CreateBatchResponse]  # type: ignore[assignment]
-    """Submits several documents as one batch."""
+    """Submits several documents as one batch (all files in one message)."""
+    UploadBatch: _aio.StreamUnaryMultiCallable[_parser_service_pb2.UploadBatchRequest, _parser_service_pb2.UploadBatchResponse]  # type: ignore[assignment]
+    """Submits a batch whose files are too big for one message: a header, then for each file a
+    file header followed by its content in chunks.
+    """
     GetBatch: _aio.UnaryUnaryMultiCallable[_parser_service_pb2.GetBatchRequest, _parser_service_pb2.GetBatchResponse]  # type: ignore[assignment]
     """The state of a batch and of each of its files."""
     WatchBatch: _aio.UnaryStreamMultiCallable[_parser_service_pb2.WatchBatchRequest, _parser_service_pb2.WatchBatchResponse]  # type: ignore[assignment]
@@ -174,7 +182,17 @@ class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _parser_service_pb2.CreateBatchRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_parser_service_pb2.CreateBatchResponse, _abc.Awaitable[_parser_service_pb2.CreateBatchResponse]]:
-        """Submits several documents as one batch."""
+        """Submits several documents as one batch (all files in one message)."""
+
+    @_abc_1.abstractmethod
+    def UploadBatch(
+        self,
+        request_iterator: _MaybeAsyncIterator[_parser_service_pb2.UploadBatchRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_parser_service_pb2.UploadBatchResponse, _abc.Awaitable[_parser_service_pb2.UploadBatchResponse]]:
+        """Submits a batch whose files are too big for one message: a header, then for each file a
+        file header followed by its content in chunks.
+        """
 
     @_abc_1.abstractmethod
     def GetBatch(

@@ -5,8 +5,9 @@
 --   5. TTL by state (running: renewed on each write; terminal: retention from now) and the
 --      tombstone that outlives the record; 6. PUBLISH the full new record on the job's channel.
 -- KEYS[1] job record, KEYS[2] tombstone, KEYS[3] inline result
--- KEYS[4] (claim only, optional) the queue's lock key of this job: the claim is refused unless
---         it holds patch.lock_token, so only the worker that holds the queue lock can claim
+-- KEYS[4] the batch meta record when the job is a batch file, else ''
+-- KEYS[5] (claim) the queue's lock key of this job, else '': the claim is refused unless the
+--         lock holds patch.lock_token, so only the worker that holds the queue lock can claim
 -- ARGV[1] op: 'claim' | 'progress' | 'touch' | 'finish' | 'release' | 'cancel'
 --   claim: a worker takes the job (RUNNING, attempt + 1, its token becomes the fence)
 --   release: the owner hands the job back for a retry (QUEUED, stage 'retrying', no owner)
@@ -14,6 +15,7 @@
 -- ARGV[2] fencing token of the writer (for 'claim': the new token)
 -- ARGV[3] now (ms)  ARGV[4] event channel  ARGV[5] running TTL (ms)  ARGV[6] retention (ms)
 -- ARGV[7] tombstone extra (ms)  ARGV[8] JSON patch  ARGV[9] inline result bytes ('' = none)
+-- ARGV[10] the batch's event channel ('' outside a batch)
 -- Returns {status, version}: OK | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH.
 local cur = redis.call('HMGET', KEYS[1], 'state', 'version', 'done', 'total', 'stage', 'fence',
   'attempt')
@@ -45,7 +47,7 @@ local new_total = tonumber(patch['total'] or total)
 local terminal = false
 
 if op == 'claim' then
-  if KEYS[4] and redis.call('GET', KEYS[4]) ~= patch['lock_token'] then
+  if KEYS[5] ~= '' and redis.call('GET', KEYS[5]) ~= patch['lock_token'] then
     return {'FENCED', version}
   end
   set['fence'] = ARGV[2]
@@ -107,6 +109,17 @@ if terminal then
   if dedupe and dedupe ~= '' and redis.call('GET', dedupe) == ids[2] then
     redis.call('DEL', dedupe)
   end
+end
+
+if KEYS[4] ~= '' then
+  if terminal then
+    -- The batch counters move in the same step as the file's terminal transition.
+    redis.call('HINCRBY', KEYS[4], 'completed', 1)
+    redis.call('HINCRBY', KEYS[4], string.lower(set['state']), 1)
+    if redis.call('PTTL', KEYS[4]) < retention then redis.call('PEXPIRE', KEYS[4], retention) end
+  end
+  redis.call('PUBLISH', ARGV[10], cjson.encode({job_id = redis.call('HGET', KEYS[1], 'job_id'),
+    version = version}))
 end
 
 local flat = redis.call('HGETALL', KEYS[1])
