@@ -9,6 +9,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -278,3 +279,99 @@ def test_twenty_racing_submits_with_one_request_id_make_one_job(stack: LocalStac
         grpc.StatusCode.INVALID_ARGUMENT,
         "REQUEST_ID_REUSED",
     )
+
+
+def test_redis_restart_loses_no_queued_or_running_job(stack: LocalStack) -> None:
+    assert stack.redis is not None
+    gateway = stack.gateway_addresses[0]
+    pids = [child.pid for child in stack.parsers + stack.gateways]
+    # 8 jobs for 6 worker slots: some run, some wait in the queue.
+    jobs = [submit(gateway, make_pdf(20, f"restart{i}"), f"restart{i}.pdf") for i in range(8)]
+    eventually(lambda: progressed(gateway, jobs[0].job_id, 2), 60, "the first job running")
+    states = [status(gateway, job.job_id).state for job in jobs]
+    assert job_pb2.STATE_QUEUED in states and job_pb2.STATE_RUNNING in states
+
+    stack.redis.stop()  # SIGTERM: redis-server fsyncs its AOF on the way out
+    stack.redis.start()
+
+    recorders = [Recorder(gateway, job.job_id) for job in jobs]
+    finals = [recorder.final(180) for recorder in recorders]
+    assert all(job.state == job_pb2.STATE_SUCCEEDED for job in finals), finals
+    for recorder in recorders:
+        recorder.assert_monotonic()
+    assert [child.pid for child in stack.parsers + stack.gateways] == pids  # no restarts
+    for job in finals:
+        assert len(result_blobs(stack, job.job_id)) == 1
+
+
+def test_hundred_watchers_survive_killed_pubsub_connections(stack: LocalStack) -> None:
+    gateway = stack.gateway_addresses[0]
+    jobs = [submit(gateway, make_pdf(30, f"pubsub{i}"), f"pubsub{i}.pdf") for i in range(4)]
+    addresses = stack.parser_addresses
+
+    async def run() -> list[job_pb2.Job]:
+        channels = [grpc.aio.insecure_channel(address) for address in addresses]
+        calls = []
+        for i in range(100):
+            stub_ = parser_service_pb2_grpc.ParserServiceStub(channels[i % len(channels)])
+            request = parser_service_pb2.WatchJobRequest(job_id=jobs[i % len(jobs)].job_id)
+            calls.append(stub_.WatchJob(request, timeout=120))
+        firsts = [await call.read() for call in calls]  # every stream is live
+        admin = redis.asyncio.Redis.from_url(stack.redis_url)
+        killed = await admin.client_kill_filter(_type="pubsub")
+        await admin.aclose()
+        assert killed >= len(addresses)
+
+        async def last(call: Any, first: parser_service_pb2.WatchJobResponse) -> job_pb2.Job:
+            latest = first.job
+            while (event := await call.read()) is not grpc.aio.EOF:
+                if event.HasField("job"):
+                    assert event.job.version > latest.version
+                    latest = event.job
+            return latest
+
+        finals = await asyncio.gather(*(last(c, f) for c, f in zip(calls, firsts, strict=True)))
+        for channel in channels:
+            await channel.close()
+        return list(finals)
+
+    finals = asyncio.run(run())
+    assert len(finals) == 100
+    assert all(job.state == job_pb2.STATE_SUCCEEDED for job in finals)
+
+
+def test_sigterm_ends_streams_retryably_and_clients_resume_elsewhere(stack: LocalStack) -> None:
+    gateway = stack.gateway_addresses[0]
+    job = submit(gateway, make_pdf(40, "drain"), "drain.pdf")
+    leaving = stack.parsers[0]
+    channel, s = stub(leaving.address)
+    with channel:
+        streams = [
+            s.WatchJob(parser_service_pb2.WatchJobRequest(job_id=job.job_id), timeout=60)
+            for _ in range(10)
+        ]
+        seen = [next(stream).job.version for stream in streams]
+        leaving.signal(signal.SIGTERM)
+        for index, stream in enumerate(streams):
+            with pytest.raises(grpc.RpcError) as ended:
+                for event in stream:
+                    if event.HasField("job"):
+                        seen[index] = event.job.version
+            err = DocparseError.from_rpc_error(ended.value)
+            assert (err.code, err.reason) == (grpc.StatusCode.UNAVAILABLE, "SERVER_SHUTTING_DOWN")
+    assert leaving.proc is not None and leaving.proc.wait(30) == 0
+    # Each client resumes where it was, on another replica, and gets the terminal record.
+    other = stack.parsers[1].address
+    for version in seen:
+        channel, s = stub(other)
+        with channel:
+            rest = [
+                e.job
+                for e in s.WatchJob(
+                    parser_service_pb2.WatchJobRequest(job_id=job.job_id, after_version=version),
+                    timeout=120,
+                )
+                if e.HasField("job")
+            ]
+        assert rest[-1].state == job_pb2.STATE_SUCCEEDED
+        assert all(j.version > version for j in rest)
