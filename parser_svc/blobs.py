@@ -49,3 +49,50 @@ class BlobStore:
 
     def delete(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)
+
+    # Passwords of encrypted uploads: an owner-only (0600) file beside the input, never in Redis
+    # or a log; the worker reads it for the parse and deletes it when the parse ends.
+    def secret_key(self, job_id: str) -> str:
+        return f"{self.env}/inputs/{job_id}.secret"
+
+    def put_secret(self, job_id: str, secret: str) -> str:
+        key = self.secret_key(job_id)
+        target = self.path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")  # mode 0600
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(secret.encode("utf-8"))
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return key
+
+    def read_secret(self, job_id: str) -> str:
+        """The stored password of a job, "" when there is none."""
+        try:
+            return self.path(self.secret_key(job_id)).read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            return ""
+
+    def delete_secret(self, job_id: str) -> None:
+        self.delete(self.secret_key(job_id))
+
+    # Assets (images of a reading package): `{env}/assets/{job_id}/{asset_id}`. Asset ids are
+    # content-derived, so a retried parse writes the same names with the same bytes.
+    def asset_key(self, job_id: str, asset_id: str) -> str:
+        return f"{self.env}/assets/{job_id}/{asset_id}"
+
+    def put_assets(self, job_id: str, directory: Path) -> int:
+        """Stores every file of `directory` (named by asset id) as an asset of `job_id`."""
+        stored = 0
+        if directory.is_dir():
+            for item in sorted(directory.iterdir()):
+                if item.is_file():
+                    self._write(self.asset_key(job_id, item.name), item.read_bytes())
+                    stored += 1
+        return stored
+
+    def read_asset(self, job_id: str, asset_id: str) -> bytes:
+        return self.path(self.asset_key(job_id, asset_id)).read_bytes()

@@ -1,7 +1,9 @@
 """The parse subprocess: `python -m parser_svc.parse_child TYPE INPUT OUTPUT CPU_S MEMORY_MB`.
 
-Runs one document under the resource limits its parent set, writes the serialized
-ReadingPackage to OUTPUT and reports on stdout, one JSON object per line:
+Reads its options (ParseOptions as one JSON object: password, limits, where to put assets) from
+stdin, so no secret is ever on a command line; runs one document under the resource limits
+given, writes the serialized ReadingPackage to OUTPUT (and images to the assets directory) and
+reports on stdout, one JSON object per line:
   {"event": "progress", "done": 3, "total": 10, "stage": "text"}
   {"event": "done", "pages": 10, "chars": 12345}
   {"event": "failed", "reason": "CORRUPT_DOCUMENT", "message": "..."}
@@ -11,15 +13,22 @@ Exit code 0 after "done" or "failed"; anything else is a crash.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import signal
 import sys
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
-from parser_svc.parsers import ParseFailure
+from docparse import __version__
+from docparse.v1 import reading_package_pb2 as rp
+from parser_svc.parsers import ParseFailure, ParseOptions, ProgressFn, corrupt
 from parser_svc.sandbox import apply_limits
+
+PARSERS = ("pdf", "docx", "doc", "xlsx", "xls", "pptx")
 
 PR_SET_PDEATHSIG = 1
 
@@ -47,35 +56,115 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def run(content_type: str, input_path: Path, output_path: Path) -> None:
+def count_chars(package: rp.ReadingPackage) -> int:
+    """Characters of text in a package: page and slide text, notes, and cell values."""
+    chars = sum(len(page.text) for page in package.pages)
+    chars += sum(len(slide.text) + len(slide.notes) for slide in package.slides)
+    for sheet in package.sheets:
+        for row in sheet.rows:
+            for cell in row.cells:
+                kind = cell.WhichOneof("value")
+                if kind == "string_value":
+                    chars += len(cell.string_value)
+                elif kind == "number_value":
+                    chars += len(f"{cell.number_value:g}")
+                elif kind == "datetime_value":
+                    chars += len(cell.datetime_value)
+                elif kind is not None:
+                    chars += 5
+    return chars
+
+
+def units(package: rp.ReadingPackage) -> int:
+    """Pages, sheets or slides."""
+    return len(package.pages) or len(package.sheets) or len(package.slides)
+
+
+def parse(
+    content_type: str, data: bytes, progress: ProgressFn, options: ParseOptions
+) -> rp.ReadingPackage:
+    """The reading package of `data`, whose type `detect_type` found."""
+    if content_type == "encrypted_ooxml":
+        from parser_svc.detect import detect_type
+        from parser_svc.parsers.office import decrypt
+
+        plain = decrypt(data, options.password, "Office document")
+        kind = detect_type(plain)
+        if kind not in ("docx", "xlsx", "pptx"):
+            raise corrupt("the decrypted content is not a DOCX, XLSX or PPTX package")
+        package = parse(kind, plain, progress, options)
+        package.decrypted = True
+        return package
+    if content_type == "ole":
+        raise corrupt("the OLE2 container is damaged: no Word or Excel content can be found")
+    if content_type not in PARSERS:
+        raise ParseFailure(
+            "UNSUPPORTED_FORMAT", f"no parser for {content_type!r} documents in this version"
+        )
+    module = importlib.import_module(f"parser_svc.parsers.{content_type}")
+    parser: Callable[[bytes, ProgressFn, ParseOptions], rp.ReadingPackage] = getattr(
+        module, f"parse_{content_type}"
+    )
+    return parser(data, progress, options)
+
+
+def run(
+    content_type: str, input_path: Path, output_path: Path, options: ParseOptions | None = None
+) -> None:
+    options = options or ParseOptions()
     data = input_path.read_bytes()
     marker = os.environ.get("DOCPARSE_FAULT_SEGV_MARKER", "")
     if marker and marker.encode() in data:
         os.kill(os.getpid(), signal.SIGSEGV)  # fault injection for crash-path tests
-    if content_type != "pdf":
-        raise ParseFailure(
-            "UNSUPPORTED_FORMAT", f"no parser for {content_type!r} documents in this version"
-        )
-    from parser_svc.parsers.pdf import parse_pdf
-
-    package = parse_pdf(data, _progress)
+    package = parse(content_type, data, _progress, options)
+    package.parser_version = f"docparse {__version__}"
     output_path.write_bytes(package.SerializeToString(deterministic=True))
-    chars = sum(len(page.text) for page in package.pages)
-    _emit(event="done", pages=len(package.pages), chars=chars)
+    _emit(event="done", pages=units(package), chars=count_chars(package))
+
+
+_OOM_MARKERS = ("out of memory", "malloc", "bad_alloc", "cannot allocate", "memory error")
+
+
+def _read_options() -> ParseOptions:
+    """Options arrive as one JSON object on stdin (the password among them: never on argv)."""
+    raw = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
+    return ParseOptions.from_json(json.loads(raw)) if raw.strip() else ParseOptions()
 
 
 def main() -> None:
     _die_with_parent()
     content_type, input_path, output_path, cpu_s, memory_mb = sys.argv[1:6]
+    options = _read_options()
     apply_limits(int(cpu_s), int(memory_mb))
     try:
-        run(content_type, Path(input_path), Path(output_path))
+        run(content_type, Path(input_path), Path(output_path), options)
     except ParseFailure as failure:
         _emit(event="failed", reason=failure.reason, message=failure.message)
     except MemoryError:
         _emit(
-            event="failed", reason="DOCUMENT_TOO_LARGE", message="parse exceeded its memory limit"
+            event="failed",
+            reason="DOCUMENT_TOO_LARGE",
+            message=f"the parse exceeded its memory limit ({memory_mb} MB)",
         )
+    except RecursionError:
+        _emit(event="failed", reason="CORRUPT_DOCUMENT", message="the document nests too deeply")
+    except Exception as err:
+        # A library choking on the document: deterministic for this input, so not a crash to
+        # retry. The traceback goes to the worker's log (stderr); the password is never in it.
+        traceback.print_exc()
+        text = f"{type(err).__name__}: {err}"[:500]
+        if any(marker in text.lower() for marker in _OOM_MARKERS):
+            _emit(
+                event="failed",
+                reason="DOCUMENT_TOO_LARGE",
+                message=f"the parse exceeded its memory limit ({memory_mb} MB): {text}",
+            )
+        else:
+            _emit(
+                event="failed",
+                reason="CORRUPT_DOCUMENT",
+                message=f"the {content_type} parser cannot read this document: {text}",
+            )
 
 
 if __name__ == "__main__":

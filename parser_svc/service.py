@@ -4,6 +4,7 @@ writes the shared store, so any replica answers any call."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,10 +13,11 @@ import grpc
 
 from docparse.errors import DocparseError
 from docparse.serving import abort
-from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc, reading_package_pb2
 from parser_svc.batches import Batches
 from parser_svc.blobs import BlobStore
 from parser_svc.events import EventHub
+from parser_svc.parsers import mime_for_ext
 from parser_svc.queue import JobQueue
 from parser_svc.records import is_terminal
 from parser_svc.settings import Settings
@@ -153,6 +155,62 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
                 {"job_id": job.job_id},
             )
         return data
+
+    async def GetAsset(
+        self, request: parser_service_pb2.GetAssetRequest, context: Context
+    ) -> AsyncIterator[parser_service_pb2.GetAssetResponse]:
+        """Streams one asset of a SUCCEEDED job from this deployment's blob store."""
+        try:
+            _check_job_id(request.job_id)
+            asset = await self._asset(request)
+            data = await asyncio.to_thread(self.blobs.read_asset, request.job_id, asset.asset_id)
+        except FileNotFoundError:
+            await abort(
+                context,
+                DocparseError(
+                    grpc.StatusCode.NOT_FOUND,
+                    "ASSET_NOT_FOUND",
+                    f"job {request.job_id} has no asset {request.asset_id!r}",
+                    {"job_id": request.job_id, "asset_id": request.asset_id},
+                ),
+            )
+            return
+        except DocparseError as err:
+            await abort(context, err)
+            return
+        asset.size_bytes = len(data)
+        asset.sha256 = hashlib.sha256(data).hexdigest()
+        for offset in range(0, max(len(data), 1), CHUNK_BYTES):
+            message = parser_service_pb2.GetAssetResponse(
+                chunk=data[offset : offset + CHUNK_BYTES], offset=offset
+            )
+            if offset == 0:
+                message.asset.CopyFrom(asset)
+            yield message
+
+    async def _asset(self, request: parser_service_pb2.GetAssetRequest) -> Any:
+        env = self.settings.env
+        if request.deployment and request.deployment != env:
+            raise DocparseError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "ASSET_OTHER_DEPLOYMENT",
+                f"the asset belongs to deployment {request.deployment!r}; this is {env!r}: "
+                "ask that deployment",
+                {"deployment": request.deployment, "this_deployment": env},
+            )
+        name = request.asset_id
+        stem, _, ext = name.partition(".")
+        if len(stem) != 32 or not all(c in "0123456789abcdef" for c in stem) or not ext.isalnum():
+            raise invalid("INVALID_ASSET_ID", f"not an asset id: {name[:80]!r}")
+        job = await self.store.get(request.job_id)
+        if job.state != job_pb2.STATE_SUCCEEDED:
+            await self._result_bytes(job)  # raises the precise FAILED_PRECONDITION
+        return reading_package_pb2.Asset(
+            asset_id=name,
+            mime_type=mime_for_ext(ext),
+            deployment=env,
+            job_id=request.job_id,
+        )
 
     async def CancelJob(
         self, request: parser_service_pb2.CancelJobRequest, context: Context

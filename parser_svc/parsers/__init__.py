@@ -1,8 +1,18 @@
-"""Document parsers. Each runs inside the parse subprocess, never in a server process."""
+"""Document parsers. Each runs inside the parse subprocess, never in a server process.
+
+A parser is `parse_<format>(data, progress, options) -> ReadingPackage` and raises ParseFailure
+with a stable reason code for every document it cannot turn into a faithful package.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from docparse.v1 import reading_package_pb2 as rp
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -14,3 +24,141 @@ class ParseFailure(Exception):
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
+
+
+def too_large(message: str) -> ParseFailure:
+    return ParseFailure("DOCUMENT_TOO_LARGE", message)
+
+
+def corrupt(message: str) -> ParseFailure:
+    return ParseFailure("CORRUPT_DOCUMENT", message)
+
+
+@dataclass
+class ParseOptions:
+    """What the worker tells the child besides the document (sent on its stdin as JSON).
+    The defaults are those of parser_svc.settings.Settings."""
+
+    # The submitted password ("" = none); never logged, never written to disk by the child.
+    password: str = field(default="", repr=False)
+    job_id: str = ""
+    # The deployment (DOCPARSE_ENV) the assets are stored in; named in every Asset.
+    deployment: str = ""
+    # Where the child writes asset files (named by asset id); None = keep no assets.
+    assets_dir: Path | None = None
+    max_pages: int = 5000
+    max_unzipped_bytes: int = 1024 * 1024 * 1024
+    max_cells: int = 5_000_000
+    max_assets: int = 1000
+    max_asset_bytes: int = 256 * 1024 * 1024
+    ocr: bool = True
+    ocr_dpi: int = 150
+    ocr_max_side_px: int = 2500
+    ocr_threads: int = 0
+    # A page is OCR'd when its text layer has fewer usable characters than this.
+    ocr_min_chars: int = 8
+    pdf_tables: bool = True
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> ParseOptions:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in raw.items() if k in known}
+        if values.get("assets_dir"):
+            values["assets_dir"] = Path(values["assets_dir"])
+        return cls(**values)
+
+
+_MIME_EXT = {
+    "image/png": "png",
+    "image/jpeg": "jpg",
+    "image/gif": "gif",
+    "image/bmp": "bmp",
+    "image/tiff": "tif",
+    "image/jpx": "jpx",
+    "image/jp2": "jp2",
+    "image/jbig2": "jb2",
+    "image/x-emf": "emf",
+    "image/x-wmf": "wmf",
+    "image/svg+xml": "svg",
+    "image/webp": "webp",
+}
+EXT_MIME = {ext: mime for mime, ext in _MIME_EXT.items()} | {"jpeg": "image/jpeg"}
+
+
+def mime_for_ext(ext: str) -> str:
+    return EXT_MIME.get(ext.lower().lstrip("."), "application/octet-stream")
+
+
+class AssetSink:
+    """Collects a package's images: writes each distinct one once to `assets_dir` under its
+    content-derived id, lists it in `package.assets`, and stops (with a warning) at the limits."""
+
+    def __init__(self, package: rp.ReadingPackage, options: ParseOptions) -> None:
+        self.package = package
+        self.options = options
+        self.ids: dict[str, str] = {}
+        self.total_bytes = 0
+        self.dropped = 0
+
+    def add(self, data: bytes, mime_type: str, width: int = 0, height: int = 0) -> str:
+        """The asset id of `data`, or "" when it is not kept (no store, or over a limit)."""
+        directory = self.options.assets_dir
+        if directory is None or not data:
+            return ""
+        sha256 = hashlib.sha256(data).hexdigest()
+        if sha256 in self.ids:
+            return self.ids[sha256]
+        o = self.options
+        if len(self.ids) >= o.max_assets or self.total_bytes + len(data) > o.max_asset_bytes:
+            self.dropped += 1
+            return ""
+        ext = _MIME_EXT.get(mime_type, "bin")
+        asset_id = f"{sha256[:32]}.{ext}"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / asset_id).write_bytes(data)
+        self.total_bytes += len(data)
+        self.ids[sha256] = asset_id
+        self.package.assets.append(
+            rp.Asset(
+                asset_id=asset_id,
+                mime_type=mime_type,
+                size_bytes=len(data),
+                sha256=sha256,
+                deployment=o.deployment,
+                job_id=o.job_id,
+                width=width,
+                height=height,
+            )
+        )
+        return asset_id
+
+    def finish(self) -> None:
+        if self.dropped:
+            self.package.warnings.append(
+                f"{self.dropped} images were not stored: over the limit of "
+                f"{self.options.max_assets} images / {self.options.max_asset_bytes} bytes"
+            )
+
+
+def page_text(blocks: list[str]) -> str:
+    return "\n\n".join(b for b in blocks if b)
+
+
+def table_text(rows: list[list[str]]) -> str:
+    return "\n".join("\t".join(cell for cell in row) for row in rows)
+
+
+def make_table(rows: list[list[str]], bbox: rp.BoundingBox | None = None) -> rp.Table:
+    table = rp.Table(rows=[rp.TableRow(cells=row) for row in rows])
+    if bbox is not None:
+        table.bbox.CopyFrom(bbox)
+    return table
+
+
+def safe(text: str) -> str:
+    """`text` as valid UTF-8 (libraries hand out lone surrogates from broken files)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text

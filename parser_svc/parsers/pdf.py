@@ -1,63 +1,294 @@
-"""PDF with a text layer → ReadingPackage, page by page with pymupdf."""
+"""PDF → ReadingPackage, page by page with pymupdf.
+
+Each page: the text layer's blocks in reading order; if the page has no usable text but shows
+images (a scan), it is rendered and OCR'd instead (mixed documents OCR only such pages); its
+images become assets; ruled tables are found from the page's vector rules (pdf_tables.py).
+
+Failures are precise: PASSWORD_REQUIRED / WRONG_PASSWORD for encrypted files, CORRUPT_DOCUMENT
+for a file that cannot be opened, whose page count cannot be read, that has 0 pages, or that
+had to be repaired and still yields nothing; DOCUMENT_TOO_LARGE over the page cap. A repaired
+file that yields text succeeds with a warning.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pymupdf
 
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.parsers import ParseFailure, ProgressFn
+from parser_svc.parsers import (
+    AssetSink,
+    ParseFailure,
+    ParseOptions,
+    ProgressFn,
+    corrupt,
+    make_table,
+    mime_for_ext,
+    page_text,
+    safe,
+    too_large,
+)
+from parser_svc.parsers.password import candidates
+from parser_svc.parsers.pdf_tables import find_tables
 
 TEXT_BLOCK = 0
+PDF_PERM_COPY = 1 << 4  # bit 5 of /P: copy or extract text
 
 
-def parse_pdf(data: bytes, progress: ProgressFn) -> rp.ReadingPackage:
+def parse_pdf(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.ReadingPackage:
     pymupdf.TOOLS.mupdf_warnings(reset=True)
+    pymupdf.TOOLS.mupdf_display_errors(False)
     try:
         doc = pymupdf.open(stream=data, filetype="pdf")
     except Exception as err:
-        raise ParseFailure("CORRUPT_DOCUMENT", f"the PDF cannot be opened: {err}") from err
+        raise corrupt(f"the PDF cannot be opened: {err}") from err
     with doc:
+        package = rp.ReadingPackage(content_type="pdf")
         if doc.needs_pass:
-            raise ParseFailure("PASSWORD_REQUIRED", "the PDF is encrypted and needs a password")
+            _authenticate(doc, options.password)
+            package.decrypted = True
         try:
             total = doc.page_count
         except Exception as err:
-            raise ParseFailure("CORRUPT_DOCUMENT", f"page count unreadable: {err}") from err
-        if total == 0:
-            raise ParseFailure("CORRUPT_DOCUMENT", "the PDF has no pages")
-        package = rp.ReadingPackage(content_type="pdf")
-        meta = doc.metadata or {}
-        package.metadata.CopyFrom(
-            rp.DocumentMetadata(
-                title=meta.get("title") or "",
-                author=meta.get("author") or "",
-                subject=meta.get("subject") or "",
-                creator=meta.get("creator") or "",
-                producer=meta.get("producer") or "",
+            raise corrupt(f"the PDF's page count cannot be read: {err}") from err
+        if total <= 0:
+            raise corrupt("the PDF has no pages")
+        if total > options.max_pages:
+            raise too_large(f"the PDF has {total} pages; the limit is {options.max_pages}")
+        if package.decrypted and not doc.permissions & PDF_PERM_COPY:
+            package.warnings.append(
+                "the document's permissions forbid copying text; it was extracted because the "
+                "user password was supplied"
             )
-        )
+        _metadata(doc, package)
+        assets = AssetSink(package, options)
+        state = _State()
         progress(0, total, "text")
         for index in range(total):
-            package.pages.append(_page(doc, index))
+            package.pages.append(_page(doc, index, options, assets, state, progress, total))
             progress(index + 1, total, "text")
-        warnings = pymupdf.TOOLS.mupdf_warnings()
-        if warnings:
-            package.warnings.append(f"the PDF needed repair: {warnings.splitlines()[0]}")
+        assets.finish()
+        repaired = pymupdf.TOOLS.mupdf_warnings().strip()
+        if repaired:
+            lines = repaired.splitlines()
+            package.warnings.append(
+                safe(
+                    f"the PDF is damaged and was repaired ({len(lines)} warnings; "
+                    f"first: {lines[0]})"
+                )
+            )
+        package.warnings.extend(safe(w) for w in state.warnings)
+        chars = sum(len(page.text) for page in package.pages)
+        if chars == 0:
+            if repaired or state.failed_pages == total:
+                raise corrupt(
+                    "the PDF is damaged: it was repaired but yields no text"
+                    + (f" ({state.failed_pages} unreadable pages)" if state.failed_pages else "")
+                )
+            if not state.image_pages:
+                package.warnings.append("the document contains no text and no images")
+            else:
+                package.warnings.append("no text was found, not even by OCR of the images")
         return package
 
 
-def _page(doc: pymupdf.Document, index: int) -> rp.Page:
-    page = doc[index]
-    rect = page.rect
-    out = rp.Page(number=index + 1, width=rect.width, height=rect.height, rotation=page.rotation)
+class _State:
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+        self.failed_pages = 0
+        self.image_pages = 0
+        self.ocr_pages = 0
+        # xref → (asset id or "", mime type): each image is stored once per document.
+        self.extracted: dict[int, tuple[str, str]] = {}
+
+
+def _authenticate(doc: pymupdf.Document, password: str) -> None:
+    tries = candidates(password)
+    if not tries:
+        raise ParseFailure("PASSWORD_REQUIRED", "the PDF is encrypted and needs a password")
+    for candidate in tries:
+        if doc.authenticate(candidate):
+            return
+    raise ParseFailure("WRONG_PASSWORD", "the password does not open this PDF")
+
+
+def _metadata(doc: pymupdf.Document, package: rp.ReadingPackage) -> None:
+    meta = doc.metadata or {}
+    package.metadata.CopyFrom(
+        rp.DocumentMetadata(
+            title=safe(meta.get("title") or ""),
+            author=safe(meta.get("author") or ""),
+            subject=safe(meta.get("subject") or ""),
+            creator=safe(meta.get("creator") or ""),
+            producer=safe(meta.get("producer") or ""),
+        )
+    )
+    for key in ("keywords", "creationDate", "modDate", "format", "encryption"):
+        if meta.get(key):
+            package.metadata.extra[key] = safe(str(meta[key]))
+
+
+def _bbox(rect: Any) -> rp.BoundingBox:
+    x0, y0, x1, y1 = rect
+    return rp.BoundingBox(x0=x0, y0=y0, x1=x1, y1=y1)
+
+
+def _usable_chars(text: str) -> int:
+    return sum(1 for ch in text if not ch.isspace() and ch != "\ufffd")
+
+
+def _page(
+    doc: pymupdf.Document,
+    index: int,
+    options: ParseOptions,
+    assets: AssetSink,
+    state: _State,
+    progress: ProgressFn,
+    total: int,
+) -> rp.Page:
+    try:
+        page = doc[index]
+        rect = page.rect
+        out = rp.Page(
+            number=index + 1, width=rect.width, height=rect.height, rotation=page.rotation
+        )
+    except Exception as err:
+        state.failed_pages += 1
+        state.warnings.append(f"page {index + 1} cannot be read: {err}")
+        return rp.Page(number=index + 1)
+    try:
+        textpage = page.get_textpage()
+        texts = _text_blocks(page, textpage, out)
+        images = _images(doc, page, out, assets, state, _usable_chars("".join(texts)))
+        if images:
+            state.image_pages += 1
+        if images and _usable_chars("".join(texts)) < options.ocr_min_chars:
+            if options.ocr:
+                progress(index, total, "ocr")
+                del out.blocks[:]
+                texts = _ocr(page, out, options)
+                out.ocr = True
+                state.ocr_pages += 1
+            else:
+                state.warnings.append(f"page {index + 1} needs OCR, which is disabled")
+        if options.pdf_tables and not out.ocr:
+            for table in _tables(page, textpage, state):
+                out.tables.append(table)
+        out.text = page_text(texts)
+    except ParseFailure:
+        raise
+    except MemoryError:
+        raise
+    except Exception as err:
+        state.failed_pages += 1
+        state.warnings.append(f"page {index + 1} cannot be read: {type(err).__name__}: {err}")
+    return out
+
+
+def _text_blocks(page: pymupdf.Page, textpage: Any, out: rp.Page) -> list[str]:
     texts = []
-    for x0, y0, x1, y1, text, _no, kind in page.get_text("blocks", sort=True):
+    for x0, y0, x1, y1, text, _no, kind in page.get_text("blocks", sort=True, textpage=textpage):
         if kind != TEXT_BLOCK or not text.strip():
             continue
-        clean = text.strip()
+        clean = safe(text.strip())
         texts.append(clean)
+        out.blocks.append(rp.TextBlock(text=clean, bbox=_bbox((x0, y0, x1, y1)), source="text"))
+    return texts
+
+
+def _images(
+    doc: pymupdf.Document,
+    page: pymupdf.Page,
+    out: rp.Page,
+    assets: AssetSink,
+    state: _State,
+    usable_chars: int,
+) -> int:
+    """Adds the page's images (stored once per document) and returns how many it shows."""
+    shown = 0
+    if usable_chars and not page.get_images():
+        # No image resources (the quick check); a page without text may still draw inline
+        # images, which only the full scan below sees.
+        return 0
+    for info in page.get_image_info(xrefs=True):
+        bbox = pymupdf.Rect(info["bbox"])
+        if bbox.is_empty or bbox.width < 4 or bbox.height < 4:
+            continue
+        shown += 1
+        xref = int(info.get("xref") or 0)
+        if xref <= 0:
+            continue  # an inline image: shown (and OCR'd if need be) but not stored
+        if xref not in state.extracted:
+            state.extracted[xref] = ("", "")
+            try:
+                image = doc.extract_image(xref)
+            except Exception as err:
+                state.warnings.append(f"image {xref} cannot be extracted: {err}")
+                image = None
+            if image and image.get("image"):
+                mime = mime_for_ext(str(image.get("ext", "")))
+                asset_id = assets.add(
+                    image["image"],
+                    mime,
+                    int(image.get("width") or 0),
+                    int(image.get("height") or 0),
+                )
+                state.extracted[xref] = (asset_id, mime)
+        asset_id, mime = state.extracted[xref]
+        if asset_id:
+            out.images.append(
+                rp.ImageRef(
+                    asset_id=asset_id,
+                    bbox=_bbox(bbox),
+                    mime_type=mime,
+                    width=int(info.get("width") or 0),
+                    height=int(info.get("height") or 0),
+                )
+            )
+    return shown
+
+
+def _ocr(page: pymupdf.Page, out: rp.Page, options: ParseOptions) -> list[str]:
+    import numpy as np
+
+    from parser_svc.parsers.ocr import recognise
+
+    rect = page.rect
+    zoom = options.ocr_dpi / 72
+    longest = max(rect.width, rect.height) * zoom
+    if longest > options.ocr_max_side_px:
+        zoom *= options.ocr_max_side_px / longest
+    pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), colorspace=pymupdf.csRGB, alpha=False)
+    image = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width, 3)
+    bgr = np.ascontiguousarray(image[:, :, ::-1])
+    derotate = page.derotation_matrix
+    texts = []
+    for line in recognise(bgr, options.ocr_threads):
+        shown = pymupdf.Rect(line.x0 / zoom, line.y0 / zoom, line.x1 / zoom, line.y1 / zoom)
+        unrotated = (shown * derotate).normalize()
         out.blocks.append(
-            rp.TextBlock(text=clean, bbox=rp.BoundingBox(x0=x0, y0=y0, x1=x1, y1=y1), source="text")
+            rp.TextBlock(
+                text=line.text,
+                bbox=_bbox(unrotated),
+                source="ocr",
+                confidence=line.confidence,
+            )
         )
-    out.text = "\n\n".join(texts)
-    return out
+        texts.append(line.text)
+    return ["\n".join(texts)] if texts else []
+
+
+def _tables(page: pymupdf.Page, textpage: Any, state: _State) -> list[rp.Table]:
+    try:
+        drawings = page.get_cdrawings()
+        if not drawings:
+            return []
+        found = find_tables(drawings, lambda: page.get_text("words", textpage=textpage))
+    except Exception as err:
+        state.warnings.append(f"page {page.number + 1}: table detection failed: {err}")
+        return []
+    return [
+        make_table([[safe(cell) for cell in row] for row in table.rows], _bbox(table.bbox))
+        for table in found
+    ]

@@ -1,0 +1,157 @@
+"""Ruled tables on a PDF page, found from the page's vector rules (a "lattice").
+
+pymupdf's find_tables builds a Python object per character and costs 0.1-0.8 s per page; this
+works on word boxes and line segments only (milliseconds per page): horizontal and vertical
+rules are snapped and merged, rules that cross form connected grids, and each grid with at least
+two rows and two columns becomes a table whose cells collect the words whose centres they hold.
+Borderless tables (whitespace alignment only) are not detected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SNAP = 2.0
+MIN_RULE = 8.0
+MAX_ITEMS = 5000
+
+
+@dataclass
+class _Seg:
+    pos: float  # y of a horizontal rule, x of a vertical one
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class FoundTable:
+    bbox: tuple[float, float, float, float]
+    rows: list[list[str]]
+
+
+def _segments(drawings: Iterable[dict[str, Any]]) -> tuple[list[_Seg], list[_Seg]] | None:
+    hs: list[_Seg] = []
+    vs: list[_Seg] = []
+    items = 0
+    for drawing in drawings:
+        for item in drawing.get("items", ()):
+            items += 1
+            if items > MAX_ITEMS:
+                return None
+            if item[0] == "l":
+                (ax, ay), (bx, by) = item[1], item[2]
+                if abs(ay - by) <= 1 and abs(ax - bx) >= MIN_RULE:
+                    hs.append(_Seg((ay + by) / 2, min(ax, bx), max(ax, bx)))
+                elif abs(ax - bx) <= 1 and abs(ay - by) >= MIN_RULE:
+                    vs.append(_Seg((ax + bx) / 2, min(ay, by), max(ay, by)))
+            elif item[0] == "re":
+                x0, y0, x1, y1 = item[1]
+                x0, x1 = min(x0, x1), max(x0, x1)
+                y0, y1 = min(y0, y1), max(y0, y1)
+                w, h = x1 - x0, y1 - y0
+                if h <= 3 and w >= MIN_RULE:
+                    hs.append(_Seg((y0 + y1) / 2, x0, x1))
+                elif w <= 3 and h >= MIN_RULE:
+                    vs.append(_Seg((x0 + x1) / 2, y0, y1))
+                elif w >= MIN_RULE and h >= MIN_RULE:
+                    hs += [_Seg(y0, x0, x1), _Seg(y1, x0, x1)]
+                    vs += [_Seg(x0, y0, y1), _Seg(x1, y0, y1)]
+    return _merge(hs), _merge(vs)
+
+
+def _merge(segs: list[_Seg]) -> list[_Seg]:
+    """Joins collinear segments that touch or overlap (within SNAP)."""
+    segs.sort(key=lambda s: (round(s.pos / SNAP), s.lo))
+    out: list[_Seg] = []
+    for seg in segs:
+        last = out[-1] if out else None
+        if last and abs(last.pos - seg.pos) <= SNAP and seg.lo <= last.hi + SNAP:
+            last.hi = max(last.hi, seg.hi)
+        else:
+            out.append(_Seg(seg.pos, seg.lo, seg.hi))
+    return out
+
+
+def _crosses(h: _Seg, v: _Seg) -> bool:
+    return h.lo - SNAP <= v.pos <= h.hi + SNAP and v.lo - SNAP <= h.pos <= v.hi + SNAP
+
+
+def _grids(hs: list[_Seg], vs: list[_Seg]) -> list[tuple[list[_Seg], list[_Seg]]]:
+    """Connected components of crossing rules."""
+    parent = list(range(len(hs) + len(vs)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, h in enumerate(hs):
+        for j, v in enumerate(vs):
+            if _crosses(h, v):
+                parent[find(i)] = find(len(hs) + j)
+    groups: dict[int, tuple[list[_Seg], list[_Seg]]] = {}
+    for i, h in enumerate(hs):
+        groups.setdefault(find(i), ([], []))[0].append(h)
+    for j, v in enumerate(vs):
+        groups.setdefault(find(len(hs) + j), ([], []))[1].append(v)
+    return [g for g in groups.values() if len(g[0]) >= 2 and len(g[1]) >= 2]
+
+
+def _cuts(values: Iterable[float]) -> list[float]:
+    cuts: list[float] = []
+    for value in sorted(values):
+        if not cuts or value - cuts[-1] > SNAP:
+            cuts.append(value)
+    return cuts
+
+
+def _index(cuts: Sequence[float], value: float) -> int:
+    """The band of `cuts` holding `value`, or -1 outside."""
+    if value < cuts[0] or value > cuts[-1]:
+        return -1
+    for i in range(len(cuts) - 1):
+        if value <= cuts[i + 1]:
+            return i
+    return -1
+
+
+def find_tables(
+    drawings: Iterable[dict[str, Any]], get_words: Callable[[], Sequence[Sequence[Any]]]
+) -> list[FoundTable]:
+    """`drawings` from page.get_cdrawings(); `get_words` gives page.get_text("words") and is
+    only called when the rules form a grid."""
+    found = _segments(drawings)
+    if found is None:
+        return []
+    hs, vs = found
+    if len(hs) < 2 or len(vs) < 2:
+        return []
+    tables = []
+    words: Sequence[Sequence[Any]] | None = None
+    for ghs, gvs in _grids(hs, vs):
+        ys = _cuts(h.pos for h in ghs)
+        xs = _cuts(v.pos for v in gvs)
+        if len(ys) < 3 or len(xs) < 3:
+            continue  # fewer than 2 rows or 2 columns: a box or a rule, not a table
+        cells: dict[tuple[int, int], list[str]] = {}
+        if words is None:
+            words = get_words()
+        for word in words:
+            cx, cy = (word[0] + word[2]) / 2, (word[1] + word[3]) / 2
+            row, col = _index(ys, cy), _index(xs, cx)
+            if row >= 0 and col >= 0:
+                cells.setdefault((row, col), []).append(str(word[4]))
+        if not cells:
+            continue
+        rows = [
+            [" ".join(cells.get((r, c), [])) for c in range(len(xs) - 1)]
+            for r in range(len(ys) - 1)
+        ]
+        used_cols = [c for c in range(len(xs) - 1) if any(row[c] for row in rows)]
+        rows = [[row[c] for c in used_cols] for row in rows if any(row)]
+        if len(rows) >= 2 and len(used_cols) >= 2:
+            tables.append(FoundTable((xs[0], ys[0], xs[-1], ys[-1]), rows))
+    return tables
