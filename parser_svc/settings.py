@@ -58,9 +58,31 @@ class Settings(BaseSettings):
     # itself with SIGSEGV (exercises the real crash path). Keep empty.
     fault_segv_marker: str = ""
     # Limits of each parse subprocess.
+    # Limits of each parse subprocess. Over the wall clock or CPU time: PARSE_TIMEOUT; over the
+    # address-space limit (RLIMIT_AS): DOCUMENT_TOO_LARGE; a child that dies of a signal:
+    # PARSER_CRASHED. OCR needs about 700 MB of address space; keep the memory limit >= 1024.
     parse_timeout_s: float = 300.0
     parse_cpu_s: int = 300
     parse_memory_mb: int = 2048
+    # Documents over these end FAILED with DOCUMENT_TOO_LARGE: pages of a PDF (slides of a
+    # presentation), the declared uncompressed size of an Office (zip) package's parts (zip
+    # bombs), and the cells with a value in a workbook.
+    parse_max_pages: int = 5000
+    parse_max_unzipped_mb: int = 1024
+    parse_max_cells: int = 5_000_000
+    # Images kept as assets per document (beyond them: a warning on the result, not a failure).
+    parse_max_assets: int = 1000
+    parse_max_asset_mb: int = 256
+    # OCR of PDF pages that have images but fewer than `ocr_min_chars` usable characters of text:
+    # rendered at `ocr_dpi` (the longer side capped at `ocr_max_side_px`), recognised with
+    # `ocr_threads` threads (0 = onnxruntime's default). Off: such pages get a warning instead.
+    ocr_enabled: bool = True
+    ocr_dpi: int = 150
+    ocr_max_side_px: int = 2500
+    ocr_min_chars: int = 8
+    ocr_threads: int = 0
+    # Ruled-table detection on PDF pages.
+    pdf_tables: bool = True
 
     # WatchJob: re-read the record this often (pub/sub is at-most-once) ...
     watch_resync_s: float = 5.0
