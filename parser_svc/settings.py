@@ -57,7 +57,6 @@ class Settings(BaseSettings):
     # Fault injection for tests: a parse child whose document contains these bytes kills
     # itself with SIGSEGV (exercises the real crash path). Keep empty.
     fault_segv_marker: str = ""
-    # Limits of each parse subprocess.
     # Limits of each parse subprocess. Over the wall clock or CPU time: PARSE_TIMEOUT; over the
     # address-space limit (RLIMIT_AS): DOCUMENT_TOO_LARGE; a child that dies of a signal:
     # PARSER_CRASHED. OCR needs about 700 MB of address space; keep the memory limit >= 1024.
