@@ -1,0 +1,193 @@
+"""A stateful property test of the job update script on a real Redis: duplicated, reordered
+and stale writes from several workers never break the record's rules."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from docparse.embedded_redis import EmbeddedRedis
+from docparse.v1 import job_pb2
+from parser_svc.settings import Settings
+from parser_svc.store import JobStore, connect
+
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+STATE_NAMES = {
+    job_pb2.STATE_QUEUED: "QUEUED",
+    job_pb2.STATE_RUNNING: "RUNNING",
+    job_pb2.STATE_SUCCEEDED: "SUCCEEDED",
+    job_pb2.STATE_FAILED: "FAILED",
+    job_pb2.STATE_CANCELLED: "CANCELLED",
+}
+_server: EmbeddedRedis | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def redis_for_machine(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    global _server
+    _server = EmbeddedRedis(Path(tmp_path_factory.mktemp("machine")))
+    _server.start()
+    yield
+    _server.stop()
+
+
+class JobRecordMachine(RuleBasedStateMachine):
+    """The model: what the record must be after each write, given the rules in update_job.lua."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        assert _server is not None
+        self.loop = asyncio.new_event_loop()
+        config = Settings(redis_url=_server.url, env=f"sm{uuid.uuid4().hex[:8]}")
+        self.store = JobStore(connect(config), config)
+        self.job_id = uuid.uuid4().hex
+        self.fences: list[str] = []
+        self.writes: list[tuple[str, tuple[Any, ...]]] = []
+        # The model.
+        self.state = "QUEUED"
+        self.fence = ""
+        self.version = 1
+        self.done = 0
+        self.total = 0
+        self.stage = "queued"
+        self.attempt = 0
+        self.terminal_record: job_pb2.Job | None = None
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def teardown(self) -> None:
+        self.run(self.store.client.aclose())
+        self.loop.close()
+
+    @initialize()
+    def create(self) -> None:
+        assert self.run(self.store.create(self.job_id, {"file_name": "m.pdf"})).status == "OK"
+
+    def _expect(self, status: str, changed: bool) -> None:
+        if changed:
+            assert status == "OK", status
+            self.version += 1
+        else:
+            assert status != "OK" or self.state == "CANCELLED", status
+
+    # --- writes -------------------------------------------------------------------------
+
+    @rule(worker=st.integers(1, 3))
+    def claim(self, worker: int) -> None:
+        fence = f"w{worker}:{len(self.fences)}"
+        self.fences.append(fence)
+        self._apply("claim", (fence,))
+
+    @precondition(lambda self: self.fences)
+    @rule(data=st.data(), done=st.integers(0, 40), total=st.sampled_from([0, 40]))
+    def progress(self, data: st.DataObject, done: int, total: int) -> None:
+        fence = data.draw(st.sampled_from(self.fences))
+        self._apply("progress", (fence, done, total))
+
+    @precondition(lambda self: self.fences)
+    @rule(data=st.data(), final=st.sampled_from(["SUCCEEDED", "FAILED"]))
+    def finish(self, data: st.DataObject, final: str) -> None:
+        fence = data.draw(st.sampled_from(self.fences))
+        self._apply("finish", (fence, final))
+
+    @precondition(lambda self: self.fences)
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        self._apply("release", (data.draw(st.sampled_from(self.fences)),))
+
+    @rule()
+    def cancel(self) -> None:
+        self._apply("cancel", ())
+
+    @precondition(lambda self: self.writes)
+    @rule(data=st.data())
+    def duplicate(self, data: st.DataObject) -> None:
+        """Replays an earlier write exactly (a retried or re-ordered message)."""
+        op, args = data.draw(st.sampled_from(self.writes))
+        self._apply(op, args)
+
+    # --- the model of update_job.lua ----------------------------------------------------
+
+    def _apply(self, op: str, args: tuple[Any, ...]) -> None:
+        self.writes.append((op, args))
+        if op == "claim":
+            result = self.run(self.store.claim(self.job_id, args[0]))
+        elif op == "progress":
+            fence, done, total = args
+            result = self.run(
+                self.store.progress(self.job_id, fence, done=done, total=total, stage="text")
+            )
+        elif op == "finish":
+            fields = {"res_sha256": "ab"} if args[1] == "SUCCEEDED" else {"err_reason": "X"}
+            result = self.run(self.store.finish(self.job_id, args[0], args[1], fields))
+        elif op == "release":
+            result = self.run(self.store.release(self.job_id, args[0]))
+        else:
+            result = self.run(self.store.cancel(self.job_id))
+
+        if self.state in TERMINAL:
+            assert result.status == "TERMINAL", (op, result)
+            return
+        fence = args[0] if args else None
+        if op not in ("claim", "cancel") and fence != self.fence:
+            assert result.status == "FENCED", (op, args, self.fence, result)
+            return
+        changed = True
+        if op == "claim":
+            self.fence, self.state, self.stage = fence, "RUNNING", "opening"  # type: ignore[assignment]
+            self.attempt += 1
+        elif op == "release":
+            self.fence, self.state, self.stage = f"released:{fence}", "QUEUED", "retrying"
+        elif op == "cancel":
+            self.state, self.stage, self.fence = "CANCELLED", "done", "cancelled"
+        elif op == "finish":
+            self.state, self.stage = args[1], "done"
+        else:
+            _, done, total = args
+            changed = False
+            if total > self.total:
+                self.total, changed = total, True
+            if done >= self.done and self.stage != "text":
+                self.stage, changed = "text", True
+            if done > self.done:
+                self.done, changed = done, True
+        assert result.status == ("OK" if changed else "NOOP"), (op, args, result)
+        if changed:
+            self.version += 1
+
+    # --- what a client may rely on ------------------------------------------------------
+
+    @invariant()
+    def record_matches_the_model(self) -> None:
+        job = self.run(self.store.get(self.job_id))
+        assert STATE_NAMES[job.state] == self.state
+        assert job.version == self.version
+        assert job.progress.done == self.done and job.progress.total == self.total
+        assert job.attempt == self.attempt
+        if self.state in TERMINAL:
+            if self.terminal_record is None:
+                self.terminal_record = job
+            assert job == self.terminal_record  # terminal records never change again
+
+
+JobRecordMachine.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestJobRecord = JobRecordMachine.TestCase
