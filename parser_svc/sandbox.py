@@ -12,7 +12,7 @@ import json
 import resource
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,15 +51,22 @@ async def run_parse(
     output_path: Path,
     limits: Limits,
     on_progress: ProgressCallback,
+    options: Mapping[str, object] | None = None,
 ) -> Outcome:
+    """`options` (parser_svc.parsers.ParseOptions fields, the password among them) reach the
+    child as JSON on its stdin: never on its command line, in its environment or on disk."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "parser_svc.parse_child",
         content_type, str(input_path), str(output_path),
         str(limits.cpu_s), str(limits.memory_mb),
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    assert proc.stdout is not None
+    assert proc.stdout is not None and proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(json.dumps(dict(options or {}), default=str).encode())
+        await proc.stdin.drain()
+    proc.stdin.close()
     final: dict[str, object] = {}
 
     async def read_events() -> None:

@@ -21,7 +21,7 @@ from docparse import __version__ as PARSER_VERSION
 from docparse.errors import DocparseError
 from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.blobs import BlobStore
-from parser_svc.detect import detect_type
+from parser_svc.detect import sniff
 from parser_svc.queue import JobQueue
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore
@@ -76,13 +76,14 @@ class Submitter:
                 f"the upload has {len(content)} bytes; the limit is "
                 f"{self.settings.max_upload_bytes}",
             )
-        content_type = detect_type(content)
-        if content_type is None:
+        detected = sniff(content)
+        if detected.kind is None:
             raise invalid(
                 "UNSUPPORTED_FORMAT",
-                "the content is not a PDF, DOCX, XLSX, PPTX or OLE (DOC/XLS) document",
+                f"the content is {detected.label} (by its bytes, whatever its name); "
+                "supported: PDF, DOCX, DOC, XLSX, XLS, PPTX",
             )
-        return content_type
+        return detected.kind
 
     async def submit(
         self,
@@ -114,15 +115,20 @@ class Submitter:
         async with self._gates.hold(dedupe_key or request_key or sha256):
             job_id = job_id or uuid.uuid4().hex
             input_key = await asyncio.to_thread(self.blobs.put_input, job_id, content)
+            if request.password:
+                # Beside the input, owner-only; never in the record. Deleted when the parse ends.
+                await asyncio.to_thread(self.blobs.put_secret, job_id, request.password)
             try:
                 created = await self.store.create(
                     job_id, fields, request_key=request_key, dedupe_key=dedupe_key
                 )
             except DocparseError:
                 self.blobs.delete(input_key)
+                self.blobs.delete_secret(job_id)
                 raise
             if created.status != "OK":
                 self.blobs.delete(input_key)
+                self.blobs.delete_secret(job_id)
                 if created.status == "CONFLICT":
                     raise invalid(
                         "REQUEST_ID_REUSED",

@@ -128,14 +128,42 @@ class ParseWorker:
         limits = Limits(s.parse_timeout_s, s.parse_cpu_s, s.parse_memory_mb)
         with tempfile.TemporaryDirectory(prefix="docparse-") as tmp:
             output_path = Path(tmp) / "package.pb"
+            assets_dir = Path(tmp) / "assets"
             if not input_path.exists():
                 return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
-            outcome = await run_parse(content_type, input_path, output_path, limits, on_progress)
+            options = await asyncio.to_thread(self._parse_options, job_id, assets_dir)
+            outcome = await run_parse(
+                content_type, input_path, output_path, limits, on_progress, options
+            )
             if not outcome.reason:
+                # Assets first: a SUCCEEDED record must never point at missing images.
+                await asyncio.to_thread(self.blobs.put_assets, job_id, assets_dir)
                 await self._finish_succeeded(job_id, fence, attempt, outcome, output_path)
                 with contextlib.suppress(OSError):
                     input_path.unlink()
+                self.blobs.delete_secret(job_id)
         return outcome
+
+    def _parse_options(self, job_id: str, assets_dir: Path) -> dict[str, object]:
+        """What the parse child needs besides the document (sent on its stdin)."""
+        s = self.settings
+        return {
+            "password": self.blobs.read_secret(job_id),
+            "job_id": job_id,
+            "deployment": s.env,
+            "assets_dir": str(assets_dir),
+            "max_pages": s.parse_max_pages,
+            "max_unzipped_bytes": s.parse_max_unzipped_mb * 1024 * 1024,
+            "max_cells": s.parse_max_cells,
+            "max_assets": s.parse_max_assets,
+            "max_asset_bytes": s.parse_max_asset_mb * 1024 * 1024,
+            "ocr": s.ocr_enabled,
+            "ocr_dpi": s.ocr_dpi,
+            "ocr_max_side_px": s.ocr_max_side_px,
+            "ocr_min_chars": s.ocr_min_chars,
+            "ocr_threads": s.ocr_threads,
+            "pdf_tables": s.pdf_tables,
+        }
 
     async def _terminal_write(self, write: Callable[[], Awaitable[WriteResult]]) -> WriteResult:
         """The terminal write outlasts a Redis restart: retried with backoff for up to one
@@ -163,6 +191,7 @@ class ParseWorker:
             raise LostOwnership(f"terminal write refused: {result.status}")
         with contextlib.suppress(OSError):
             self.blobs.path(f"{self.settings.env}/inputs/{job_id}").unlink()
+        self.blobs.delete_secret(job_id)
 
     async def _finish_succeeded(
         self, job_id: str, fence: str, attempt: int, outcome: Outcome, output_path: Path
