@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/docparse/v1/*.proto)
 
-.PHONY: setup run test test-fast proto proto-check lint format typecheck bench ci clean
+.PHONY: setup antiword run test test-fast proto proto-check lint format typecheck bench ci clean
 
 setup: $(STAMP)
 
@@ -15,7 +15,16 @@ $(STAMP): pyproject.toml
 	@test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+	@$(MAKE) --no-print-directory antiword
 	@rm -f $(VENV)/.installed-* && touch $@
+
+# DOC (Word 97-2003) parsing uses antiword: installed on Debian when we are root with apt-get;
+# skipped silently otherwise (DOC jobs then end FAILED UNSUPPORTED_FORMAT naming antiword).
+antiword:
+	@if ! command -v antiword >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get install -y -qq antiword >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq antiword >/dev/null 2>&1)) || true; \
+	fi
 
 # buf (lint + `buf curl` in tests) comes from the npm registry; skipped where npm is absent.
 $(BUF):
