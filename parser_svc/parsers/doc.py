@@ -33,7 +33,11 @@ ANTIWORD_TIMEOUT_S = 120
 
 
 def antiword_path() -> str | None:
-    return os.environ.get("DOCPARSE_ANTIWORD") or shutil.which("antiword")
+    """antiword on PATH, or the program DOCPARSE_ANTIWORD names (None if it is not there)."""
+    configured = os.environ.get("DOCPARSE_ANTIWORD")
+    if configured:
+        return configured if os.access(configured, os.X_OK) else None
+    return shutil.which("antiword")
 
 
 def parse_doc(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.ReadingPackage:
