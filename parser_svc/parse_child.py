@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -122,7 +123,18 @@ def run(
     _emit(event="done", pages=units(package), chars=count_chars(package))
 
 
-_OOM_MARKERS = ("out of memory", "malloc", "bad_alloc", "cannot allocate", "memory error")
+# How allocation failures under RLIMIT_AS surface from C code: upb (protobuf) answers a failed
+# allocation with SystemError "returned NULL without setting an exception" or EncodeError
+# "Failed to serialize proto"; mupdf, onnxruntime and libc with their own words.
+_OOM_MARKERS = (
+    "out of memory",
+    "malloc",
+    "bad_alloc",
+    "cannot allocate",
+    "memory error",
+    "returned null without setting",
+    "failed to serialize proto",
+)
 
 
 def _read_options() -> ParseOptions:
@@ -131,11 +143,42 @@ def _read_options() -> ParseOptions:
     return ParseOptions.from_json(json.loads(raw)) if raw.strip() else ParseOptions()
 
 
+MEMORY_HIGH_FRACTION = 0.85
+
+
+def _watch_memory(limit_mb: int) -> None:
+    """Says once, on stdout, when the address space passes 85% of the limit: if the child then
+    dies in C code on a failed allocation, the worker knows it was memory (DOCUMENT_TOO_LARGE),
+    not a parser bug (PARSER_CRASHED)."""
+
+    def watch() -> None:
+        threshold_kb = limit_mb * 1024 * MEMORY_HIGH_FRACTION
+        while True:
+            try:
+                with open("/proc/self/status", "rb") as status:
+                    for line in status:
+                        if line.startswith(b"VmSize:"):
+                            vm_kb = int(line.split()[1])
+                            break
+                    else:
+                        return
+            except (OSError, ValueError):
+                return
+            if vm_kb > threshold_kb:
+                _emit(event="memory_high", vm_mb=vm_kb // 1024, limit_mb=limit_mb)
+                return
+            time.sleep(0.05)
+
+    if sys.platform.startswith("linux"):
+        threading.Thread(target=watch, name="memory-watch", daemon=True).start()
+
+
 def main() -> None:
     _die_with_parent()
     content_type, input_path, output_path, cpu_s, memory_mb = sys.argv[1:6]
     options = _read_options()
     apply_limits(int(cpu_s), int(memory_mb))
+    _watch_memory(int(memory_mb))
     try:
         run(content_type, Path(input_path), Path(output_path), options)
     except ParseFailure as failure:

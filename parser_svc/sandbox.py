@@ -101,6 +101,14 @@ def _outcome(returncode: int | None, final: dict[str, object]) -> Outcome:
         return Outcome(pages=int(str(final["pages"])), chars=int(str(final["chars"])))
     if final.get("event") == "failed":
         return Outcome(str(final["reason"]), str(final["message"]))
+    if final.get("event") == "memory_high" and returncode != 0:
+        # The child said it was close to its memory limit, then died without a word: C code
+        # (mupdf, upb, lxml, OpenBLAS) that met a failed allocation crashes instead of raising.
+        return Outcome(
+            "DOCUMENT_TOO_LARGE",
+            f"the parse ran out of memory (it reached {final.get('vm_mb')} MB of its "
+            f"{final.get('limit_mb')} MB limit, then died: {_death(returncode)})",
+        )
     if returncode is not None and returncode < 0:
         sig = signal.Signals(-returncode).name
         if -returncode in (signal.SIGXCPU, signal.SIGKILL):
@@ -110,3 +118,9 @@ def _outcome(returncode: int | None, final: dict[str, object]) -> Outcome:
             )
         return Outcome("PARSER_CRASHED", f"the parser died of {sig}")
     return Outcome("PARSER_CRASHED", f"the parser exited with status {returncode}")
+
+
+def _death(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        return signal.Signals(-returncode).name
+    return f"exit status {returncode}"

@@ -7,12 +7,19 @@ with a stable reason code for every document it cannot turn into a faithful pack
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from docparse.v1 import reading_package_pb2 as rp
+
+# pymupdf 2 imports its ONNX layout model (pymupdf.layout) on `import pymupdf`: ~0.5 s and
+# ~100 MB per parse child, for an analysis these parsers never ask for (tables are found from
+# ruled lines). Marking the module absent before pymupdf is first imported skips it.
+if "pymupdf" not in sys.modules:
+    sys.modules.setdefault("pymupdf.layout", None)  # type: ignore[arg-type]
 
 ProgressFn = Callable[[int, int, str], None]
 

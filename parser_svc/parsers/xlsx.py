@@ -130,11 +130,9 @@ def _read(book: Any, progress: ProgressFn, options: ParseOptions) -> rp.ReadingP
                 for c in cells:
                     set_value(out.cells.add(column=c.column), c.value, c.data_type)
                 count += len(cells)
-        except ParseFailure:
-            raise
-        except (MemoryError, zipfile.BadZipFile) as err:
-            if isinstance(err, MemoryError):
-                raise
+        except (ParseFailure, MemoryError, SystemError):
+            raise  # SystemError: an allocation in upb failed (the memory limit)
+        except zipfile.BadZipFile as err:
             raise corrupt(f"sheet {ws.title!r} is damaged: {err}") from err
         except Exception as err:
             raise corrupt(
