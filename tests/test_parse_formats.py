@@ -267,7 +267,8 @@ def test_pptx_slides_text_tables_images_notes(tmp_path: Path) -> None:
     first, second = package.slides
     assert first.title == "Roadmap 2025" and first.blocks[0].role == "title"
     assert "Ship the parser service" in first.text
-    assert [list(r.cells) for r in first.tables[0].rows] == [["Milestone", "Date"], ["Beta", "March"]]
+    rows = [list(r.cells) for r in first.tables[0].rows]
+    assert rows == [["Milestone", "Date"], ["Beta", "March"]]
     assert first.notes == "Mention the hiring plan"
     assert len(first.images) == 1 and first.images[0].bbox.x0 == pytest.approx(432)
     assert (first.width, first.height) == (720, 540)
