@@ -82,14 +82,17 @@ class ForwardingHandler(grpc.GenericRpcHandler):
             for service in services
             for method in service.methods
         }
+        # Built once per method, not per call: a handler and its channel callable are reusable.
+        self._handlers = {name: self._handler(name, m) for name, m in self._methods.items()}
 
     def service(
         self, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        method_name: str = handler_call_details.method
-        method = self._methods.get(method_name)
-        if method is None:
-            return None
+        return self._handlers.get(handler_call_details.method)
+
+    def _handler(
+        self, method_name: str, method: MethodDescriptor
+    ) -> grpc.RpcMethodHandler[Any, Any]:
         client_streaming = method.client_streaming
         server_streaming = method.server_streaming
         if not client_streaming and not server_streaming:
@@ -118,7 +121,11 @@ class ForwardingHandler(grpc.GenericRpcHandler):
             )
             try:
                 response: bytes = await call
-                await context.send_initial_metadata(tuple(await call.initial_metadata() or ()))
+                headers = tuple(await call.initial_metadata() or ())
+                if headers:
+                    # Only when there is something to pass on: an explicit send is a flush and
+                    # a completion of its own, while grpc sends empty headers with the response.
+                    await context.send_initial_metadata(headers)
             except grpc.aio.AioRpcError as err:
                 await _relay_error(context, err)
                 raise

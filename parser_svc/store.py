@@ -164,6 +164,16 @@ class JobStore:
                 raw, tomb = await pipe.execute()
             return raw, tomb
 
+        async def read_record() -> dict[bytes, bytes]:
+            record = await self.client.hgetall(self.keys.job(job_id))
+            return record  # type: ignore[return-value]  # bytes: decode_responses is off
+
+        # Hot path: one HGETALL (about 30 us less CPU per call than the MULTI/EXEC pipeline,
+        # see bench/README.md). Only when the record is missing are record and tombstone read
+        # together, atomically, so a concurrent create never reads as JOB_EXPIRED.
+        raw = await self.call(read_record)
+        if raw:
+            return record_to_job(decode_hash(raw))
         raw, tomb = await self.call(read)
         if raw:
             return record_to_job(decode_hash(raw))
