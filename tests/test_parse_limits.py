@@ -1,0 +1,107 @@
+"""Limits and isolation through real stacks: a parse over its memory limit, over its wall
+clock, and a parse child that dies of SIGSEGV each end precisely, and the worker that ran it
+keeps serving (the next job succeeds, same process)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docparse.stack import LocalStack
+from docparse.v1 import job_pb2, parser_service_pb2
+from tests import fixtures
+from tests.conftest import make_stack
+from tests.helpers import eventually, make_pdf, stub, submit, wait_terminal
+
+
+@pytest.fixture(scope="module")
+def big_xlsx(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    path = tmp_path_factory.getbasetemp() / "big-1M.xlsx"
+    if not path.exists():
+        fixtures.big_xlsx(path)
+    return path.read_bytes()
+
+
+def _stack(tmp: Path, **env: str) -> LocalStack:
+    s = make_stack(tmp, replicas=1, gateways=1, extra_env=env)
+    s.start()
+    return s
+
+
+@pytest.fixture
+def limited(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalStack]:
+    s = _stack(tmp_path, **request.param)
+    yield s
+    s.stop()
+
+
+def _run(stack: LocalStack, content: bytes, name: str) -> job_pb2.Job:
+    address = stack.parser_addresses[0]
+    return wait_terminal(address, submit(address, content, name).job_id)
+
+
+def _still_serving(stack: LocalStack, pid: int) -> None:
+    assert stack.parsers[0].alive() and stack.parsers[0].pid == pid
+    job = _run(stack, fixtures.xlsx_typed(), "after.xlsx")
+    assert job.state == job_pb2.STATE_SUCCEEDED, job.error
+    assert job.result.char_count > 0
+
+
+# 250 MB of address space: enough for the XLSX parser and a small workbook, not for a
+# 1,000,000-cell package (it needs ~150 MB of resident memory on top of the interpreter).
+@pytest.mark.parametrize("limited", [{"DOCPARSE_PARSE_MEMORY_MB": "250"}], indirect=True)
+def test_memory_limit(limited: LocalStack, big_xlsx: bytes) -> None:
+    pid = limited.parsers[0].pid
+    job = _run(limited, big_xlsx, "big.xlsx")
+    assert (job.state, job.error.reason) == (job_pb2.STATE_FAILED, "DOCUMENT_TOO_LARGE")
+    assert "memory" in job.error.message and job.attempt == 1
+    _still_serving(limited, pid)
+
+
+@pytest.mark.parametrize("limited", [{"DOCPARSE_PARSE_TIMEOUT_S": "1.5"}], indirect=True)
+def test_wall_clock_limit(limited: LocalStack, big_xlsx: bytes) -> None:
+    pid = limited.parsers[0].pid
+    job = _run(limited, big_xlsx, "slow.xlsx")
+    assert (job.state, job.error.reason) == (job_pb2.STATE_FAILED, "PARSE_TIMEOUT")
+    assert "1.5 s" in job.error.message
+    _still_serving(limited, pid)
+
+
+def _parse_children(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:"))
+        if int(ppid) == parent and b"parser_svc.parse_child" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("limited", [{"DOCPARSE_PARSE_PAGE_DELAY_MS": "300"}], indirect=True)
+def test_segfaulting_child_leaves_the_worker_serving(limited: LocalStack) -> None:
+    """The child is sent SIGSEGV mid-parse, from outside, as a crash in C code would: the job
+    is retried (a crash may be transient) and succeeds; the worker process never noticed."""
+    pid = limited.parsers[0].pid
+    address = limited.parser_addresses[0]
+    job = submit(address, make_pdf(10, "crash"), "crash.pdf")
+    channel, s = stub(address)
+    with channel:
+        for event in s.WatchJob(parser_service_pb2.WatchJobRequest(job_id=job.job_id), timeout=60):
+            if event.HasField("job") and event.job.progress.done >= 1:
+                break
+    children = eventually(lambda: _parse_children(pid), what="the parse child")
+    os.kill(children[0], signal.SIGSEGV)
+    final = wait_terminal(address, job.job_id)
+    assert final.state == job_pb2.STATE_SUCCEEDED, final.error
+    assert final.attempt == 2 and final.result.page_count == 10
+    _still_serving(limited, pid)
