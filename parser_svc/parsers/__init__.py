@@ -15,11 +15,13 @@ from typing import Any
 
 from docparse.v1 import reading_package_pb2 as rp
 
-# pymupdf 2 imports its ONNX layout model (pymupdf.layout) on `import pymupdf`: ~0.5 s and
-# ~100 MB per parse child, for an analysis these parsers never ask for (tables are found from
-# ruled lines). Marking the module absent before pymupdf is first imported skips it.
+# pymupdf 2 imports its ONNX layout model (pymupdf.layout) and pymupdf4llm on `import pymupdf`:
+# ~0.75 s and ~100 MB per parse child, for analyses these parsers never ask for (tables are
+# found from ruled lines). Marking both absent before pymupdf is first imported skips them;
+# pymupdf treats them as optional.
 if "pymupdf" not in sys.modules:
-    sys.modules.setdefault("pymupdf.layout", None)  # type: ignore[arg-type]
+    for _optional in ("pymupdf.layout", "pymupdf4llm"):
+        sys.modules.setdefault(_optional, None)  # type: ignore[arg-type]
 
 ProgressFn = Callable[[int, int, str], None]
 
