@@ -5,6 +5,7 @@ resync markers and on a timer; heartbeat on idle; stop right after the terminal 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator
 
@@ -48,7 +49,10 @@ async def watch_job(
 
     async with hub.subscribe(store.keys.job_channel(job_id)) as queue:
         latest: job_pb2.Job | None = await store.get(job_id)
-        next_resync = time.monotonic() + resync_s
+        # The first resync comes after a random 50-100% of the period: streams opened together
+        # (a reconnecting client, a restarted gateway) would otherwise all re-read Redis in the
+        # same instant, every period, and delay the events being delivered meanwhile.
+        next_resync = time.monotonic() + resync_s * random.uniform(0.5, 1.0)
         while True:
             if latest is not None:
                 if latest.version > last:
