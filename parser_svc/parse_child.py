@@ -42,8 +42,20 @@ def _emit(**event: object) -> None:
 _PAGE_DELAY_S = int(os.environ.get("DOCPARSE_PARSE_PAGE_DELAY_MS", "0")) / 1000
 
 
+# Each progress event becomes a state-store write and an event to every watcher. Pages that
+# take longer than this are reported one by one; faster ones are coalesced (a 100-page text PDF
+# parses in well under a second), and the first, the last and every stage change always go out.
+PROGRESS_INTERVAL_S = 0.05
+_last_progress = (-1.0, "")
+
+
 def _progress(done: int, total: int, stage: str) -> None:
-    _emit(event="progress", done=done, total=total, stage=stage)
+    global _last_progress
+    now = time.monotonic()
+    last_time, last_stage = _last_progress
+    if done == 0 or done >= total or stage != last_stage or now - last_time >= PROGRESS_INTERVAL_S:
+        _emit(event="progress", done=done, total=total, stage=stage)
+        _last_progress = (now, stage)
     if _PAGE_DELAY_S and done:
         time.sleep(_PAGE_DELAY_S)
 
