@@ -74,13 +74,13 @@ def raw_extraction(paths: list[Path], rounds: int) -> tuple[int, float]:
     return pages, time.perf_counter() - started
 
 
-def in_process(paths: list[Path], rounds: int) -> tuple[int, float]:
+def in_process(paths: list[Path], rounds: int, tables: bool) -> tuple[int, float]:
     pages = 0
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
             for path in paths:
-                options = ParseOptions(assets_dir=Path(tmp) / "assets")
+                options = ParseOptions(assets_dir=Path(tmp) / "assets", pdf_tables=tables)
                 package = parse("pdf", path.read_bytes(), lambda *_: None, options)
                 package.SerializeToString()
                 pages += len(package.pages)
@@ -131,7 +131,13 @@ def peak_memory_mb(xlsx: Path) -> tuple[float, float, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--no-tables",
+        action="store_true",
+        help="turn PDF table detection off (DOCPARSE_PDF_TABLES=false) to see what it costs",
+    )
     args = parser.parse_args()
+    tables = not args.no_tables
     work = Path(tempfile.mkdtemp(prefix="bench-parse-"))
     texts, scans = text_pdfs(work), scanned_pdfs(work)
     big = CORPUS / "xlsx" / "styles_1M.xlsx"
@@ -142,8 +148,9 @@ def main() -> None:
     peak_mb, xlsx_s, xlsx_event = peak_memory_mb(big)
 
     raw_pages, raw_s = raw_extraction(texts, args.rounds)
-    local_pages, local_s = in_process(texts, args.rounds)
-    with LocalStack(work / "stack", replicas=1, gateways=1, env="bench") as stack:
+    local_pages, local_s = in_process(texts, args.rounds, tables)
+    env = {"DOCPARSE_PDF_TABLES": "true" if tables else "false"}
+    with LocalStack(work / "stack", replicas=1, gateways=1, env="bench", extra_env=env) as stack:
         address = stack.gateway_addresses[0]
         through_stack(address, texts[:1], 1)  # warm-up: connections, first child
         stack_pages, stack_s, failures = through_stack(address, texts, args.rounds)
@@ -153,6 +160,7 @@ def main() -> None:
     result = {
         "text_pdf_files": len(texts),
         "rounds": args.rounds,
+        "pdf_tables": tables,
         "raw_pymupdf_pages_per_s": round(raw_rate, 1),
         "in_process_package_pages_per_s": round(local_pages / local_s, 1),
         "stack_pages_per_s": round(stack_rate, 1),
@@ -163,7 +171,10 @@ def main() -> None:
         "xlsx_1m_seconds": round(xlsx_s, 2),
         "failures": failures + ocr_failures,
     }
-    print(f"text PDFs: {len(texts)} files x {args.rounds} rounds = {raw_pages} pages")
+    print(
+        f"text PDFs: {len(texts)} files x {args.rounds} rounds = {raw_pages} pages "
+        f"(table detection {'on' if tables else 'off'})"
+    )
     print(f"  pymupdf raw get_text, one process : {raw_rate:8.1f} pages/s")
     print(f"  reading package, in process      : {local_pages / local_s:8.1f} pages/s")
     print(f"  through the stack (submit→done)  : {stack_rate:8.1f} pages/s")
