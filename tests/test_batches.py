@@ -10,8 +10,9 @@ import pytest
 
 from docparse.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
+from tests import fixtures
 from tests.conftest import make_stack
-from tests.helpers import make_pdf, rpc_error, stub
+from tests.helpers import make_pdf, rpc_error, served_by, stub
 
 TERMINAL = (job_pb2.STATE_SUCCEEDED, job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED)
 
@@ -120,3 +121,56 @@ def test_bad_batches_are_refused_whole(stack: LocalStack) -> None:
             lambda: s.GetBatch(parser_service_pb2.GetBatchRequest(batch_id="0" * 32), timeout=10)
         )
         assert (missing.code, missing.reason) == (grpc.StatusCode.NOT_FOUND, "BATCH_NOT_FOUND")
+
+
+@pytest.fixture(scope="module")
+def eight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    with make_stack(tmp_path_factory.mktemp("eight"), replicas=8, gateways=1) as running:
+        yield running
+
+
+def test_the_motivating_batch_on_eight_replicas(eight: LocalStack) -> None:
+    """Five kinds of document, eight replicas, a poll on a new connection each time: every
+    poll succeeds, many replicas answer, and the batch ends 5/5. With job state in one
+    process's memory, most of these polls would have answered 'not found'."""
+    files = [
+        parser_service_pb2.BatchFile(file_name="text.pdf", content=make_pdf(6, "text")),
+        parser_service_pb2.BatchFile(file_name="scan.pdf", content=fixtures.image_only_pdf()),
+        parser_service_pb2.BatchFile(file_name="mixed.pdf", content=fixtures.mixed_pdf()),
+        parser_service_pb2.BatchFile(file_name="report.docx", content=fixtures.docx_full()),
+        parser_service_pb2.BatchFile(file_name="sheet.xlsx", content=fixtures.xlsx_typed()),
+    ]
+    gateway = eight.gateway_addresses[0]
+    channel, s = stub(gateway)
+    with channel:
+        batch_id = s.CreateBatch(
+            parser_service_pb2.CreateBatchRequest(files=files), timeout=60
+        ).batch.batch_id
+
+    parsers = set()
+    for address in eight.parser_addresses:
+        channel, s = stub(address)
+        with channel:
+            parsers.add(served_by(s.GetStatus.with_call(
+                parser_service_pb2.GetStatusRequest(job_id=f"{batch_id}-0"), timeout=10
+            )[1])[0])  # fmt: skip
+
+    polls: list[tuple[parser_service_pb2.Batch, list[str]]] = []
+    for index in range(24):
+        if index == 23:  # the last poll comes after the batch ended (a condition, not a clock)
+            _watch(gateway, batch_id)
+        channel, s = stub(gateway)  # a new connection for every poll
+        with channel:
+            reply, call = s.GetBatch.with_call(
+                parser_service_pb2.GetBatchRequest(batch_id=batch_id), timeout=30
+            )
+        polls.append((reply.batch, served_by(call)))
+
+    answered = {values[0] for _, values in polls}
+    assert answered <= parsers and len(answered) >= 6, answered
+    completed = [batch.completed for batch, _ in polls]
+    assert completed == sorted(completed)
+    final = polls[-1][0]
+    assert (final.completed, final.total, final.succeeded) == (5, 5, 5)
+    text = {job.file_name: job.result.char_count for job in final.jobs}
+    assert all(chars > 0 for chars in text.values()), text
