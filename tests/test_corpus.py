@@ -87,6 +87,13 @@ def repaired(package: rp.ReadingPackage) -> None:
     assert any("repaired" in w for w in package.warnings), package.warnings
 
 
+def warned(word: str) -> Check:
+    def check(package: rp.ReadingPackage) -> None:
+        assert any(word in w for w in package.warnings), package.warnings
+
+    return check
+
+
 def sheets(n: int, cells: int = 0) -> Check:
     def check(package: rp.ReadingPackage) -> None:
         assert len(package.sheets) == n
@@ -134,6 +141,13 @@ EXPECTED: dict[str, tuple[str, Check | None]] = {
     "images_1bit_grayscale.pdf": ("", both(ocr_pages, has("Image Mask", "FlateDecode"))),
     # encrypted_pdf (with the password of the notes; without one: PASSWORD_REQUIRED).
     "testPDF_protected.pdf": ("", pages(41)),
+    "libreoffice-writer-password.pdf": ("", has("Lorem ipsum dolor sit amet")),
+    "issue3371.pdf": ("", both(pages(1), has("This is quite a simple example"))),
+    "testPassword4Spaces.pdf": ("", has("Just some text")),
+    "testPDF_no_extract_no_accessibility_owner_user.pdf": (
+        "",
+        both(has("Hello World"), warned("permissions forbid")),
+    ),
     # corrupt_pdf: "raises" / "0 pages" → CORRUPT_DOCUMENT; repaired with text → a warning.
     "poppler-742-0-fuzzed.pdf": ("CORRUPT_DOCUMENT", None),
     "poppler-67295-0.pdf": ("CORRUPT_DOCUMENT", None),
@@ -150,7 +164,13 @@ EXPECTED: dict[str, tuple[str, Check | None]] = {
     "testComment.doc": ("", has("Here is some text")),
     "testWORD_protected_passtika.doc": ("", has("This is an encrypted Word 2007 File")),
     # docx
-    "testWORD_various.docx": ("", both(has("Here is a list"), roles("header", "table"))),
+    "testWORD_various.docx": (
+        "",
+        both(
+            has("Here is a list", "This is a footnote"),
+            roles("header", "footer", "table", "textbox", "footnote", "list_item"),
+        ),
+    ),
     "tbl-having-tables.docx": ("", empty_tables(3)),
     "hdr-header-footer.docx": ("", both(has("Header for section-1"), roles("header", "footer"))),
     "having-images.docx": ("", images),
