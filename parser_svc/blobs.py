@@ -44,6 +44,16 @@ class BlobStore:
         key = f"{self.env}/results/{job_id}/{attempt}-{sha256[:16]}.pb.gz"
         return self._write(key, gzip.compress(data, compresslevel=6))
 
+    def discard_results(self, job_id: str) -> int:
+        """Deletes every stored result of a job that has not ended: what is there was written
+        by an attempt that died before its terminal write, and nothing refers to it."""
+        folder = self.path(f"{self.env}/results/{job_id}")
+        removed = 0
+        for item in folder.glob("*") if folder.is_dir() else ():
+            item.unlink(missing_ok=True)
+            removed += 1
+        return removed
+
     def read_result(self, key: str) -> bytes:
         return gzip.decompress(self.path(key).read_bytes())
 

@@ -87,6 +87,8 @@ class ParseWorker:
             return claim.status
         record = await self.store.get(job_id)
         log.info("job %s claimed, attempt %d", job_id, record.attempt)
+        if record.attempt > 1:
+            await asyncio.to_thread(self.blobs.discard_results, job_id)
         try:
             if record.attempt > self.settings.max_attempts:
                 # Claimed again and again: workers keep dying on it (a poison document).
