@@ -45,6 +45,11 @@ class DocparseError(Exception):
         status: grpc.Status = rpc_status.to_status(proto)
         return status
 
+    @property
+    def expired(self) -> bool:
+        """NOT_FOUND because the job's retention ended (not because it never existed)."""
+        return self.reason == "JOB_EXPIRED"
+
     @classmethod
     def from_rpc_error(cls, err: grpc.RpcError) -> DocparseError:
         """Reads the ErrorInfo back from a failed call (reason "" when the server sent none)."""
@@ -79,3 +84,30 @@ def store_unavailable(detail: str) -> DocparseError:
         "STATE_STORE_UNAVAILABLE",
         f"the job state store did not answer: {detail}; retry the call, do not resubmit",
     )
+
+
+class ClientError(Exception):
+    """Raised by the SDK for outcomes that are not an RPC error of one call."""
+
+
+class ContractError(ClientError):
+    """The server answered something the API contract rules out (e.g. a SubmitJob answer with
+    no usable job). Raised at once: it is a bug to report, never "no result yet"."""
+
+
+class JobFailed(ClientError):
+    """The job ended FAILED or CANCELLED; `reason` is its stable code (CORRUPT_DOCUMENT, ...)."""
+
+    def __init__(self, job_id: str, state: str, reason: str, message: str) -> None:
+        super().__init__(f"job {job_id} ended {state}: {reason}: {message}")
+        self.job_id, self.state, self.reason, self.message = job_id, state, reason, message
+
+
+class WaitTimeout(ClientError):
+    """Waiting ran out of time; the job goes on. Carries what was last seen of it."""
+
+    def __init__(self, job_id: str, last_state: str, last_version: int, waited_s: float) -> None:
+        super().__init__(
+            f"job {job_id} still {last_state} (version {last_version}) after {waited_s:.1f} s"
+        )
+        self.job_id, self.last_state, self.last_version = job_id, last_state, last_version

@@ -1,0 +1,156 @@
+"""The asyncio Python SDK: the same behaviour as docparse.client.Client (same waiting state
+machine, same retry rules, same result checks), for asyncio applications.
+
+    async with AsyncClient("127.0.0.1:50050") as client:
+        job = await client.parse(Path("report.pdf"))
+        package = await client.result(job.job_id)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from docparse.client import Answer, default_target
+from docparse.errors import DocparseError
+from docparse.results import ResultAssembler, check_submit_answer
+from docparse.transport import AsyncTransport, GrpcAsyncTransport
+from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
+from docparse.waiting import TRANSIENT, Action, Waiter, WaitPolicy
+
+
+class AsyncClient:
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        timeout_s: float = 30.0,
+        policy: WaitPolicy | None = None,
+        transport: AsyncTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.target = target or default_target()
+        self.timeout_s = timeout_s
+        self.policy = policy or WaitPolicy()
+        self.transport = transport or GrpcAsyncTransport(self.target)
+        self._clock = clock
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def submit(
+        self,
+        file_name: str,
+        content: bytes,
+        *,
+        request_id: str = "",
+        password: str = "",
+        wait_timeout_ms: int = 0,
+    ) -> Answer:
+        """Submits once, however often the call itself has to be retried (same request_id)."""
+        request = parser_service_pb2.SubmitJobRequest(
+            file_name=file_name,
+            content=content,
+            request_id=request_id or uuid.uuid4().hex,
+            password=password,
+            wait_timeout_ms=wait_timeout_ms,
+        )
+        deadline = self._clock() + self.policy.timeout_s
+        delay = self.policy.backoff_s
+        while True:
+            try:
+                response, replicas = await self.transport.call("SubmitJob", request, self.timeout_s)
+                return Answer(check_submit_answer(response), replicas)
+            except DocparseError as err:
+                if err.code not in TRANSIENT or self._clock() + delay > deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.policy.max_backoff_s)
+
+    async def parse(
+        self,
+        source: Path | bytes,
+        *,
+        file_name: str = "",
+        request_id: str = "",
+        password: str = "",
+        policy: WaitPolicy | None = None,
+    ) -> job_pb2.Job:
+        if isinstance(source, Path):
+            content, file_name = (
+                await asyncio.to_thread(source.read_bytes),
+                file_name or source.name,
+            )
+        else:
+            content = source
+        answer = await self.submit(file_name, content, request_id=request_id, password=password)
+        return await self.wait(answer.job, policy=policy)
+
+    async def status(self, job_id: str) -> Answer:
+        request = parser_service_pb2.GetStatusRequest(job_id=job_id)
+        response, replicas = await self.transport.call("GetStatus", request, self.timeout_s)
+        return Answer(response.job, replicas)
+
+    async def wait(
+        self, job: job_pb2.Job | str, *, policy: WaitPolicy | None = None
+    ) -> job_pb2.Job:
+        waiter = Waiter(
+            job if isinstance(job, str) else job.job_id, policy or self.policy, self._clock()
+        )
+        if isinstance(job, job_pb2.Job):
+            waiter.observe(job)
+        while (action := waiter.next_action()) is not Action.DONE:
+            left = waiter.check_deadline(self._clock())
+            try:
+                async with asyncio.timeout(left):
+                    if action is Action.STREAM:
+                        request = parser_service_pb2.WatchJobRequest(
+                            job_id=waiter.job_id, after_version=waiter.after_version
+                        )
+                        async for event in self.transport.stream("WatchJob", request, left):
+                            if event.HasField("job"):
+                                waiter.observe(event.job)
+                        continue
+                    waiter.observe((await self.status(waiter.job_id)).job)
+                if not waiter.finished:
+                    await asyncio.sleep(min(self.policy.poll_interval_s, max(0.0, left)))
+            except TimeoutError:
+                continue  # check_deadline raises WaitTimeout on the next turn
+            except DocparseError as err:
+                await asyncio.sleep(min(waiter.on_error(err), max(0.0, left)))
+        return waiter.outcome()
+
+    async def result(self, job_id: str) -> reading_package_pb2.ReadingPackage:
+        return (await self._download(job_id)).package()
+
+    async def download_result(self, job_id: str, path: Path) -> job_pb2.ResultRef:
+        assembler = await self._download(job_id)
+        return await asyncio.to_thread(assembler.write, path)
+
+    async def _download(self, job_id: str) -> ResultAssembler:
+        assembler = ResultAssembler(job_id)
+        request = parser_service_pb2.GetResultRequest(job_id=job_id)
+        async for message in self.transport.stream("GetResult", request, self.timeout_s * 10):
+            assembler.add(message)
+        return assembler
+
+    async def cancel(self, job_id: str) -> job_pb2.Job:
+        request = parser_service_pb2.CancelJobRequest(job_id=job_id)
+        response, _ = await self.transport.call("CancelJob", request, self.timeout_s)
+        return response.job  # type: ignore[no-any-return]
+
+    async def watch(self, job_id: str, *, after_version: int = 0) -> AsyncIterator[job_pb2.Job]:
+        """Every new record until the terminal one (wrap `wait` semantics around it yourself)."""
+        request = parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after_version)
+        async for event in self.transport.stream("WatchJob", request, None):
+            if event.HasField("job"):
+                yield event.job

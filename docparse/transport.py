@@ -1,0 +1,109 @@
+"""The SDK's one seam to the outside: every call to the service goes through a Transport.
+
+`GrpcTransport` / `GrpcAsyncTransport` are the real ones; tests replace them to script
+answers (sync answer, async answer, broken streams, ...) without a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Protocol
+
+import grpc
+from google.protobuf.message import Message
+
+from docparse.errors import DocparseError
+from docparse.v1 import parser_service_pb2_grpc
+
+MESSAGE_LIMIT = 65 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MESSAGE_LIMIT),
+    ("grpc.max_send_message_length", MESSAGE_LIMIT),
+    ("grpc.keepalive_time_ms", 30_000),
+]
+
+
+class Transport(Protocol):
+    def call(
+        self, method: str, request: Message, deadline_s: float | None
+    ) -> tuple[Any, tuple[str, ...]]:
+        """A unary call: the response and the `x-served-by` values of its trailers."""
+
+    def stream(self, method: str, request: Message, deadline_s: float | None) -> Iterator[Any]:
+        """A server-streaming call; errors surface as DocparseError while iterating."""
+
+    def close(self) -> None: ...
+
+
+class AsyncTransport(Protocol):
+    async def call(
+        self, method: str, request: Message, deadline_s: float | None
+    ) -> tuple[Any, tuple[str, ...]]: ...
+
+    def stream(
+        self, method: str, request: Message, deadline_s: float | None
+    ) -> AsyncIterator[Any]: ...
+
+    async def close(self) -> None: ...
+
+
+def served_by(metadata: Any) -> tuple[str, ...]:
+    return tuple(str(v) for k, v in (metadata or ()) if k == "x-served-by")
+
+
+class GrpcTransport:
+    def __init__(self, target: str) -> None:
+        self.channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self.stub = parser_service_pb2_grpc.ParserServiceStub(self.channel)
+
+    def call(
+        self, method: str, request: Message, deadline_s: float | None
+    ) -> tuple[Any, tuple[str, ...]]:
+        try:
+            response, call = getattr(self.stub, method).with_call(request, timeout=deadline_s)
+        except grpc.RpcError as err:
+            raise DocparseError.from_rpc_error(err) from err
+        return response, served_by(call.trailing_metadata())
+
+    def stream(self, method: str, request: Message, deadline_s: float | None) -> Iterator[Any]:
+        call = getattr(self.stub, method)(request, timeout=deadline_s)
+        try:
+            yield from call
+        except grpc.RpcError as err:
+            raise DocparseError.from_rpc_error(err) from err
+        finally:
+            call.cancel()
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class GrpcAsyncTransport:
+    def __init__(self, target: str) -> None:
+        self.channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self.stub = parser_service_pb2_grpc.ParserServiceStub(self.channel)
+
+    async def call(
+        self, method: str, request: Message, deadline_s: float | None
+    ) -> tuple[Any, tuple[str, ...]]:
+        call = getattr(self.stub, method)(request, timeout=deadline_s)
+        try:
+            response = await call
+            return response, served_by(await call.trailing_metadata())
+        except grpc.RpcError as err:
+            raise DocparseError.from_rpc_error(err) from err
+
+    async def stream(
+        self, method: str, request: Message, deadline_s: float | None
+    ) -> AsyncIterator[Any]:
+        call = getattr(self.stub, method)(request, timeout=deadline_s)
+        try:
+            async for message in call:
+                yield message
+        except grpc.RpcError as err:
+            raise DocparseError.from_rpc_error(err) from err
+        finally:
+            call.cancel()
+
+    async def close(self) -> None:
+        await self.channel.close()

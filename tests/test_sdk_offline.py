@@ -1,0 +1,264 @@
+"""The SDK's waiting rules, offline: a scripted Transport stands in for the network (the one
+seam the SDK has), so each path runs exactly and instantly. The same paths run against a real
+stack in test_sdk_stack.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.message import Message
+
+from docparse.aio import AsyncClient
+from docparse.client import Client
+from docparse.errors import ContractError, DocparseError, JobFailed, WaitTimeout
+from docparse.v1 import job_pb2, parser_service_pb2
+from docparse.waiting import WaitPolicy
+
+Script = Callable[[Message], Any]
+
+
+def job(version: int, state: int, **extra: Any) -> job_pb2.Job:
+    record = job_pb2.Job(job_id="j1", version=version, state=state, **extra)
+    if state == job_pb2.STATE_SUCCEEDED and not record.result.sha256:
+        record.result.sha256 = "ab" * 32
+    return record
+
+
+def events(*records: job_pb2.Job) -> list[parser_service_pb2.WatchJobResponse]:
+    return [parser_service_pb2.WatchJobResponse(job=r) for r in records]
+
+
+def unavailable() -> DocparseError:
+    return DocparseError(grpc.StatusCode.UNAVAILABLE, "STATE_STORE_UNAVAILABLE", "blip")
+
+
+class ScriptedTransport:
+    """Answers each method from a queue of scripted outcomes and records every call."""
+
+    def __init__(self, **script: list[Any]) -> None:
+        self.script = {name: list(items) for name, items in script.items()}
+        self.calls: list[tuple[str, Message]] = []
+
+    def _next(self, method: str, request: Message) -> Any:
+        self.calls.append((method, request))
+        queue = self.script.get(method)
+        if not queue:
+            raise AssertionError(f"unexpected call {method}")
+        return queue.pop(0)
+
+    def call(self, method: str, request: Message, deadline_s: float | None) -> Any:
+        outcome = self._next(method, request)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome, ("replica/1",)
+
+    def stream(self, method: str, request: Message, deadline_s: float | None) -> Iterator[Any]:
+        for item in self._next(method, request):
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        pass
+
+    def methods(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 0.01)
+
+
+def client(transport: ScriptedTransport, **policy: Any) -> tuple[Client, FakeClock]:
+    clock = FakeClock()
+    return (
+        Client(
+            "unused:1",
+            transport=transport,
+            policy=WaitPolicy(**policy),
+            sleep=clock.sleep,
+            clock=clock,
+        ),
+        clock,
+    )
+
+
+def submitted(record: job_pb2.Job) -> parser_service_pb2.SubmitJobResponse:
+    return parser_service_pb2.SubmitJobResponse(job=record)
+
+
+def test_sync_answer_is_used_as_is_with_no_status_call() -> None:
+    transport = ScriptedTransport(SubmitJob=[submitted(job(5, job_pb2.STATE_SUCCEEDED))])
+    sdk, _ = client(transport)
+    assert sdk.parse(b"%PDF-1.7", file_name="a.pdf").version == 5
+    assert transport.methods() == ["SubmitJob"]
+
+
+def test_async_answer_is_waited_for_by_watching() -> None:
+    transport = ScriptedTransport(
+        SubmitJob=[submitted(job(1, job_pb2.STATE_QUEUED))],
+        WatchJob=[events(job(1, job_pb2.STATE_QUEUED), job(2, job_pb2.STATE_RUNNING),
+                         job(3, job_pb2.STATE_SUCCEEDED))],
+    )  # fmt: skip
+    sdk, _ = client(transport)
+    assert sdk.parse(b"%PDF-1.7").version == 3
+    assert transport.methods() == ["SubmitJob", "WatchJob"]
+
+
+def test_empty_answer_is_a_contract_error_at_once() -> None:
+    for empty in (
+        parser_service_pb2.SubmitJobResponse(),
+        submitted(job_pb2.Job(job_id="j1")),  # no state
+        submitted(job_pb2.Job(job_id="j1", version=3, state=job_pb2.STATE_SUCCEEDED)),  # no result
+    ):
+        transport = ScriptedTransport(SubmitJob=[empty])
+        sdk, _ = client(transport)
+        with pytest.raises(ContractError):
+            sdk.parse(b"%PDF-1.7")
+        assert transport.methods() == ["SubmitJob"]
+
+
+def test_broken_stream_resumes_after_the_last_version_and_never_resubmits() -> None:
+    transport = ScriptedTransport(
+        SubmitJob=[submitted(job(1, job_pb2.STATE_QUEUED))],
+        WatchJob=[
+            [*events(job(2, job_pb2.STATE_RUNNING)), unavailable()],
+            events(job(3, job_pb2.STATE_RUNNING), job(4, job_pb2.STATE_SUCCEEDED)),
+        ],
+    )
+    sdk, _ = client(transport)
+    assert sdk.parse(b"%PDF-1.7").version == 4
+    assert transport.methods() == ["SubmitJob", "WatchJob", "WatchJob"]
+    resumed = transport.calls[2][1]
+    assert isinstance(resumed, parser_service_pb2.WatchJobRequest)
+    assert resumed.after_version == 2
+
+
+def test_timeout_carries_the_job_id_and_the_last_state() -> None:
+    running = job(2, job_pb2.STATE_RUNNING)
+    transport = ScriptedTransport(
+        SubmitJob=[submitted(job(1, job_pb2.STATE_QUEUED))],
+        WatchJob=[events(running)] + [[unavailable()] for _ in range(100)],
+        GetStatus=[parser_service_pb2.GetStatusResponse(job=running) for _ in range(100)],
+    )
+    sdk, clock = client(transport, timeout_s=10, poll_interval_s=1)
+    with pytest.raises(WaitTimeout) as timeout:
+        sdk.parse(b"%PDF-1.7")
+    assert (timeout.value.job_id, timeout.value.last_state) == ("j1", "RUNNING")
+    assert timeout.value.last_version == 2
+    assert 10 <= clock.now < 12
+    assert transport.methods().count("SubmitJob") == 1
+
+
+def test_failed_job_raises_with_its_reason() -> None:
+    failed = job(3, job_pb2.STATE_FAILED, error=job_pb2.JobError(reason="CORRUPT_DOCUMENT"))
+    transport = ScriptedTransport(SubmitJob=[submitted(failed)])
+    sdk, _ = client(transport)
+    with pytest.raises(JobFailed) as err:
+        sdk.parse(b"%PDF-1.7")
+    assert (err.value.reason, err.value.state) == ("CORRUPT_DOCUMENT", "FAILED")
+
+
+def test_not_found_is_final_and_says_whether_the_job_expired() -> None:
+    expired = DocparseError(grpc.StatusCode.NOT_FOUND, "JOB_EXPIRED", "gone")
+    transport = ScriptedTransport(WatchJob=[[expired]])
+    sdk, _ = client(transport)
+    with pytest.raises(DocparseError) as err:
+        sdk.wait("j1")
+    assert err.value.expired
+    assert transport.methods() == ["WatchJob"]
+
+
+def test_unavailable_submit_is_retried_with_the_same_request_id() -> None:
+    transport = ScriptedTransport(
+        SubmitJob=[unavailable(), unavailable(), submitted(job(1, job_pb2.STATE_SUCCEEDED))]
+    )
+    sdk, _ = client(transport)
+    sdk.parse(b"%PDF-1.7")
+    ids = {request.request_id for _, request in transport.calls}  # type: ignore[attr-defined]
+    assert len(ids) == 1 and "" not in ids
+
+
+def test_invalid_submit_is_not_retried() -> None:
+    bad = DocparseError(grpc.StatusCode.INVALID_ARGUMENT, "UNSUPPORTED_FORMAT", "no")
+    transport = ScriptedTransport(SubmitJob=[bad])
+    sdk, _ = client(transport)
+    with pytest.raises(DocparseError):
+        sdk.parse(b"hello")
+    assert transport.methods() == ["SubmitJob"]
+
+
+def test_server_without_streaming_is_polled() -> None:
+    unimplemented = DocparseError(grpc.StatusCode.UNIMPLEMENTED, "", "no streams here")
+    transport = ScriptedTransport(
+        WatchJob=[[unimplemented]],
+        GetStatus=[
+            parser_service_pb2.GetStatusResponse(job=job(2, job_pb2.STATE_RUNNING)),
+            parser_service_pb2.GetStatusResponse(job=job(3, job_pb2.STATE_SUCCEEDED)),
+        ],
+    )
+    sdk, _ = client(transport)
+    assert sdk.wait("j1").version == 3
+    assert transport.methods() == ["WatchJob", "GetStatus", "GetStatus"]
+
+
+def test_result_checksum_mismatch_is_data_loss(tmp_path: Path) -> None:
+    ref = job_pb2.ResultRef(size_bytes=3, sha256="00" * 32)
+    chunks = [parser_service_pb2.GetResultResponse(result=ref, chunk=b"abc", offset=0)]
+    transport = ScriptedTransport(GetResult=[chunks])
+    sdk, _ = client(transport)
+    with pytest.raises(DocparseError) as err:
+        sdk.download_result("j1", tmp_path / "out.pb")
+    assert (err.value.code, err.value.reason) == (grpc.StatusCode.DATA_LOSS, "CHECKSUM_MISMATCH")
+    assert not (tmp_path / "out.pb").exists()
+
+
+class AsyncScriptedTransport(ScriptedTransport):
+    async def call(self, method: str, request: Message, deadline_s: float | None) -> Any:  # type: ignore[override]
+        return ScriptedTransport.call(self, method, request, deadline_s)
+
+    async def stream(  # type: ignore[override]
+        self, method: str, request: Message, deadline_s: float | None
+    ) -> AsyncIterator[Any]:
+        for item in ScriptedTransport.stream(self, method, request, deadline_s):
+            yield item
+
+    async def close(self) -> None:  # type: ignore[override]
+        pass
+
+
+def test_async_client_takes_the_same_paths() -> None:
+    async def run() -> None:
+        sync_answer = AsyncScriptedTransport(SubmitJob=[submitted(job(5, job_pb2.STATE_SUCCEEDED))])
+        assert (await AsyncClient("x:1", transport=sync_answer).parse(b"%PDF")).version == 5
+        assert sync_answer.methods() == ["SubmitJob"]
+
+        broken = AsyncScriptedTransport(
+            SubmitJob=[submitted(job(1, job_pb2.STATE_QUEUED))],
+            WatchJob=[
+                [*events(job(2, job_pb2.STATE_RUNNING)), unavailable()],
+                events(job(3, job_pb2.STATE_SUCCEEDED)),
+            ],
+        )
+        fast = WaitPolicy(backoff_s=0.001)
+        sdk = AsyncClient("x:1", transport=broken, policy=fast)
+        assert (await sdk.parse(b"%PDF")).version == 3
+        assert broken.methods() == ["SubmitJob", "WatchJob", "WatchJob"]
+
+        empty = AsyncScriptedTransport(SubmitJob=[parser_service_pb2.SubmitJobResponse()])
+        with pytest.raises(ContractError):
+            await AsyncClient("x:1", transport=empty).parse(b"%PDF")
+
+    asyncio.run(run())
