@@ -1,0 +1,119 @@
+"""The SDK's paths against real stacks: the transport is the real gRPC one, only counted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.message import Message
+
+from docparse.aio import AsyncClient
+from docparse.client import Client
+from docparse.errors import DocparseError, JobFailed, WaitTimeout
+from docparse.stack import LocalStack
+from docparse.transport import GrpcTransport
+from docparse.v1 import job_pb2
+from docparse.waiting import WaitPolicy
+from tests.conftest import make_stack
+from tests.helpers import make_pdf
+
+
+class CountingTransport(GrpcTransport):
+    """The real transport, counting calls per method."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(target)
+        self.counts: Counter[str] = Counter()
+
+    def call(self, method: str, request: Message, deadline_s: float | None) -> Any:
+        self.counts[method] += 1
+        return super().call(method, request, deadline_s)
+
+    def stream(self, method: str, request: Message, deadline_s: float | None) -> Iterator[Any]:
+        self.counts[method] += 1
+        return super().stream(method, request, deadline_s)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """Connections live 1.5 s, so long watch streams are cut by the server (GOAWAY)."""
+    with make_stack(
+        tmp_path_factory.mktemp("sdk"),
+        replicas=2,
+        gateways=1,
+        extra_env={
+            "DOCPARSE_MAX_CONNECTION_AGE_MS": "1500",
+            "DOCPARSE_MAX_CONNECTION_AGE_GRACE_MS": "300",
+            "DOCPARSE_PARSE_PAGE_DELAY_MS": "100",
+        },
+    ) as running:
+        yield running
+
+
+def test_sync_answer_needs_no_further_call(stack: LocalStack) -> None:
+    transport = CountingTransport(stack.gateway_addresses[0])
+    with Client(transport=transport) as client:
+        answer = client.submit("two.pdf", make_pdf(2), wait_timeout_ms=60_000)
+        assert answer.job.state == job_pb2.STATE_SUCCEEDED
+        assert client.wait(answer.job) == answer.job
+    assert transport.counts == Counter({"SubmitJob": 1})
+
+
+def test_async_answer_waited_across_cut_streams_then_result_on_disk(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    transport = CountingTransport(stack.parser_addresses[0])
+    with Client(transport=transport) as client:
+        job = client.parse(make_pdf(40, "long"), file_name="long.pdf")
+        assert job.state == job_pb2.STATE_SUCCEEDED and job.progress.done == 40
+        ref = client.download_result(job.job_id, tmp_path / "long.pb")
+        package = client.result(job.job_id)
+    assert (tmp_path / "long.pb").stat().st_size == ref.size_bytes == job.result.size_bytes
+    assert len(package.pages) == 40 and "long 40 of 40" in package.pages[-1].text
+    assert transport.counts["SubmitJob"] == 1
+    # The 4 s parse outlived several 1.5 s connections: the wait resumed its watch.
+    assert transport.counts["WatchJob"] >= 2
+
+
+def test_failed_job_and_unknown_job(stack: LocalStack) -> None:
+    with Client(stack.gateway_addresses[0]) as client:
+        with pytest.raises(JobFailed) as failed:
+            client.parse(b"%PDF-1.7\nnot really a pdf", file_name="broken.pdf")
+        assert failed.value.reason == "CORRUPT_DOCUMENT"
+        with pytest.raises(DocparseError) as missing:
+            client.wait("0" * 32)
+        assert missing.value.code == grpc.StatusCode.NOT_FOUND and not missing.value.expired
+
+
+def test_async_client_against_the_stack(stack: LocalStack) -> None:
+    async def run() -> job_pb2.Job:
+        async with AsyncClient(stack.gateway_addresses[0]) as client:
+            job = await client.parse(make_pdf(12, "async"), file_name="async.pdf")
+            package = await client.result(job.job_id)
+            assert len(package.pages) == 12
+            return job
+
+    assert asyncio.run(run()).state == job_pb2.STATE_SUCCEEDED
+
+
+@pytest.fixture(scope="module")
+def no_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    with make_stack(
+        tmp_path_factory.mktemp("sdk-idle"),
+        replicas=1,
+        gateways=1,
+        extra_env={"DOCPARSE_ROLE": "api"},
+    ) as running:
+        yield running
+
+
+def test_timeout_against_a_stack_that_never_runs_the_job(no_workers: LocalStack) -> None:
+    client = Client(no_workers.gateway_addresses[0], policy=WaitPolicy(timeout_s=2.0))
+    with client, pytest.raises(WaitTimeout) as timeout:
+        client.parse(make_pdf(1), file_name="stuck.pdf")
+    assert timeout.value.last_state == "QUEUED" and len(timeout.value.job_id) == 32
