@@ -9,8 +9,9 @@ from pathlib import Path
 
 from docparse.client import Client
 from docparse.errors import DocparseError
-from docparse.progress import ProgressBoard, state_name
+from docparse.progress import ProgressBoard
 from docparse.v1 import job_pb2
+from docparse.waiting import state_name
 
 
 @dataclass

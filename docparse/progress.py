@@ -8,12 +8,9 @@ import threading
 from typing import TextIO
 
 from docparse.v1 import job_pb2
+from docparse.waiting import state_name
 
 BAR_WIDTH = 24
-
-
-def state_name(state: int) -> str:
-    return job_pb2.State.Name(state).removeprefix("STATE_")  # type: ignore[arg-type]
 
 
 def render(name: str, job: job_pb2.Job) -> str:
@@ -28,8 +25,9 @@ def render(name: str, job: job_pb2.Job) -> str:
 
 
 class ProgressBoard:
-    def __init__(self, names: list[str], out: TextIO = sys.stdout) -> None:
+    def __init__(self, names: list[str], out: TextIO = sys.stdout, quiet: bool = False) -> None:
         self.names = names
+        self.quiet = quiet
         self.lines = [f"{n[:28]:<28} [{'-' * BAR_WIDTH}]    0/0    waiting" for n in names]
         self.out = out
         self.tty = out.isatty()
@@ -42,6 +40,8 @@ class ProgressBoard:
             if line == self.lines[index]:
                 return
             self.lines[index] = line
+            if self.quiet:
+                return
             if not self.tty:
                 print(line, file=self.out, flush=True)
                 return

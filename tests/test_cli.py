@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -68,7 +69,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*DOCPARSE, *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
-def test_submit_watch_status_and_errors(
+def test_submit_watch_status_result_and_errors(
     up: tuple[subprocess.Popen[str], str], tmp_path: Path
 ) -> None:
     _, target = up
@@ -77,17 +78,53 @@ def test_submit_watch_status_and_errors(
     submitted = run_cli("submit", str(document), "--watch", "--target", target)
     assert submitted.returncode == 0, submitted.stderr
     assert "6/6" in submitted.stdout  # the progress board reached the end
-    job_id, state = submitted.stdout.strip().splitlines()[-1].split()[:2]
-    assert state == "SUCCEEDED"
+    row = submitted.stdout.strip().splitlines()[-1].split()
+    assert row[0] == "six.pdf" and row[2] == "SUCCEEDED" and row[3] == "6"
+    job_id = row[1]
 
     status = run_cli("status", job_id, "--target", target, "--json")
-    assert status.returncode == 0 and '"state": "STATE_SUCCEEDED"' in status.stdout
+    assert status.returncode == 0 and json.loads(status.stdout)["state"] == "STATE_SUCCEEDED"
     watched = run_cli("watch", job_id, "--target", target)
     assert watched.returncode == 0 and "SUCCEEDED" in watched.stdout
+
+    text = run_cli("result", job_id, "--format", "text", "--target", target)
+    assert text.returncode == 0 and "page 6 of 6" in text.stdout
+    markdown = run_cli("result", job_id, "--format", "markdown", "--target", target)
+    assert "## Page 6" in markdown.stdout
+    package = json.loads(run_cli("result", job_id, "--target", target).stdout)
+    assert len(package["pages"]) == 6
+    raw = run_cli("result", job_id, "--format", "raw", "-o", str(tmp_path / "r.pb"),
+                  "--target", target)  # fmt: skip
+    assert raw.returncode == 0 and "(verified)" in raw.stdout
 
     missing = run_cli("status", "f" * 32, "--target", target)
     assert missing.returncode == 2
     assert "NOT_FOUND JOB_NOT_FOUND" in missing.stderr
+    ended = run_cli("cancel", job_id, "--target", target)
+    assert ended.returncode == 2 and "FAILED_PRECONDITION JOB_ALREADY_ENDED" in ended.stderr
+
+
+def test_folder_submits_as_a_batch_and_exit_code_reports_failures(
+    up: tuple[subprocess.Popen[str], str], tmp_path: Path
+) -> None:
+    _, target = up
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    (folder / "a.pdf").write_bytes(make_pdf(2, "alpha"))
+    (folder / "b.pdf").write_bytes(make_pdf(3, "beta"))
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.7 truncated")
+    run = run_cli("submit", str(folder), "--watch", "--json", "--target", target)
+    assert run.returncode == 1, run.stderr  # one file failed
+    jobs = [json.loads(line) for line in run.stdout.splitlines()]
+    states = {job["file_name"]: job["state"] for job in jobs}
+    assert states == {
+        "a.pdf": "STATE_SUCCEEDED",
+        "b.pdf": "STATE_SUCCEEDED",
+        "broken.pdf": "STATE_FAILED",
+    }
+    batch_id = jobs[0]["batch_id"]
+    batch = run_cli("batch", batch_id, "--target", target)
+    assert batch.returncode == 0 and "completed 3/3" in batch.stdout
 
 
 def test_sigterm_stops_every_child_process(up: tuple[subprocess.Popen[str], str]) -> None:

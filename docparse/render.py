@@ -1,0 +1,70 @@
+"""A reading package as plain text or Markdown, for people and for LLM pipelines."""
+
+from __future__ import annotations
+
+from docparse.v1 import reading_package_pb2 as rp
+
+
+def _cell(cell: rp.Cell) -> str:
+    kind = cell.WhichOneof("value")
+    if kind is None:
+        return ""
+    value = getattr(cell, kind)
+    if kind == "bool_value":
+        return "TRUE" if value else "FALSE"
+    if kind == "number_value" and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _sheet_rows(sheet: rp.Sheet) -> list[list[str]]:
+    width = max((cell.column for row in sheet.rows for cell in row.cells), default=0)
+    table = []
+    for row in sheet.rows:
+        values = [""] * width
+        for cell in row.cells:
+            values[cell.column - 1] = _cell(cell)
+        table.append(values)
+    return table
+
+
+def _markdown_table(rows: list[list[str]]) -> str:
+    if not rows:
+        return ""
+    width = max(len(r) for r in rows)
+    padded = [[c.replace("|", "\\|").replace("\n", " ") for c in r] + [""] * (width - len(r))
+              for r in rows]  # fmt: skip
+    lines = ["| " + " | ".join(padded[0]) + " |", "|" + " --- |" * width]
+    lines += ["| " + " | ".join(r) + " |" for r in padded[1:]]
+    return "\n".join(lines)
+
+
+def to_text(package: rp.ReadingPackage) -> str:
+    parts: list[str] = []
+    for page in package.pages:
+        parts.append(page.text)
+    for slide in package.slides:
+        parts.append(slide.text + (f"\n\nNotes: {slide.notes}" if slide.notes else ""))
+    for sheet in package.sheets:
+        parts.append("\n".join("\t".join(row) for row in _sheet_rows(sheet)))
+    return "\n\f\n".join(parts) + "\n"
+
+
+def to_markdown(package: rp.ReadingPackage) -> str:
+    out: list[str] = []
+    if package.metadata.title:
+        out.append(f"# {package.metadata.title}")
+    for page in package.pages:
+        out.append(f"## Page {page.number}")
+        out.append(page.text)
+        out += [_markdown_table([list(r.cells) for r in table.rows]) for table in page.tables]
+    for slide in package.slides:
+        out.append(f"## Slide {slide.number}" + (f": {slide.title}" if slide.title else ""))
+        out.append(slide.text)
+        out += [_markdown_table([list(r.cells) for r in table.rows]) for table in slide.tables]
+        if slide.notes:
+            out.append(f"> Notes: {slide.notes}")
+    for sheet in package.sheets:
+        out.append(f"## Sheet {sheet.name}")
+        out.append(_markdown_table(_sheet_rows(sheet)))
+    return "\n\n".join(part for part in out if part) + "\n"
