@@ -44,6 +44,8 @@ class Child:
     def __init__(self, name: str, address: str, args: list[str], env: dict[str, str], log: Path):
         self.name, self.address, self.args, self.env, self.log = name, address, args, env, log
         self.proc: subprocess.Popen[bytes] | None = None
+        # Gateways: host:port of their HTTP side (JSON, SSE, the page); "" for others.
+        self.http_address = ""
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -87,6 +89,7 @@ class LocalStack:
         redis_url: str | None = None,
         env: str = "local",
         extra_env: dict[str, str] | None = None,
+        http_port: int | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.redis: EmbeddedRedis | None = None
@@ -107,6 +110,9 @@ class LocalStack:
             self._child("gateway", i, p, "gateway", "DOCPARSE_GATEWAY_LISTEN")
             for i, p in enumerate(gateway_ports)
         ]
+        for i, gateway in enumerate(self.gateways):  # HTTP port: `http_port` for the first
+            gateway.http_address = f"127.0.0.1:{(http_port if i == 0 else None) or free_port()}"
+            gateway.env["DOCPARSE_GATEWAY_HTTP_LISTEN"] = gateway.http_address
 
     def _child(self, name: str, index: int, port: int, module: str, listen_var: str) -> Child:
         address = f"127.0.0.1:{port}"
@@ -125,6 +131,11 @@ class LocalStack:
     @property
     def gateway_addresses(self) -> list[str]:
         return [child.address for child in self.gateways]
+
+    @property
+    def http_addresses(self) -> list[str]:
+        """host:port of each gateway's HTTP side; the page is at http://<address>/."""
+        return [child.http_address for child in self.gateways]
 
     def start(self, timeout: float = 60.0) -> None:
         try:
@@ -159,7 +170,8 @@ class LocalStack:
     def ready_line(self) -> str:
         return (
             f"docparse ready gateway={','.join(self.gateway_addresses)} "
-            f"parser_svc={','.join(self.parser_addresses)} redis={self.redis_url}"
+            f"parser_svc={','.join(self.parser_addresses)} redis={self.redis_url} "
+            f"http={','.join('http://' + a for a in self.http_addresses)}"
         )
 
     def stop(self) -> None:

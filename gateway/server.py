@@ -10,6 +10,7 @@ import grpc
 
 from docparse.serving import ServedByInterceptor, add_health_and_reflection, set_serving
 from docparse.v1 import parser_service_pb2
+from gateway.http import HttpServer
 from gateway.proxy import ForwardingHandler, upstream_channel, upstream_target
 from gateway.settings import GatewaySettings
 
@@ -38,12 +39,16 @@ async def serve(settings: GatewaySettings) -> None:
     health = add_health_and_reflection(server, names)
     port = server.add_insecure_port(settings.listen)
     await server.start()
+    # HTTP (JSON, SSE, the page) on the same loop and upstream channel; up before SERVING.
+    http = HttpServer(channel, settings) if settings.http_listen else None
+    if http is not None:
+        log.info("gateway http on port %d", await http.start())
     await set_serving(health, names, True)
     log.info("gateway serving on port %d → %s", port, upstream_target(settings.backends))
 
     await stop.wait()
     await set_serving(health, names, False)
-    await server.stop(settings.shutdown_grace_s)
+    await asyncio.gather(server.stop(settings.shutdown_grace_s), *([http.stop()] if http else []))
     await channel.close()
 
 

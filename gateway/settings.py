@@ -19,3 +19,14 @@ class GatewaySettings(BaseSettings):
     default_unary_timeout_s: float = 120.0
     # SIGTERM: how long open calls may take to finish.
     shutdown_grace_s: float = 20.0
+
+    # host:port of the HTTP side (JSON API, Server-Sent Events, the upload page at /); "" turns
+    # it off.
+    http_listen: str = "127.0.0.1:8080"
+    # Largest file an HTTP upload may carry (each file of a batch counts on its own).
+    http_max_upload_bytes: int = 64 * 1024 * 1024
+    # SSE: the `retry:` a browser waits before reconnecting (it resumes with Last-Event-ID).
+    sse_retry_ms: int = 2000
+    # SSE: how long the gateway keeps resuming a broken upstream watch (UNAVAILABLE, a replica
+    # draining) before it ends the event stream and leaves the reconnect to the browser.
+    sse_resume_budget_s: float = 30.0

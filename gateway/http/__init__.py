@@ -1,0 +1,135 @@
+"""The gateway's HTTP side, next to gRPC in the same process and asyncio loop: a JSON API,
+Server-Sent Events for job and batch progress, and the upload page at `/`.
+
+Routes (all answers JSON unless said otherwise; errors: see gateway.http.errors):
+
+    POST /v1/jobs                    submit one file (multipart `file`, or the raw body)
+    GET  /v1/jobs/{id}               the job
+    GET  /v1/jobs/{id}/result        the reading package (?format=json|text|markdown|proto)
+    POST /v1/jobs/{id}:cancel        cancel
+    GET  /v1/jobs/{id}/events        SSE (gateway.http.sse)
+    POST /v1/batches                 submit several files (multipart)
+    GET  /v1/batches/{id}            the batch
+    GET  /v1/batches/{id}/events     SSE
+    GET  /healthz                    200 while serving
+    GET  /                           the upload page (gateway/static/)
+
+Stateless like the gRPC side: every handler is calls to parser_svc through the gateway's
+round-robin upstream channel, nothing kept between requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import grpc
+from aiohttp import web
+
+from docparse.errors import DocparseError
+from docparse.serving import served_by
+from gateway.http import api, sse
+from gateway.http.errors import error_response
+from gateway.http.keys import CLOSING, SETTINGS, UPSTREAM
+from gateway.http.upstream import HttpError, Upstream
+from gateway.settings import GatewaySettings
+
+STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
+ID = r"[^/:{}]+"
+# The page loads nothing from elsewhere and runs no inline script.
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except HttpError as err:
+        return error_response(err.error, err.served_by or served_by())
+    except DocparseError as err:
+        return error_response(err, served_by())
+    except web.HTTPException as exc:
+        if not request.path.startswith("/v1/") or exc.status < 400:
+            raise
+        code = grpc.StatusCode.NOT_FOUND if exc.status == 404 else grpc.StatusCode.UNIMPLEMENTED
+        reason = exc.reason.upper().replace(" ", "_")
+        body = {"code": code.name, "reason": reason, "message": exc.reason, "metadata": {}}
+        return web.Response(
+            status=exc.status,
+            text=json.dumps(body),
+            content_type="application/json",
+            headers={k: v for k, v in exc.headers.items() if k == "Allow"},
+        )
+
+
+async def index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(
+        STATIC_DIR / "index.html",
+        headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-cache"},
+    )
+
+
+async def healthz(request: web.Request) -> web.Response:
+    if request.app[CLOSING].is_set():
+        return web.Response(status=503, text="shutting down\n")
+    return web.Response(text="ok\n")
+
+
+def build_app(channel: grpc.aio.Channel, settings: GatewaySettings) -> web.Application:
+    app = web.Application(middlewares=[json_errors], client_max_size=settings.max_message_bytes)
+    app[SETTINGS] = settings
+    app[UPSTREAM] = Upstream(channel, settings.default_unary_timeout_s)
+    app[CLOSING] = asyncio.Event()
+
+    async def on_shutdown(app: web.Application) -> None:
+        app[CLOSING].set()
+
+    app.on_shutdown.append(on_shutdown)
+    app.router.add_post("/v1/jobs", api.submit_job)
+    app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}", api.get_job)
+    app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/result", api.get_result)
+    app.router.add_post(f"/v1/jobs/{{job_id:{ID}}}:cancel", api.cancel_job)
+    app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/events", sse.job_events)
+    app.router.add_post("/v1/batches", api.create_batch)
+    app.router.add_get(f"/v1/batches/{{batch_id:{ID}}}", api.get_batch)
+    app.router.add_get(f"/v1/batches/{{batch_id:{ID}}}/events", sse.batch_events)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/", index)
+    app.router.add_static("/static/", STATIC_DIR)
+    return app
+
+
+def split_host_port(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class HttpServer:
+    """Runs the app on `settings.http_listen`; `stop` ends event streams (browsers reconnect
+    to another gateway with Last-Event-ID) and gives other requests the grace period."""
+
+    def __init__(self, channel: grpc.aio.Channel, settings: GatewaySettings) -> None:
+        self.settings = settings
+        self.runner = web.AppRunner(
+            build_app(channel, settings),
+            handler_cancellation=True,  # a browser that leaves cancels its upstream watch
+            shutdown_timeout=settings.shutdown_grace_s,
+            access_log=None,
+        )
+
+    async def start(self) -> int:
+        host, port = split_host_port(self.settings.http_listen)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, host, port)
+        await site.start()
+        bound: int = self.runner.addresses[0][1]
+        return bound
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()

@@ -1,0 +1,286 @@
+"""JSON endpoints: submit, status, result, cancel, batches. Each is one (or one streaming)
+call to a parser_svc replica through the gateway's upstream channel; the answers are the
+protobuf messages in their JSON form (proto field names, enums by name, 64-bit integers as
+strings, every scalar field present)."""
+
+from __future__ import annotations
+
+import grpc
+from aiohttp import BodyPartReader, MultipartReader, web
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from docparse.errors import ContractError, DocparseError
+from docparse.render import to_markdown, to_text
+from docparse.results import ResultAssembler
+from docparse.v1 import job_pb2, parser_service_pb2
+from gateway.http.errors import bad_request
+from gateway.http.keys import SETTINGS, UPSTREAM
+from gateway.http.upstream import HttpError, call_metadata, rpc_failure, served_by_header
+
+TERMINAL = frozenset({job_pb2.STATE_SUCCEEDED, job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED})
+CHUNK_BYTES = 1024 * 1024
+FIELD_LIMIT_BYTES = 4096
+MAX_WAIT_MS = 10 * 60 * 1000
+
+
+def to_json(message: Message) -> str:
+    return json_format.MessageToJson(
+        message,
+        preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+        indent=None,
+    )
+
+
+def json_response(
+    message: Message, served_by: str, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        status=status,
+        text=to_json(message),
+        content_type="application/json",
+        headers={"X-Served-By": served_by, "Cache-Control": "no-store", **(headers or {})},
+    )
+
+
+def too_large(file_name: str, limit: int) -> DocparseError:
+    return DocparseError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "DOCUMENT_TOO_LARGE",
+        f"{file_name!r} is larger than the gateway's upload limit of {limit} bytes",
+        {"file_name": file_name, "limit_bytes": str(limit)},
+    )
+
+
+async def _read_limited(part: BodyPartReader, limit: int, name: str) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await part.read_chunk(CHUNK_BYTES):
+        size += len(chunk)
+        if size > limit:
+            raise HttpError(too_large(name, limit))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _parts(request: web.Request) -> MultipartReader:
+    try:
+        return await request.multipart()
+    except (AssertionError, ValueError) as err:  # not multipart, or no boundary
+        raise HttpError(bad_request("BAD_MULTIPART", f"unreadable multipart body: {err}")) from err
+
+
+class Upload:
+    """The files and form fields of one multipart request, read one part at a time."""
+
+    def __init__(self, reader: MultipartReader, limit: int) -> None:
+        self.reader = reader
+        self.limit = limit
+        self.fields: dict[str, str] = {}
+
+    async def next_file(self) -> tuple[str, bytes] | None:
+        """The next part that is a file (name, content); plain fields are kept in `fields`."""
+        while True:
+            part = await self.reader.next()
+            if part is None:
+                return None
+            if not isinstance(part, BodyPartReader):
+                raise HttpError(bad_request("BAD_MULTIPART", "nested multipart is not supported"))
+            if part.filename is None:
+                value = await _read_limited(part, FIELD_LIMIT_BYTES, part.name or "field")
+                self.fields[part.name or ""] = value.decode("utf-8", "replace")
+                continue
+            return part.filename, await _read_limited(part, self.limit, part.filename)
+
+
+def _wait_ms(request: web.Request, fields: dict[str, str]) -> int:
+    raw = request.query.get("wait_ms", fields.get("wait_ms", "0")) or "0"
+    if not raw.isdigit():
+        raise HttpError(bad_request("INVALID_WAIT", f"wait_ms must be a number, not {raw!r}"))
+    return min(int(raw), MAX_WAIT_MS)
+
+
+def _request_id(request: web.Request, fields: dict[str, str]) -> str:
+    return (
+        request.headers.get("Idempotency-Key")
+        or request.query.get("request_id")
+        or fields.get("request_id", "")
+    )
+
+
+async def submit_job(request: web.Request) -> web.Response:
+    """POST /v1/jobs: a multipart upload (field `file`, optional `password`, `request_id`,
+    `wait_ms`) or the raw document as the body with `?file_name=`. 200 with a terminal job
+    (the sync answer, when `wait_ms` allowed it), else 202 with the QUEUED/RUNNING job."""
+    limit = request.app[SETTINGS].http_max_upload_bytes
+    fields: dict[str, str] = {}
+    if request.content_type.startswith("multipart/"):
+        upload = Upload(await _parts(request), limit)
+        found = await upload.next_file()
+        if found is None:
+            raise HttpError(bad_request("MISSING_FILE", "the multipart body has no file part"))
+        if await upload.next_file() is not None:
+            raise HttpError(
+                bad_request("TOO_MANY_FILES", "POST /v1/jobs takes one file; use /v1/batches")
+            )
+        file_name, content = found
+        fields = upload.fields
+        password = fields.get("password", "")
+    else:
+        file_name = request.query.get("file_name", "")
+        if request.content_length is not None and request.content_length > limit:
+            raise HttpError(too_large(file_name, limit))
+        content = await request.content.read(limit + 1)
+        while len(content) <= limit and (more := await request.content.read(limit + 1)):
+            content += more
+        if len(content) > limit:
+            raise HttpError(too_large(file_name, limit))
+        password = request.headers.get("X-Docparse-Password", "")
+    wait_ms = _wait_ms(request, fields)
+    upstream = request.app[UPSTREAM]
+    reply, served = await upstream.unary(
+        upstream.stub.SubmitJob,
+        parser_service_pb2.SubmitJobRequest(
+            file_name=file_name,
+            content=content,
+            request_id=_request_id(request, fields),
+            wait_timeout_ms=wait_ms,
+            password=password,
+        ),
+        request,
+        extra_timeout_s=wait_ms / 1000,
+    )
+    job = reply.job
+    status = 200 if job.state in TERMINAL else 202
+    return json_response(job, served, status, {"Location": f"/v1/jobs/{job.job_id}"})
+
+
+async def get_job(request: web.Request) -> web.Response:
+    upstream = request.app[UPSTREAM]
+    reply, served = await upstream.unary(
+        upstream.stub.GetStatus,
+        parser_service_pb2.GetStatusRequest(job_id=request.match_info["job_id"]),
+        request,
+    )
+    return json_response(reply.job, served)
+
+
+async def cancel_job(request: web.Request) -> web.Response:
+    upstream = request.app[UPSTREAM]
+    reply, served = await upstream.unary(
+        upstream.stub.CancelJob,
+        parser_service_pb2.CancelJobRequest(job_id=request.match_info["job_id"]),
+        request,
+    )
+    return json_response(reply.job, served)
+
+
+RESULT_FORMATS = {
+    "json": "application/json",
+    "text": "text/plain",
+    "markdown": "text/markdown",
+    "proto": "application/x-protobuf",
+}
+
+
+async def get_result(request: web.Request) -> web.Response:
+    """GET /v1/jobs/{id}/result[?format=json|text|markdown|proto]: the reading package,
+    checked against the sha256 its ResultRef announces before anything is sent."""
+    job_id = request.match_info["job_id"]
+    fmt = request.query.get("format", "json")
+    if fmt not in RESULT_FORMATS:
+        raise HttpError(
+            bad_request("INVALID_FORMAT", f"format must be one of {', '.join(RESULT_FORMATS)}")
+        )
+    upstream = request.app[UPSTREAM]
+    call = upstream.stub.GetResult(
+        parser_service_pb2.GetResultRequest(job_id=job_id),
+        timeout=upstream.unary_timeout_s,
+        metadata=call_metadata(request),
+    )
+    assembler = ResultAssembler(job_id)
+    try:
+        async for message in call:
+            assembler.add(message)
+        served = served_by_header(await call.trailing_metadata())
+        data = assembler.verified_bytes()
+    except grpc.aio.AioRpcError as err:
+        raise rpc_failure(err) from err
+    except ContractError as err:
+        raise HttpError(
+            DocparseError(grpc.StatusCode.INTERNAL, "UPSTREAM_CONTRACT", str(err))
+        ) from err
+    except DocparseError as err:
+        raise HttpError(err) from err
+    finally:
+        call.cancel()
+    headers = {"X-Served-By": served, "ETag": f'"{assembler.ref.sha256}"'}
+    if fmt == "proto":
+        return web.Response(body=data, content_type=RESULT_FORMATS[fmt], headers=headers)
+    package = assembler.package()
+    if fmt == "json":
+        text = to_json(package)
+    else:
+        text = to_text(package) if fmt == "text" else to_markdown(package)
+    return web.Response(text=text, content_type=RESULT_FORMATS[fmt], headers=headers)
+
+
+async def create_batch(request: web.Request) -> web.Response:
+    """POST /v1/batches: multipart with several file parts (any field name), optional
+    `request_id`. Streamed to a replica with UploadBatch one file at a time, so the gateway
+    holds at most one file in memory. 202 with the batch (its files QUEUED)."""
+    if not request.content_type.startswith("multipart/"):
+        raise HttpError(bad_request("BAD_MULTIPART", "POST /v1/batches takes multipart/form-data"))
+    upload = Upload(await _parts(request), request.app[SETTINGS].http_max_upload_bytes)
+    upstream = request.app[UPSTREAM]
+    call = upstream.stub.UploadBatch(
+        timeout=upstream.unary_timeout_s, metadata=call_metadata(request)
+    )
+    try:
+        header_sent = False
+        while (found := await upload.next_file()) is not None:
+            if not header_sent:  # request_id may be a field before the first file
+                await call.write(_upload_header(request, upload.fields))
+                header_sent = True
+            file_name, content = found
+            await call.write(
+                parser_service_pb2.UploadBatchRequest(
+                    file=parser_service_pb2.UploadFileHeader(
+                        file_name=file_name, size_bytes=len(content)
+                    )
+                )
+            )
+            for offset in range(0, len(content), CHUNK_BYTES):
+                chunk = content[offset : offset + CHUNK_BYTES]
+                await call.write(parser_service_pb2.UploadBatchRequest(chunk=chunk))
+        if not header_sent:
+            await call.write(_upload_header(request, upload.fields))
+        await call.done_writing()
+        reply = await call
+        served = served_by_header(await call.trailing_metadata())
+    except grpc.aio.AioRpcError as err:
+        raise rpc_failure(err) from err
+    except BaseException:
+        call.cancel()
+        raise
+    batch_id = reply.batch.batch_id
+    return json_response(reply.batch, served, 202, {"Location": f"/v1/batches/{batch_id}"})
+
+
+def _upload_header(
+    request: web.Request, fields: dict[str, str]
+) -> parser_service_pb2.UploadBatchRequest:
+    return parser_service_pb2.UploadBatchRequest(
+        header=parser_service_pb2.UploadBatchHeader(request_id=_request_id(request, fields))
+    )
+
+
+async def get_batch(request: web.Request) -> web.Response:
+    upstream = request.app[UPSTREAM]
+    reply, served = await upstream.unary(
+        upstream.stub.GetBatch,
+        parser_service_pb2.GetBatchRequest(batch_id=request.match_info["batch_id"]),
+        request,
+    )
+    return json_response(reply.batch, served)

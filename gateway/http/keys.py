@@ -1,0 +1,15 @@
+"""What the HTTP handlers find on the aiohttp application."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from gateway.http.upstream import Upstream
+from gateway.settings import GatewaySettings
+
+SETTINGS = web.AppKey("settings", GatewaySettings)
+UPSTREAM = web.AppKey("upstream", Upstream)
+# Set when the gateway shuts down: open event streams end so browsers reconnect elsewhere.
+CLOSING = web.AppKey("closing", asyncio.Event)

@@ -1,0 +1,237 @@
+"""Server-Sent Events over WatchJob / WatchBatch, resumable with the record version.
+
+    GET /v1/jobs/{id}/events      event: job    id: <Job.version>    data: <Job JSON>
+    GET /v1/batches/{id}/events   event: batch  id: <Batch.version>  data: <Batch JSON>
+
+- `Last-Event-ID` (what a browser's EventSource sends when it reconnects) or `?after_version=`
+  is the resume cursor: only records with a greater version are sent (the larger of the two
+  wins). A stream whose job / batch already ended at or below the cursor answers 204, which
+  tells an EventSource to stop reconnecting.
+- Upstream heartbeats become SSE comments (`: heartbeat <version>`); the stream starts with
+  `retry:` (the browser's reconnect delay).
+- After the terminal record (the batch: every file terminal) comes `event: end` and the stream
+  closes.
+- When the upstream watch breaks (UNAVAILABLE, a replica draining, a connection cut by
+  max_connection_age), the gateway opens it again itself with after_version = the last version
+  it sent, on whichever replica round robin picks, and says so in a comment (`: resumed ...`).
+  The browser sees one unbroken stream. After `sse_resume_budget_s` of failures the stream
+  ends (no `end` event) and the browser's own reconnect takes over.
+- An error the stream cannot resume from (NOT_FOUND, ...) is sent as `event: stream-error`
+  with the JSON error body before closing. Errors before the stream starts (no such job) are
+  ordinary HTTP errors (404, 410, 503, ...), checked with one GetStatus / GetBatch first.
+- Nothing about the stream lives in the gateway beyond the request: any gateway replica serves
+  any reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from aiohttp import web
+from google.protobuf.message import Message
+
+from docparse.errors import DocparseError
+from docparse.v1 import job_pb2, parser_service_pb2
+from gateway.http.api import TERMINAL, to_json
+from gateway.http.errors import bad_request, error_body
+from gateway.http.keys import CLOSING, SETTINGS, UPSTREAM
+from gateway.http.upstream import HttpError, call_metadata
+
+# Upstream failures the gateway resumes from (the stream is fine to reopen with after_version).
+RESUMABLE = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+    }
+)
+_CLOSED = object()
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What differs between the job and the batch stream."""
+
+    event: str
+    # Opens the upstream stream after a version.
+    open: Callable[[int], Any]
+    # The record an upstream message carries (None for a heartbeat) ...
+    record: Callable[[Any], Any]
+    # ... and whether it is the last one.
+    final: Callable[[Any], bool]
+
+
+def batch_done(batch: parser_service_pb2.Batch) -> bool:
+    return batch.total > 0 and batch.completed >= batch.total
+
+
+def job_done(job: job_pb2.Job) -> bool:
+    return job.state in TERMINAL
+
+
+def resume_cursor(request: web.Request) -> int:
+    cursor = 0
+    for name, raw in (
+        ("Last-Event-ID", request.headers.get("Last-Event-ID", "")),
+        ("after_version", request.query.get("after_version", "")),
+    ):
+        raw = raw.strip()
+        if not raw:
+            continue
+        if not raw.isdigit():
+            raise HttpError(
+                bad_request("INVALID_RESUME_CURSOR", f"{name} must be a record version: {raw!r}")
+            )
+        cursor = max(cursor, int(raw))
+    return cursor
+
+
+async def job_events(request: web.Request) -> web.StreamResponse:
+    job_id = request.match_info["job_id"]
+    after = resume_cursor(request)
+    upstream = request.app[UPSTREAM]
+    reply, served = await upstream.unary(
+        upstream.stub.GetStatus, parser_service_pb2.GetStatusRequest(job_id=job_id), request
+    )
+    if job_done(reply.job) and reply.job.version <= after:
+        return web.Response(status=204, headers={"X-Served-By": served})
+    metadata = call_metadata(request)
+
+    def open_(version: int) -> Any:
+        return upstream.stub.WatchJob(
+            parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=version),
+            metadata=metadata,
+        )
+
+    def record(message: parser_service_pb2.WatchJobResponse) -> job_pb2.Job | None:
+        return message.job if message.HasField("job") else None
+
+    return await _relay(request, Watch("job", open_, record, job_done), after, served)
+
+
+async def batch_events(request: web.Request) -> web.StreamResponse:
+    batch_id = request.match_info["batch_id"]
+    after = resume_cursor(request)
+    upstream = request.app[UPSTREAM]
+    reply, served = await upstream.unary(
+        upstream.stub.GetBatch, parser_service_pb2.GetBatchRequest(batch_id=batch_id), request
+    )
+    if batch_done(reply.batch) and reply.batch.version <= after:
+        return web.Response(status=204, headers={"X-Served-By": served})
+    metadata = call_metadata(request)
+
+    def open_(version: int) -> Any:
+        return upstream.stub.WatchBatch(
+            parser_service_pb2.WatchBatchRequest(batch_id=batch_id, after_version=version),
+            metadata=metadata,
+        )
+
+    def record(message: parser_service_pb2.WatchBatchResponse) -> parser_service_pb2.Batch | None:
+        return message.batch if message.HasField("batch") else None
+
+    return await _relay(request, Watch("batch", open_, record, batch_done), after, served)
+
+
+def _event(name: str, data: str, event_id: int | None = None) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {name}\ndata: {data}\n\n".encode()
+
+
+def _comment(text: str) -> bytes:
+    return f": {text}\n\n".encode()
+
+
+async def _relay(request: web.Request, watch: Watch, after: int, served: str) -> web.StreamResponse:
+    settings = request.app[SETTINGS]
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-cache, no-transform",
+            "X-Accel-Buffering": "no",
+            "X-Served-By": served,
+        }
+    )
+    await response.prepare(request)
+    closing = asyncio.ensure_future(request.app[CLOSING].wait())
+    try:
+        await response.write(f"retry: {settings.sse_retry_ms}\n\n".encode())
+        await _pump(response, watch, after, closing, settings.sse_resume_budget_s)
+        await response.write_eof()
+    except ConnectionResetError:
+        pass  # the browser left; its reconnect (if any) resumes from its Last-Event-ID
+    finally:
+        closing.cancel()
+    return response
+
+
+async def _next(call: Any, closing: asyncio.Future[Any]) -> Any:
+    """The next upstream message, grpc.aio.EOF, or _CLOSED when the gateway shuts down."""
+    read = asyncio.ensure_future(call.read())
+    try:
+        await asyncio.wait({read, closing}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not read.done():
+            read.cancel()
+    return read.result() if read.done() and not read.cancelled() else _CLOSED
+
+
+async def _pump(
+    response: web.StreamResponse,
+    watch: Watch,
+    last: int,
+    closing: asyncio.Future[Any],
+    budget_s: float,
+) -> None:
+    failing_since: float | None = None
+    delay = 0.05
+    while True:
+        call = watch.open(last)
+        try:
+            while True:
+                message = await _next(call, closing)
+                if message is _CLOSED:
+                    await response.write(_comment("gateway shutting down; reconnect to resume"))
+                    return
+                if message is grpc.aio.EOF:
+                    break
+                record: Message | None = watch.record(message)
+                if record is None:
+                    await response.write(_comment(f"heartbeat {message.heartbeat.last_version}"))
+                    continue
+                failing_since, delay = None, 0.05
+                version = int(record.version)  # type: ignore[attr-defined]
+                if version <= last:
+                    continue  # never send an older record (a replica lagging after failover)
+                await response.write(_event(watch.event, to_json(record), version))
+                last = version
+                if watch.final(record):
+                    await response.write(_event("end", "{}"))
+                    return
+            # Ended OK before the final record: a server closing its streams; resume.
+            problem = f"upstream stream ended at version {last}"
+        except grpc.aio.AioRpcError as err:
+            error = DocparseError.from_rpc_error(err)
+            if error.code not in RESUMABLE:
+                await response.write(_event("stream-error", json.dumps(error_body(error))))
+                return
+            problem = f"upstream {error.code.name} {error.reason}".rstrip()
+        finally:
+            call.cancel()
+        now = time.monotonic()
+        failing_since = failing_since or now
+        if now - failing_since > budget_s:
+            await response.write(_comment(f"{problem}; giving up, reconnect to resume"))
+            return
+        await response.write(_comment(f"{problem}; resuming after version {last}"))
+        if closing in (await asyncio.wait({closing}, timeout=delay))[0]:
+            return
+        delay = min(delay * 2, 1.0)
