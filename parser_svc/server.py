@@ -7,6 +7,7 @@ in-flight ones, open calls get `shutdown_grace_s` to end, then the process exits
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 
@@ -64,6 +65,11 @@ async def serve(settings: Settings) -> None:
     await server.start()
     await set_serving(health, [SERVICE_NAME], True)
     log.info("parser_svc serving on port %d (role=%s, env=%s)", port, settings.role, settings.env)
+    # Everything allocated so far (modules, descriptors, clients) lives as long as the process:
+    # move it out of the collector's view, so full collections (a burst of new WatchJob
+    # streams triggers one) walk only what calls allocate. With 1,000 streams opening, the
+    # pause went from ~90 ms to ~50 ms (bench/README.md).
+    gc.freeze()
 
     await stop.wait()
     log.info("parser_svc draining")
