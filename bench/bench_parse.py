@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -138,6 +139,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     tables = not args.no_tables
+    load_start = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="bench-parse-"))
     texts, scans = text_pdfs(work), scanned_pdfs(work)
     big = CORPUS / "xlsx" / "styles_1M.xlsx"
@@ -170,6 +172,8 @@ def main() -> None:
         "xlsx_1m_peak_rss_mb": round(peak_mb, 1),
         "xlsx_1m_seconds": round(xlsx_s, 2),
         "failures": failures + ocr_failures,
+        # Other processes' load skews every rate above; compare runs with similar numbers.
+        "loadavg_1m_start_end": [round(load_start, 2), round(os.getloadavg()[0], 2)],
     }
     print(
         f"text PDFs: {len(texts)} files x {args.rounds} rounds = {raw_pages} pages "
