@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from gateway.settings import GatewaySettings
 from parser_svc.settings import Settings
