@@ -94,5 +94,6 @@ USER ${DOCPARSE_UID}:${DOCPARSE_UID}
 
 EXPOSE 50050 50051 8080
 
+# Kubernetes sets `args` (the role), never `command`, so tini stays PID 1.
 ENTRYPOINT ["tini", "--"]
 CMD ["python", "-m", "parser_svc"]

@@ -226,6 +226,9 @@ def test_every_container_is_probed_limited_and_locked_down(tree: Path) -> None:
                 volumes = {v["name"]: v for v in pod["volumes"]}
                 assert "emptyDir" in volumes[mounts["/tmp"]], where
                 assert sc.get("runAsUser", pod_sc.get("runAsUser")) == IMAGE_UID, where
+                # `args`, not `command`: the image's ENTRYPOINT (tini, PID 1) stays in place.
+                assert "command" not in container, where
+                assert container["args"][:2] == ["python", "-m"], where
 
 
 @pytest.mark.parametrize("tree", TREES, ids=tree_id)
