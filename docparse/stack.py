@@ -95,6 +95,7 @@ class LocalStack:
         self.redis: EmbeddedRedis | None = None
         self.redis_url = redis_url or os.environ.get("DOCPARSE_REDIS_URL") or ""
         self.base_env = {
+            "DOCPARSE_GATEWAY_AUTH": "disabled",  # dev mode unless configured otherwise
             **os.environ,
             "DOCPARSE_ENV": env,
             "DOCPARSE_BLOB_DIR": str(self.data_dir / "blobs"),

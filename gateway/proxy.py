@@ -18,7 +18,9 @@ from typing import Any
 import grpc
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
-from docparse.serving import served_by_metadata
+from docparse.errors import DocparseError
+from docparse.serving import abort, served_by_metadata
+from gateway.auth import GatewayAuth
 
 Context = grpc.aio.ServicerContext[Any, Any]
 _HOP_BY_HOP = {"user-agent", "te", "content-type", "host", "connection"}
@@ -54,7 +56,7 @@ def upstream_channel(backends: str, max_message_bytes: int) -> grpc.aio.Channel:
     )
 
 
-def _forwarded_metadata(context: Context) -> list[tuple[str, str | bytes]]:
+def _client_metadata(context: Context) -> list[tuple[str, str | bytes]]:
     out: list[tuple[str, str | bytes]] = []
     for key, value in context.invocation_metadata() or ():
         if key.startswith((":", "grpc-")) or key in _HOP_BY_HOP:
@@ -74,8 +76,10 @@ class ForwardingHandler(grpc.GenericRpcHandler):
         channel: grpc.aio.Channel,
         services: Iterable[ServiceDescriptor],
         default_unary_timeout_s: float,
+        auth: GatewayAuth,
     ) -> None:
         self._channel = channel
+        self._auth = auth
         self._default_timeout = default_unary_timeout_s
         self._methods: dict[str, MethodDescriptor] = {
             f"/{service.full_name}/{method.name}": method
@@ -103,6 +107,14 @@ class ForwardingHandler(grpc.GenericRpcHandler):
             return grpc.stream_unary_rpc_method_handler(self._unary(method_name, True))
         return grpc.stream_stream_rpc_method_handler(self._stream(method_name, True))
 
+    async def _metadata(self, context: Context) -> list[tuple[str, str | bytes]]:
+        """Upstream metadata with the caller's identity; aborts UNAUTHENTICATED without one."""
+        try:
+            return self._auth.upstream_metadata(_client_metadata(context))
+        except DocparseError as err:
+            await abort(context, err)
+            raise AssertionError("unreachable") from err
+
     def _timeout(self, context: Context, unary: bool) -> float | None:
         remaining = context.time_remaining()
         if remaining is not None:
@@ -117,7 +129,7 @@ class ForwardingHandler(grpc.GenericRpcHandler):
             call = callable_(
                 request,
                 timeout=self._timeout(context, unary=True),
-                metadata=_forwarded_metadata(context),
+                metadata=await self._metadata(context),
             )
             try:
                 response: bytes = await call
@@ -145,7 +157,7 @@ class ForwardingHandler(grpc.GenericRpcHandler):
             call = callable_(
                 request,
                 timeout=self._timeout(context, unary=False),
-                metadata=_forwarded_metadata(context),
+                metadata=await self._metadata(context),
             )
             try:
                 await context.send_initial_metadata(tuple(await call.initial_metadata() or ()))

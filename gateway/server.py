@@ -10,12 +10,23 @@ import grpc
 
 from docparse.serving import ServedByInterceptor, add_health_and_reflection, set_serving
 from docparse.v1 import parser_service_pb2
+from gateway.auth import GatewayAuth
 from gateway.http import HttpServer
 from gateway.proxy import ForwardingHandler, upstream_channel, upstream_target
 from gateway.settings import GatewaySettings
 
 log = logging.getLogger("gateway")
 SERVICES = [parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"]]
+
+
+def add_port(server: grpc.aio.Server, settings: GatewaySettings) -> int:
+    """TLS when a certificate is configured, plaintext otherwise."""
+    if settings.tls_cert_file and settings.tls_key_file:
+        credentials = grpc.ssl_server_credentials(
+            [(settings.tls_key_file.read_bytes(), settings.tls_cert_file.read_bytes())]
+        )
+        return server.add_secure_port(settings.listen, credentials)
+    return server.add_insecure_port(settings.listen)
 
 
 async def serve(settings: GatewaySettings) -> None:
@@ -32,19 +43,26 @@ async def serve(settings: GatewaySettings) -> None:
             ("grpc.max_send_message_length", settings.max_message_bytes),
         ],
     )
+    auth = GatewayAuth(settings)
     server.add_generic_rpc_handlers(
-        [ForwardingHandler(channel, SERVICES, settings.default_unary_timeout_s)]
+        [ForwardingHandler(channel, SERVICES, settings.default_unary_timeout_s, auth)]
     )
     names = [service.full_name for service in SERVICES]
     health = add_health_and_reflection(server, names)
-    port = server.add_insecure_port(settings.listen)
+    port = add_port(server, settings)
     await server.start()
     # HTTP (JSON, SSE, the page) on the same loop and upstream channel; up before SERVING.
     http = HttpServer(channel, settings) if settings.http_listen else None
     if http is not None:
         log.info("gateway http on port %d", await http.start())
     await set_serving(health, names, True)
-    log.info("gateway serving on port %d → %s", port, upstream_target(settings.backends))
+    log.info(
+        "gateway serving on port %d → %s (auth %s, %s)",
+        port,
+        upstream_target(settings.backends),
+        settings.auth,
+        "TLS" if settings.tls_cert_file else "plaintext",
+    )
 
     await stop.wait()
     await set_serving(health, names, False)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Literal
+
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -30,3 +33,17 @@ class GatewaySettings(BaseSettings):
     # SSE: how long the gateway keeps resuming a broken upstream watch (UNAVAILABLE, a replica
     # draining) before it ends the event stream and leaves the reconnect to the browser.
     sse_resume_budget_s: float = 30.0
+
+    # Authentication of docparse.v1 calls: "required" (API keys) or "disabled" (dev mode: every
+    # call is the tenant "default"; `docparse up` runs this way and says so).
+    auth: Literal["required", "disabled"] = "required"
+    # API keys as JSON {"keys": [{"sha256": "<hex of sha256(key)>", "tenant": "acme",
+    # "max_upload_bytes": 0, "submits_per_minute": 0}]} — inline, or in a file (a mounted Secret).
+    api_keys: str = ""
+    api_keys_file: Path | None = None
+    # Shared secret parser_svc requires with the tenant identity the gateway forwards
+    # (DOCPARSE_INTERNAL_TOKEN there); empty only in dev mode.
+    internal_token: str = ""
+    # TLS for the gRPC port: PEM certificate chain and key; both empty serve plaintext.
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None

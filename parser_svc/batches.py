@@ -16,12 +16,14 @@ from typing import Any
 import grpc
 
 from docparse.errors import DocparseError
+from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import parser_service_pb2
+from parser_svc.callers import current_tenant
 from parser_svc.events import CLOSING, EventHub, shutting_down
 from parser_svc.keys import batch_file_id
 from parser_svc.records import decode_hash, is_terminal, record_to_job
 from parser_svc.store import JobStore, now_ms
-from parser_svc.submit import DEFAULT_TENANT, Submitter, invalid
+from parser_svc.submit import Submitter, invalid
 
 MAX_FILES = 1000
 
@@ -45,8 +47,8 @@ class Batches:
         self,
         files: Sequence[parser_service_pb2.BatchFile],
         request_id: str = "",
-        tenant: str = DEFAULT_TENANT,
     ) -> parser_service_pb2.Batch:
+        tenant = current_tenant() or DEFAULT_TENANT
         if not files:
             raise invalid("EMPTY_BATCH", "a batch needs at least one file")
         if len(files) > MAX_FILES:
@@ -58,6 +60,7 @@ class Batches:
                 err.metadata.update({"file_index": str(index), "file_name": item.file_name})
                 err.message = f"file {index} ({item.file_name!r}): {err.message}"
                 raise
+        await self.submitter.check_rate(len(files))
         batch_id = uuid.uuid4().hex
         if request_id:
             first = await self._claim_request(tenant, request_id, batch_id)
@@ -69,7 +72,7 @@ class Batches:
                 file_name=item.file_name, content=item.content
             )
             await self.submitter.submit(
-                request, tenant=tenant, batch_id=batch_id, job_id=batch_file_id(batch_id, index)
+                request, batch_id=batch_id, job_id=batch_file_id(batch_id, index)
             )
         return await self.get(batch_id)
 
@@ -127,6 +130,9 @@ class Batches:
         if not raw_meta:
             raise batch_not_found(batch_id)
         meta = decode_hash(raw_meta)
+        tenant = current_tenant()
+        if tenant is not None and meta.get("tenant", DEFAULT_TENANT) != tenant:
+            raise batch_not_found(batch_id)
         batch = parser_service_pb2.Batch(
             batch_id=batch_id,
             total=int(meta["total"]),

@@ -16,6 +16,7 @@ import grpc
 from docparse.serving import ServedByInterceptor, add_health_and_reflection, set_serving
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
 from parser_svc.blobs import BlobStore
+from parser_svc.callers import CallerInterceptor
 from parser_svc.events import EventHub
 from parser_svc.queue import JobQueue
 from parser_svc.service import ParserService
@@ -56,7 +57,8 @@ async def serve(settings: Settings) -> None:
     hub = EventHub(settings.redis_url, timeout_s=settings.redis_timeout_s)
     await hub.start()
     queue = JobQueue(settings)
-    server = grpc.aio.server(interceptors=[ServedByInterceptor()], options=server_options(settings))
+    interceptors = [ServedByInterceptor(), CallerInterceptor(settings.internal_token)]
+    server = grpc.aio.server(interceptors=interceptors, options=server_options(settings))
     parser_service_pb2_grpc.add_ParserServiceServicer_to_server(
         ParserService(settings, store, hub, queue, blobs), server
     )

@@ -37,6 +37,10 @@ class Settings(BaseSettings):
     # A SubmitJob request_id is remembered this long (AIP-155): a retry returns the first job.
     request_id_ttl_s: int = 24 * 3600
 
+    # The shared secret the gateway sends with each caller's tenant identity; calls without it
+    # are refused (UNAUTHENTICATED). Empty = dev mode: every call is the tenant "default".
+    internal_token: str = ""
+
     # Results up to this size are kept inline in Redis; larger ones go to the blob store.
     inline_result_max_bytes: int = 256 * 1024
     # Largest upload SubmitJob accepts (also the gRPC max message size, plus headroom).

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -19,15 +20,16 @@ import grpc
 
 from docparse import __version__ as PARSER_VERSION
 from docparse.errors import DocparseError
+from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.blobs import BlobStore
+from parser_svc.callers import current_caller
 from parser_svc.detect import sniff
 from parser_svc.queue import JobQueue
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore
 
 log = logging.getLogger(__name__)
-DEFAULT_TENANT = "default"
 
 
 def invalid(reason: str, message: str) -> DocparseError:
@@ -66,15 +68,20 @@ class Submitter:
         self._gates = KeyedLocks()
 
     def validate(self, content: bytes) -> str:
-        """The detected content type, or the precise error for this upload."""
+        """The detected content type, or the precise error for this upload (the caller's
+        tenant may have a lower size limit than the service)."""
         if not content:
             raise invalid("EMPTY_CONTENT", "the upload is empty")
-        if len(content) > self.settings.max_upload_bytes:
+        limit = self.settings.max_upload_bytes
+        caller = current_caller.get()
+        if caller and caller.limits.max_upload_bytes:
+            limit = min(limit, caller.limits.max_upload_bytes)
+        if len(content) > limit:
             raise DocparseError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 "DOCUMENT_TOO_LARGE",
-                f"the upload has {len(content)} bytes; the limit is "
-                f"{self.settings.max_upload_bytes}",
+                f"the upload has {len(content)} bytes; the limit is {limit}",
+                {"limit_bytes": str(limit)},
             )
         detected = sniff(content)
         if detected.kind is None:
@@ -85,16 +92,45 @@ class Submitter:
             )
         return detected.kind
 
+    async def check_rate(self, files: int = 1) -> None:
+        """Per-tenant submits per minute, counted in Redis so every replica shares the count."""
+        caller = current_caller.get()
+        if not caller or not caller.limits.submits_per_minute:
+            return
+        window = int(time.time() // 60)
+        key = f"{self.store.keys.prefix}:rate:{caller.tenant}:{window}"
+
+        async def count() -> int:
+            async with self.store.client.pipeline(transaction=True) as pipe:
+                pipe.incrby(key, files)
+                pipe.expire(key, 120)
+                used, _ = await pipe.execute()
+            return int(used)
+
+        used = await self.store.call(count)
+        if used > caller.limits.submits_per_minute:
+            retry_after = 60 - int(time.time()) % 60
+            raise DocparseError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "RATE_LIMITED",
+                f"tenant {caller.tenant} may submit {caller.limits.submits_per_minute} "
+                f"documents a minute; retry in {retry_after} s",
+                {"retry_after_s": str(retry_after)},
+            )
+
     async def submit(
         self,
         request: parser_service_pb2.SubmitJobRequest,
         *,
-        tenant: str = DEFAULT_TENANT,
         batch_id: str = "",
         job_id: str = "",
     ) -> job_pb2.Job:
+        caller = current_caller.get()
+        tenant = caller.tenant if caller else DEFAULT_TENANT
         content = request.content
         content_type = self.validate(content)
+        if not batch_id:  # a batch is counted once, for all its files
+            await self.check_rate()
         sha256 = hashlib.sha256(content).hexdigest()
         keys = self.store.keys
         request_key = keys.request(tenant, request.request_id) if request.request_id else ""

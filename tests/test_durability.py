@@ -194,7 +194,8 @@ def test_document_that_always_kills_its_parser_fails_after_the_attempts(
 def test_cancel_queued_running_and_finished_jobs(stack: LocalStack) -> None:
     gateway = stack.gateway_addresses[0]
     # Fill every worker slot (3 replicas x 2) so the next job has to wait in the queue.
-    busy = [submit(gateway, make_pdf(40, f"busy{i}"), f"busy{i}.pdf") for i in range(6)]
+    # 150 pages at 100 ms each: far longer than this test needs them running.
+    busy = [submit(gateway, make_pdf(150, f"busy{i}"), f"busy{i}.pdf") for i in range(6)]
     eventually(
         lambda: all(status(gateway, j.job_id).state == job_pb2.STATE_RUNNING for j in busy),
         60,
@@ -212,7 +213,7 @@ def test_cancel_queued_running_and_finished_jobs(stack: LocalStack) -> None:
         s.CancelJob(parser_service_pb2.CancelJobRequest(job_id=running.job_id), timeout=10)
         stopped = Recorder(gateway, running.job_id).final()
         assert stopped.state == job_pb2.STATE_CANCELLED
-        assert stopped.progress.done < 40
+        assert stopped.progress.done < 150
 
         again = rpc_error(
             lambda: s.CancelJob(
@@ -223,8 +224,10 @@ def test_cancel_queued_running_and_finished_jobs(stack: LocalStack) -> None:
             grpc.StatusCode.FAILED_PRECONDITION,
             "JOB_ALREADY_ENDED",
         )
+        for job in busy[1:]:  # free the slots again for the next tests
+            s.CancelJob(parser_service_pb2.CancelJobRequest(job_id=job.job_id), timeout=10)
     for job in busy[1:]:
-        assert Recorder(gateway, job.job_id).final().state == job_pb2.STATE_SUCCEEDED
+        assert Recorder(gateway, job.job_id).final().state == job_pb2.STATE_CANCELLED
     # The cancelled job never started, and the cancelled running one stopped for good.
     never = status(gateway, queued.job_id)
     assert (never.state, never.attempt) == (job_pb2.STATE_CANCELLED, 0)

@@ -46,7 +46,9 @@ redis.call('HSET', KEYS[1], 'state', 'QUEUED', 'version', '1', 'done', '0', 'tot
   'stage', 'queued', 'attempt', '0', 'fence', '', 'create_ms', ARGV[2], 'update_ms', ARGV[2],
   'expire_ms', tostring(now + ttl), 'dedupe_key', KEYS[4])
 redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('SET', KEYS[2], tostring(now + ttl), 'PX', ttl + tonumber(ARGV[4]))
+-- The tombstone says until when the job lived, and whose it was: '<expire ms>:<tenant>'.
+local owner = redis.call('HGET', KEYS[1], 'tenant') or ''
+redis.call('SET', KEYS[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tonumber(ARGV[4]))
 if KEYS[4] ~= '' then redis.call('SET', KEYS[4], job_id, 'PX', ttl) end
 remember_request(job_id)
 

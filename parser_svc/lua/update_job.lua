@@ -30,11 +30,13 @@ if op ~= 'claim' and op ~= 'cancel' and ARGV[2] ~= cur[6] then return {'FENCED',
 local now = tonumber(ARGV[3])
 local running_ttl, retention = tonumber(ARGV[5]), tonumber(ARGV[6])
 local tomb_extra = tonumber(ARGV[7])
+local owner = redis.call('HGET', KEYS[1], 'tenant') or ''
 
 if op == 'touch' then
   redis.call('PEXPIRE', KEYS[1], running_ttl)
   redis.call('HSET', KEYS[1], 'expire_ms', tostring(now + running_ttl))
-  redis.call('SET', KEYS[2], tostring(now + running_ttl), 'PX', running_ttl + tomb_extra)
+  redis.call('SET', KEYS[2], tostring(now + running_ttl) .. ':' .. owner, 'PX',
+    running_ttl + tomb_extra)
   return {'OK', version}
 end
 
@@ -100,7 +102,7 @@ set['update_ms'] = ARGV[3]
 set['expire_ms'] = tostring(now + ttl)
 for k, v in pairs(set) do redis.call('HSET', KEYS[1], k, v) end
 redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('SET', KEYS[2], tostring(now + ttl), 'PX', ttl + tomb_extra)
+redis.call('SET', KEYS[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tomb_extra)
 if terminal and ARGV[9] ~= '' then redis.call('SET', KEYS[3], ARGV[9], 'PX', ttl) end
 if terminal then
   -- Dedupe is active-only: once this job has ended, the same upload makes a new job.

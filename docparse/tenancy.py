@@ -1,0 +1,124 @@
+"""Who is calling: API keys at the gateway, tenant identity between gateway and parser_svc.
+
+The gateway authenticates each call with an API key (`authorization: Bearer <key>` or
+`x-api-key`), looks up its tenant and limits, removes any `x-docparse-*` metadata the client
+sent, and forwards the identity in metadata that parser_svc accepts only together with the
+shared internal token. Keys are stored as sha256 digests, never in clear.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import grpc
+
+from docparse.errors import DocparseError
+
+TENANT_KEY = "x-docparse-tenant"
+LIMITS_KEY = "x-docparse-limits"
+INTERNAL_TOKEN_KEY = "x-docparse-internal-token"
+RESERVED_PREFIX = "x-docparse-"
+DEFAULT_TENANT = "default"
+
+
+def key_digest(api_key: str) -> str:
+    return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-tenant limits; 0 means the service-wide default applies."""
+
+    max_upload_bytes: int = 0
+    submits_per_minute: int = 0
+
+    def to_header(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_header(cls, value: str) -> Limits:
+        try:
+            data = json.loads(value)
+            return cls(int(data.get("max_upload_bytes", 0)), int(data.get("submits_per_minute", 0)))
+        except (ValueError, TypeError, AttributeError):
+            return cls()
+
+
+@dataclass(frozen=True)
+class Caller:
+    tenant: str = DEFAULT_TENANT
+    limits: Limits = Limits()
+
+
+def unauthenticated(reason: str, message: str) -> DocparseError:
+    return DocparseError(grpc.StatusCode.UNAUTHENTICATED, reason, message)
+
+
+class ApiKeys:
+    """API key digests → tenant and limits. Loaded from JSON:
+    {"keys": [{"sha256": "<hex>", "tenant": "acme", "max_upload_bytes": 0,
+               "submits_per_minute": 0}, ...]}"""
+
+    def __init__(self, entries: Iterable[dict[str, object]]) -> None:
+        self._by_digest: dict[str, Caller] = {}
+        for entry in entries:
+            limits = Limits(
+                int(str(entry.get("max_upload_bytes", 0))),
+                int(str(entry.get("submits_per_minute", 0))),
+            )
+            self._by_digest[str(entry["sha256"]).lower()] = Caller(str(entry["tenant"]), limits)
+
+    @classmethod
+    def load(cls, inline_json: str, path: Path | None) -> ApiKeys:
+        text = path.read_text() if path else (inline_json or '{"keys": []}')
+        return cls(json.loads(text).get("keys", []))
+
+    def identify(self, metadata: Iterable[tuple[str, str | bytes]]) -> Caller:
+        presented = ""
+        for key, value in metadata:
+            text = value.decode() if isinstance(value, bytes) else value
+            if key == "authorization" and text.lower().startswith("bearer "):
+                presented = text[7:].strip()
+            elif key == "x-api-key":
+                presented = text.strip()
+        if not presented:
+            raise unauthenticated(
+                "API_KEY_MISSING", "send an API key: `authorization: Bearer <key>`"
+            )
+        digest = key_digest(presented)
+        for known, caller in self._by_digest.items():
+            if hmac.compare_digest(known, digest):
+                return caller
+        raise unauthenticated("API_KEY_INVALID", "the API key is not known")
+
+
+def identity_metadata(caller: Caller, internal_token: str) -> list[tuple[str, str]]:
+    """What the gateway adds for parser_svc."""
+    out = [(TENANT_KEY, caller.tenant), (LIMITS_KEY, caller.limits.to_header())]
+    if internal_token:
+        out.append((INTERNAL_TOKEN_KEY, internal_token))
+    return out
+
+
+def caller_from_metadata(
+    metadata: Iterable[tuple[str, str | bytes]], internal_token: str
+) -> Caller:
+    """parser_svc's side: trust the forwarded identity only with the right internal token.
+    Without a configured token (dev mode) every call is the default tenant."""
+    values = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in metadata}
+    if not internal_token:
+        return Caller()
+    presented = values.get(INTERNAL_TOKEN_KEY, "")
+    if not presented or not hmac.compare_digest(presented, internal_token):
+        raise unauthenticated(
+            "INTERNAL_TOKEN_INVALID",
+            "parser_svc accepts calls from the gateway or with the internal token only",
+        )
+    return Caller(
+        values.get(TENANT_KEY) or DEFAULT_TENANT, Limits.from_header(values.get(LIMITS_KEY, ""))
+    )

@@ -1,0 +1,33 @@
+"""The gateway's edge authentication: API key → tenant identity forwarded to parser_svc."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from docparse.tenancy import RESERVED_PREFIX, ApiKeys, Caller, identity_metadata
+from gateway.settings import GatewaySettings
+
+# Never forwarded upstream: credentials stay at the edge, identity is the gateway's to set.
+_DROPPED = ("authorization", "x-api-key")
+
+
+class GatewayAuth:
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.required = settings.auth == "required"
+        self.keys = ApiKeys.load(settings.api_keys, settings.api_keys_file)
+        self.internal_token = settings.internal_token
+
+    def caller(self, metadata: Iterable[tuple[str, str | bytes]]) -> Caller:
+        """The caller's tenant and limits; DocparseError UNAUTHENTICATED without a valid key."""
+        return self.keys.identify(metadata) if self.required else Caller()
+
+    def upstream_metadata(
+        self, metadata: Iterable[tuple[str, str | bytes]]
+    ) -> list[tuple[str, str | bytes]]:
+        """The client's metadata minus credentials and forged identity, plus the real one."""
+        incoming = list(metadata)
+        caller = self.caller(incoming)
+        kept = [
+            (k, v) for k, v in incoming if not k.startswith(RESERVED_PREFIX) and k not in _DROPPED
+        ]
+        return [*kept, *identity_metadata(caller, self.internal_token)]
