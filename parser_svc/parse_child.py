@@ -187,6 +187,9 @@ def _watch_memory(limit_mb: int) -> None:
 
 def main() -> None:
     _die_with_parent()
+    # numpy (pulled in by openpyxl, OCR) sizes OpenBLAS buffers per core: ~60 MB of address
+    # space per thread against the memory limit, for no BLAS work. One thread is plenty.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     content_type, input_path, output_path, cpu_s, memory_mb = sys.argv[1:6]
     options = _read_options()
     apply_limits(int(cpu_s), int(memory_mb))
