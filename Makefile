@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/docparse/v1/*.proto)
 
-.PHONY: setup antiword run test test-fast proto proto-check lint format typecheck bench ci clean k8s-validate
+.PHONY: setup antiword browser-deps run test test-fast proto proto-check lint format typecheck bench ci clean k8s-validate
 
 setup: $(STAMP)
 
@@ -34,12 +34,22 @@ $(BUF):
 
 tools: $(BUF)
 
+# tests/test_browser.py drives Debian's chromium (Playwright from the dev extras, never a
+# downloaded browser): installed here when missing and we are root with apt-get; otherwise the
+# test says why it skipped.
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium for the browser test"; \
+	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+	    || echo "chromium install failed: tests/test_browser.py will say why"; \
+	fi
+
 # A local stack (embedded Redis, 2 parser_svc replicas, 1 gateway) parsing examples/ with
 # live progress; keeps serving until Ctrl-C. DEMO_EXIT=1 exits after the summary.
 run: setup
 	$(BIN)/docparse up --replicas 2 --gateways 1 --demo examples
 
-test: setup tools
+test: setup tools browser-deps
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra
 
 proto: setup

@@ -30,6 +30,7 @@ from aiohttp import web
 
 from docparse.errors import DocparseError
 from docparse.serving import served_by
+from gateway.auth import GatewayAuth
 from gateway.http import api, sse
 from gateway.http.errors import error_response
 from gateway.http.keys import CLOSING, SETTINGS, UPSTREAM
@@ -81,10 +82,12 @@ async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
-def build_app(channel: grpc.aio.Channel, settings: GatewaySettings) -> web.Application:
+def build_app(
+    channel: grpc.aio.Channel, settings: GatewaySettings, auth: GatewayAuth
+) -> web.Application:
     app = web.Application(middlewares=[json_errors], client_max_size=settings.max_message_bytes)
     app[SETTINGS] = settings
-    app[UPSTREAM] = Upstream(channel, settings.default_unary_timeout_s)
+    app[UPSTREAM] = Upstream(channel, settings.default_unary_timeout_s, auth)
     app[CLOSING] = asyncio.Event()
 
     async def on_shutdown(app: web.Application) -> None:
@@ -114,10 +117,12 @@ class HttpServer:
     """Runs the app on `settings.http_listen`; `stop` ends event streams (browsers reconnect
     to another gateway with Last-Event-ID) and gives other requests the grace period."""
 
-    def __init__(self, channel: grpc.aio.Channel, settings: GatewaySettings) -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, settings: GatewaySettings, auth: GatewayAuth
+    ) -> None:
         self.settings = settings
         self.runner = web.AppRunner(
-            build_app(channel, settings),
+            build_app(channel, settings, auth),
             handler_cancellation=True,  # a browser that leaves cancels its upstream watch
             shutdown_timeout=settings.shutdown_grace_s,
             access_log=None,

@@ -16,7 +16,7 @@ from docparse.results import ResultAssembler
 from docparse.v1 import job_pb2, parser_service_pb2
 from gateway.http.errors import bad_request
 from gateway.http.keys import SETTINGS, UPSTREAM
-from gateway.http.upstream import HttpError, call_metadata, rpc_failure, served_by_header
+from gateway.http.upstream import HttpError, rpc_failure, served_by_header
 
 TERMINAL = frozenset({job_pb2.STATE_SUCCEEDED, job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED})
 CHUNK_BYTES = 1024 * 1024
@@ -197,7 +197,7 @@ async def get_result(request: web.Request) -> web.Response:
     call = upstream.stub.GetResult(
         parser_service_pb2.GetResultRequest(job_id=job_id),
         timeout=upstream.unary_timeout_s,
-        metadata=call_metadata(request),
+        metadata=upstream.metadata(request),
     )
     assembler = ResultAssembler(job_id)
     try:
@@ -235,7 +235,7 @@ async def create_batch(request: web.Request) -> web.Response:
     upload = Upload(await _parts(request), request.app[SETTINGS].http_max_upload_bytes)
     upstream = request.app[UPSTREAM]
     call = upstream.stub.UploadBatch(
-        timeout=upstream.unary_timeout_s, metadata=call_metadata(request)
+        timeout=upstream.unary_timeout_s, metadata=upstream.metadata(request)
     )
     try:
         header_sent = False

@@ -63,6 +63,8 @@ def error_response(err: DocparseError, served_by: str = "") -> web.Response:
     headers = {"Cache-Control": "no-store"}
     if status in _RETRYABLE:
         headers["Retry-After"] = str(RETRY_AFTER_S)
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="docparse"'
     if served_by:
         headers["X-Served-By"] = served_by
     return web.Response(

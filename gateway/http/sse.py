@@ -41,7 +41,7 @@ from docparse.v1 import job_pb2, parser_service_pb2
 from gateway.http.api import TERMINAL, to_json
 from gateway.http.errors import bad_request, error_body
 from gateway.http.keys import CLOSING, SETTINGS, UPSTREAM
-from gateway.http.upstream import HttpError, call_metadata
+from gateway.http.upstream import HttpError
 
 # Upstream failures the gateway resumes from (the stream is fine to reopen with after_version).
 RESUMABLE = frozenset(
@@ -104,7 +104,7 @@ async def job_events(request: web.Request) -> web.StreamResponse:
     )
     if job_done(reply.job) and reply.job.version <= after:
         return web.Response(status=204, headers={"X-Served-By": served})
-    metadata = call_metadata(request)
+    metadata = upstream.metadata(request)
 
     def open_(version: int) -> Any:
         return upstream.stub.WatchJob(
@@ -127,7 +127,7 @@ async def batch_events(request: web.Request) -> web.StreamResponse:
     )
     if batch_done(reply.batch) and reply.batch.version <= after:
         return web.Response(status=204, headers={"X-Served-By": served})
-    metadata = call_metadata(request)
+    metadata = upstream.metadata(request)
 
     def open_(version: int) -> Any:
         return upstream.stub.WatchBatch(

@@ -1,6 +1,9 @@
 """The HTTP side's calls to parser_svc: the gateway's own round-robin upstream channel, typed
-stubs, the replica's `x-served-by` carried into an `X-Served-By` response header, and failed
-calls turned into `HttpError` (a `DocparseError` plus who answered)."""
+stubs, the same authentication as the gRPC side (the API key in `Authorization: Bearer`,
+`X-Api-Key`, or for a GET the `access_token` query parameter an EventSource or a link can
+carry; parser_svc gets the caller's identity, never the key), the replica's `x-served-by`
+carried into an `X-Served-By` response header, and failed calls turned into `HttpError` (a
+`DocparseError` plus who answered)."""
 
 from __future__ import annotations
 
@@ -13,10 +16,11 @@ from aiohttp import web
 from docparse.errors import DocparseError
 from docparse.serving import SERVED_BY_KEY, served_by
 from docparse.v1 import parser_service_pb2_grpc
+from gateway.auth import GatewayAuth
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
-Metadata = Sequence[tuple[str, str]]
+Metadata = Sequence[tuple[str, str | bytes]]
 
 
 class HttpError(Exception):
@@ -34,18 +38,29 @@ def served_by_header(trailers: object) -> str:
     return ", ".join([*replicas, served_by()])
 
 
-def call_metadata(request: web.Request) -> Metadata:
-    return (("x-forwarded-for", request.remote or ""),)
-
-
 def rpc_failure(err: grpc.aio.AioRpcError) -> HttpError:
     return HttpError(DocparseError.from_rpc_error(err), served_by_header(err.trailing_metadata()))
 
 
 class Upstream:
-    def __init__(self, channel: grpc.aio.Channel, unary_timeout_s: float) -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, unary_timeout_s: float, auth: GatewayAuth
+    ) -> None:
         self.stub = parser_service_pb2_grpc.ParserServiceStub(channel)
         self.unary_timeout_s = unary_timeout_s
+        self.auth = auth
+
+    def metadata(self, request: web.Request) -> Metadata:
+        """What goes upstream with each call; DocparseError UNAUTHENTICATED (→ 401) without a
+        valid key when the gateway requires one."""
+        incoming: list[tuple[str, str | bytes]] = [("x-forwarded-for", request.remote or "")]
+        if value := request.headers.get("Authorization"):
+            incoming.append(("authorization", value))
+        if value := request.headers.get("X-Api-Key"):
+            incoming.append(("x-api-key", value))
+        if request.method == "GET" and (value := request.query.get("access_token")):
+            incoming.append(("x-api-key", value))
+        return self.auth.upstream_metadata(incoming)
 
     async def unary(
         self,
@@ -59,7 +74,7 @@ class Upstream:
         call = method(
             message,
             timeout=self.unary_timeout_s + extra_timeout_s,
-            metadata=call_metadata(request),
+            metadata=self.metadata(request),
         )
         try:
             response = await call

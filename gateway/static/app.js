@@ -14,8 +14,22 @@ const STATE_LABEL = {
   STATE_FAILED: "Failed",
   STATE_CANCELLED: "Cancelled",
 };
-const UNITS = { xlsx: "sheets", xls: "sheets", pptx: "slides" };
+const UNITS = { xlsx: "sheet", xls: "sheet", pptx: "slide" };
 const number = new Intl.NumberFormat();
+const KEY_STORE = "docparse-api-key";
+
+// Where the service requires an API key: sent as a bearer token by fetch, and as
+// ?access_token= where a browser cannot set headers (EventSource, result links).
+let apiKey = sessionStorage.getItem(KEY_STORE) || "";
+const authHeaders = () => (apiKey ? { Authorization: `Bearer ${apiKey}` } : {});
+const withToken = (url) =>
+  apiKey ? `${url}${url.includes("?") ? "&" : "?"}access_token=${encodeURIComponent(apiKey)}` : url;
+
+function askForKey() {
+  const form = document.getElementById("key-form");
+  form.hidden = false;
+  document.getElementById("api-key").focus();
+}
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -82,8 +96,8 @@ class FileRow {
     const progress = job.progress || {};
     const done = Number(progress.done || 0);
     const total = Number(progress.total || 0);
-    const unit = UNITS[job.content_type] || "pages";
-    this.stage.textContent = progress.stage || "";
+    const unit = (UNITS[job.content_type] || "page") + (total === 1 ? "" : "s");
+    this.stage.textContent = TERMINAL.has(job.state) ? "" : progress.stage || "";
     this.units.textContent = total ? `${number.format(done)} / ${number.format(total)} ${unit}` : "";
     if (TERMINAL.has(job.state)) {
       this.bar.max = 1;
@@ -111,8 +125,9 @@ class FileRow {
     const links = [];
     if (job.state === "STATE_SUCCEEDED") {
       const base = `/v1/jobs/${encodeURIComponent(job.job_id)}/result`;
-      links.push(el("a", { href: `${base}?format=text`, target: "_blank", rel: "noopener" }, "Text"));
-      links.push(el("a", { href: base, target: "_blank", rel: "noopener" }, "JSON"));
+      const open = { target: "_blank", rel: "noopener" };
+      links.push(el("a", { href: withToken(`${base}?format=text`), ...open }, "Text"));
+      links.push(el("a", { href: withToken(base), ...open }, "JSON"));
     } else if (!TERMINAL.has(job.state)) {
       links.push(
         el("button", { type: "button", class: "link", onclick: () => this.cancel() }, "Cancel"),
@@ -124,7 +139,9 @@ class FileRow {
   async cancel() {
     const response = await fetch(`/v1/jobs/${encodeURIComponent(this.jobId)}:cancel`, {
       method: "POST",
+      headers: authHeaders(),
     });
+    if (response.status === 401) askForKey();
     if (!response.ok) {
       const body = await response.json().catch(() => null);
       showNotice(`Could not cancel ${this.name}: ${describeError(body, response.status)}`);
@@ -176,7 +193,9 @@ class BatchView {
 
   listen() {
     const url = `/v1/batches/${encodeURIComponent(this.batchId)}/events`;
-    const source = new EventSource(this.version ? `${url}?after_version=${this.version}` : url);
+    const source = new EventSource(
+      withToken(this.version ? `${url}?after_version=${this.version}` : url),
+    );
     this.setLink("live");
     source.addEventListener("open", () => {
       this.setLink("live");
@@ -225,7 +244,7 @@ async function upload(fileList) {
     let response;
     let body = null;
     try {
-      response = await fetch("/v1/batches", { method: "POST", body: form });
+      response = await fetch("/v1/batches", { method: "POST", body: form, headers: authHeaders() });
       body = await response.json().catch(() => null);
     } catch (err) {
       for (const { row } of pending) row.reject({ reason: "NETWORK", message: String(err) }, 0);
@@ -235,6 +254,7 @@ async function upload(fileList) {
       view.attach(body, pending.map((p) => p.row));
       return;
     }
+    if (response.status === 401) askForKey();
     const meta = (body && body.metadata) || {};
     let index = meta.file_index !== undefined ? Number(meta.file_index) : -1;
     if (index < 0 && meta.file_name) index = pending.findIndex((p) => p.file.name === meta.file_name);
@@ -268,6 +288,13 @@ function setUp() {
   zone.addEventListener("drop", (event) => {
     event.preventDefault();
     upload(event.dataTransfer.files);
+  });
+  document.getElementById("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    apiKey = document.getElementById("api-key").value.trim();
+    sessionStorage.setItem(KEY_STORE, apiKey);
+    event.target.hidden = true;
+    showNotice("");
   });
   // A file dropped next to the zone would make the browser navigate away to it.
   window.addEventListener("dragover", (event) => event.preventDefault());
