@@ -80,6 +80,8 @@ class ForwardingHandler(grpc.GenericRpcHandler):
     ) -> None:
         self._channel = channel
         self._auth = auth
+        self._streams: set[Any] = set()
+        self._draining = False
         self._default_timeout = default_unary_timeout_s
         self._methods: dict[str, MethodDescriptor] = {
             f"/{service.full_name}/{method.name}": method
@@ -106,6 +108,14 @@ class ForwardingHandler(grpc.GenericRpcHandler):
         if not server_streaming:
             return grpc.stream_unary_rpc_method_handler(self._unary(method_name, True))
         return grpc.stream_stream_rpc_method_handler(self._stream(method_name, True))
+
+    def drain(self) -> int:
+        """Shutdown: ends every forwarded stream now with UNAVAILABLE/SERVER_SHUTTING_DOWN, so
+        watch clients resume through another gateway instead of waiting out the grace."""
+        self._draining = True
+        for call in list(self._streams):
+            call.cancel()
+        return len(self._streams)
 
     async def _metadata(self, context: Context) -> list[tuple[str, str | bytes]]:
         """Upstream metadata with the caller's identity; aborts UNAUTHENTICATED without one."""
@@ -159,18 +169,34 @@ class ForwardingHandler(grpc.GenericRpcHandler):
                 timeout=self._timeout(context, unary=False),
                 metadata=await self._metadata(context),
             )
+            self._streams.add(call)
             try:
                 await context.send_initial_metadata(tuple(await call.initial_metadata() or ()))
                 async for message in call:
                     yield message
             except grpc.aio.AioRpcError as err:
+                if self._draining and err.code() == grpc.StatusCode.CANCELLED:
+                    await abort(context, gateway_draining())
                 await _relay_error(context, err)
                 raise
+            except asyncio.CancelledError:
+                if self._draining:  # drain() cancelled the upstream call: tell the client why
+                    await abort(context, gateway_draining())
+                raise
             finally:
+                self._streams.discard(call)
                 call.cancel()
             context.set_trailing_metadata(_trailers(await call.trailing_metadata()))
 
         return handle
+
+
+def gateway_draining() -> DocparseError:
+    return DocparseError(
+        grpc.StatusCode.UNAVAILABLE,
+        "SERVER_SHUTTING_DOWN",
+        "this gateway is shutting down; resume the watch with after_version on another",
+    )
 
 
 async def _relay_error(context: Context, err: grpc.aio.AioRpcError) -> None:

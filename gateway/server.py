@@ -44,15 +44,14 @@ async def serve(settings: GatewaySettings) -> None:
         ],
     )
     auth = GatewayAuth(settings)
-    server.add_generic_rpc_handlers(
-        [ForwardingHandler(channel, SERVICES, settings.default_unary_timeout_s, auth)]
-    )
+    forwarding = ForwardingHandler(channel, SERVICES, settings.default_unary_timeout_s, auth)
+    server.add_generic_rpc_handlers([forwarding])
     names = [service.full_name for service in SERVICES]
     health = add_health_and_reflection(server, names)
     port = add_port(server, settings)
     await server.start()
     # HTTP (JSON, SSE, the page) on the same loop and upstream channel; up before SERVING.
-    http = HttpServer(channel, settings, auth) if settings.http_listen else None
+    http = HttpServer(channel, settings) if settings.http_listen else None
     if http is not None:
         log.info("gateway http on port %d", await http.start())
     await set_serving(health, names, True)
@@ -66,6 +65,7 @@ async def serve(settings: GatewaySettings) -> None:
 
     await stop.wait()
     await set_serving(health, names, False)
+    forwarding.drain()
     await asyncio.gather(server.stop(settings.shutdown_grace_s), *([http.stop()] if http else []))
     await channel.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 
@@ -88,3 +89,28 @@ def test_unknown_method_is_unimplemented(big_stack: LocalStack) -> None:
         call = channel.unary_unary("/docparse.v1.ParserService/NoSuchMethod")
         err = rpc_error(lambda: call(b"", timeout=5))
     assert err.code == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_sigterm_on_a_gateway_ends_its_streams_retryably_at_once(api_only: LocalStack) -> None:
+    gateway = api_only.gateways[0]
+    channel, s = stub(gateway.address)
+    with channel:
+        job = s.SubmitJob(
+            parser_service_pb2.SubmitJobRequest(file_name="idle.pdf", content=make_pdf(1)),
+            timeout=5,
+        ).job
+        streams = [
+            s.WatchJob(parser_service_pb2.WatchJobRequest(job_id=job.job_id), timeout=60)
+            for _ in range(5)
+        ]
+        for stream in streams:
+            assert next(stream).job.state == job_pb2.STATE_QUEUED
+        started = time.monotonic()
+        gateway.signal(signal.SIGTERM)
+        for stream in streams:
+            err = rpc_error(lambda stream=stream: list(stream))
+            assert (err.code, err.reason) == (grpc.StatusCode.UNAVAILABLE, "SERVER_SHUTTING_DOWN")
+        # Well inside the 20 s grace: the gateway did not wait for the idle streams to end.
+        assert time.monotonic() - started < 5
+    assert gateway.proc is not None and gateway.proc.wait(30) == 0
+    api_only.restart(gateway)
