@@ -46,6 +46,8 @@ class Child:
         self.proc: subprocess.Popen[bytes] | None = None
         # Gateways: host:port of their HTTP side (JSON, SSE, the page); "" for others.
         self.http_address = ""
+        # host:port of its Prometheus endpoint (http://<metrics_address>/metrics).
+        self.metrics_address = ""
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -114,6 +116,13 @@ class LocalStack:
         for i, gateway in enumerate(self.gateways):  # HTTP port: `http_port` for the first
             gateway.http_address = f"127.0.0.1:{(http_port if i == 0 else None) or free_port()}"
             gateway.env["DOCPARSE_GATEWAY_HTTP_LISTEN"] = gateway.http_address
+        for children, var in (
+            (self.parsers, "DOCPARSE_METRICS_LISTEN"),
+            (self.gateways, "DOCPARSE_GATEWAY_METRICS_LISTEN"),
+        ):
+            for child in children:
+                child.metrics_address = f"127.0.0.1:{free_port()}"
+                child.env[var] = child.metrics_address
 
     def _child(self, name: str, index: int, port: int, module: str, listen_var: str) -> Child:
         address = f"127.0.0.1:{port}"

@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
+from docparse import observability
 from docparse.errors import DocparseError
 from docparse.serving import abort, served_by_metadata
 from gateway.auth import GatewayAuth
@@ -200,4 +201,5 @@ def gateway_draining() -> DocparseError:
 
 
 async def _relay_error(context: Context, err: grpc.aio.AioRpcError) -> None:
+    observability.upstream_error(err)
     await context.abort(err.code(), err.details() or "", _trailers(err.trailing_metadata()))

@@ -51,7 +51,7 @@ async def serve(settings: GatewaySettings) -> None:
     port = add_port(server, settings)
     await server.start()
     # HTTP (JSON, SSE, the page) on the same loop and upstream channel; up before SERVING.
-    http = HttpServer(channel, settings) if settings.http_listen else None
+    http = HttpServer(channel, settings, auth) if settings.http_listen else None
     if http is not None:
         log.info("gateway http on port %d", await http.start())
     await set_serving(health, names, True)

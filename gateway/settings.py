@@ -47,3 +47,9 @@ class GatewaySettings(BaseSettings):
     # TLS for the gRPC port: PEM certificate chain and key; both empty serve plaintext.
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+
+    # Logs on stderr: "json" (one object per line, see parser_svc's DOCPARSE_LOG_FORMAT) or "text".
+    log_format: Literal["json", "text"] = "json"
+    log_level: str = "INFO"
+    # host:port of the Prometheus endpoint (GET /metrics), e.g. "0.0.0.0:9464"; "" turns it off.
+    metrics_listen: str = ""

@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 import redis.asyncio as aioredis
 
+from docparse import observability
 from docparse.errors import DocparseError
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ class EventHub:
         if entry is None:
             entry = self._channels[channel] = _Channel()
         entry.queues.add(queue)
+        observability.WATCH_STREAMS.inc()
         try:
             if first:
                 await self._send_subscribe(channel)
@@ -112,6 +114,7 @@ class EventHub:
             yield queue
         finally:
             entry.queues.discard(queue)
+            observability.WATCH_STREAMS.dec()
             if not entry.queues and self._channels.get(channel) is entry:
                 del self._channels[channel]
                 await self._send_unsubscribe(channel)
@@ -166,6 +169,7 @@ class EventHub:
                 log.warning("event hub connection lost: %r", err)
                 await self._disconnect()
                 self.reconnects += 1
+                observability.PUBSUB_RECONNECTS.inc()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
 

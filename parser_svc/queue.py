@@ -50,6 +50,12 @@ class JobQueue:
             async with asyncio.timeout(self.settings.redis_timeout_s):
                 await self._queue.remove(job_id)
 
+    async def counts(self) -> dict[str, int]:
+        """Jobs per queue state (waiting, active, delayed, failed), for the queue depth gauge."""
+        async with asyncio.timeout(self.settings.redis_timeout_s):
+            counts = await self._queue.getJobCounts("waiting", "active", "delayed", "failed")
+        return {str(state): int(n) for state, n in counts.items()}
+
     async def close(self) -> None:
         await self._queue.close()
         await self._client.aclose()

@@ -13,10 +13,11 @@ import signal
 
 import grpc
 
+from docparse import observability
 from docparse.serving import ServedByInterceptor, add_health_and_reflection, set_serving
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
 from parser_svc.blobs import BlobStore
-from parser_svc.callers import CallerInterceptor
+from parser_svc.callers import CallerInterceptor, current_tenant
 from parser_svc.events import EventHub
 from parser_svc.queue import JobQueue
 from parser_svc.service import ParserService
@@ -57,7 +58,11 @@ async def serve(settings: Settings) -> None:
     hub = EventHub(settings.redis_url, timeout_s=settings.redis_timeout_s)
     await hub.start()
     queue = JobQueue(settings)
-    interceptors = [ServedByInterceptor(), CallerInterceptor(settings.internal_token)]
+    interceptors = [
+        observability.RpcObserver("parser_svc", tenant=current_tenant),
+        ServedByInterceptor(),
+        CallerInterceptor(settings.internal_token),
+    ]
     server = grpc.aio.server(interceptors=interceptors, options=server_options(settings))
     parser_service_pb2_grpc.add_ParserServiceServicer_to_server(
         ParserService(settings, store, hub, queue, blobs), server
@@ -65,6 +70,11 @@ async def serve(settings: Settings) -> None:
     health = add_health_and_reflection(server, [SERVICE_NAME])
     port = server.add_insecure_port(settings.listen)
     await server.start()
+    refresher = None
+    if observability.start_metrics_server(settings.metrics_listen, observability.PARSER_METRICS):
+        refresher = asyncio.create_task(
+            observability.refresh_queue_depth(queue.counts, settings.queue_metrics_interval_s)
+        )
     await set_serving(health, [SERVICE_NAME], True)
     log.info("parser_svc serving on port %d (role=%s, env=%s)", port, settings.role, settings.env)
     # Everything allocated so far (modules, descriptors, clients) lives as long as the process:
@@ -81,16 +91,17 @@ async def serve(settings: Settings) -> None:
         await worker.close(settings.shutdown_grace_s)
     await server.stop(settings.shutdown_grace_s)
     await hub.close()
+    if refresher is not None:
+        refresher.cancel()
     await queue.close()
     await client.aclose()
     log.info("parser_svc stopped")
 
 
 def main() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
-    )
-    asyncio.run(serve(Settings()))
+    settings = Settings()
+    observability.setup_logging("parser_svc", settings.log_format, settings.log_level)
+    asyncio.run(serve(settings))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 
+from docparse import observability
 from docparse.errors import DocparseError
 from docparse.serving import abort
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc, reading_package_pb2
@@ -229,6 +230,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
                     {"job_id": job.job_id, "state": state},
                 )
             await self.queue.discard(request.job_id)
+            observability.job_finished(request.job_id, "CANCELLED")
             return parser_service_pb2.CancelJobResponse(job=await self.store.get(request.job_id))
         except DocparseError as err:
             await abort(context, err)

@@ -97,3 +97,12 @@ class Settings(BaseSettings):
     max_connection_age_grace_ms: int = 30_000
     # SIGTERM: how long in-flight calls and parses may take to finish.
     shutdown_grace_s: float = 20.0
+
+    # Logs on stderr: "json" (one object per line: ts, level, logger, msg, service, replica, pid
+    # and the event's fields such as job_id, tenant, method, code, duration_ms) or "text".
+    log_format: Literal["json", "text"] = "json"
+    log_level: str = "INFO"
+    # host:port of the Prometheus endpoint (GET /metrics), e.g. "0.0.0.0:9464"; "" turns it off.
+    metrics_listen: str = ""
+    # docparse_queue_jobs is refreshed this often (one BullMQ count call per period).
+    queue_metrics_interval_s: float = 10.0

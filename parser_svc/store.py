@@ -29,6 +29,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from docparse import observability
 from docparse.errors import DocparseError, not_found, store_unavailable
 from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import job_pb2
@@ -117,8 +118,10 @@ class JobStore:
             async with asyncio.timeout(self.settings.redis_timeout_s):
                 return await fn()
         except _UNAVAILABLE_ERRORS as err:
+            observability.redis_error(err)
             raise store_unavailable(type(err).__name__) from err
         except RedisError as err:
+            observability.redis_error(err)
             raise DocparseError(
                 grpc.StatusCode.INTERNAL, "STATE_STORE_ERROR", f"state store error: {err}"
             ) from err

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from docparse import __version__ as PARSER_VERSION
+from docparse import observability
 from docparse.errors import DocparseError
 from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import job_pb2, parser_service_pb2
@@ -171,10 +172,22 @@ class Submitter:
                         f"request_id {request.request_id!r} was used for other content "
                         f"(job {created.job_id})",
                     )
-                log.info("submit answered with job %s (%s)", created.job_id, created.status)
+                log.info(
+                    "submit answered with job %s (%s)",
+                    created.job_id,
+                    created.status,
+                    extra={"event": "job.joined", "job_id": created.job_id, "tenant": tenant},
+                )
                 return await self.store.get(created.job_id)
+        observability.job_created(
+            job_id,
+            tenant=tenant,
+            content_type=content_type,
+            size_bytes=len(content),
+            batch_id=batch_id,
+            file_name=fields["file_name"],
+        )
         await self._enqueue(job_id)
-        log.info("job %s created (%s, %d bytes)", job_id, content_type, len(content))
         return await self.store.get(job_id)
 
     async def _enqueue(self, job_id: str) -> None:
@@ -187,6 +200,7 @@ class Submitter:
                     job_id, "", "FAILED",
                     {"err_reason": "ENQUEUE_FAILED", "err_message": "the queue was unreachable"},
                 )  # fmt: skip
+                observability.job_finished(job_id, "FAILED", "ENQUEUE_FAILED")
             raise
 
 

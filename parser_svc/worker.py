@@ -27,6 +27,7 @@ import grpc
 from bullmq import Worker
 from bullmq.custom_errors import UnrecoverableError
 
+from docparse import observability
 from docparse.errors import DocparseError
 from parser_svc.blobs import BlobStore
 from parser_svc.queue import bullmq_options
@@ -83,10 +84,10 @@ class ParseWorker:
         lock_key = self.store.keys.queue_lock(self.settings.queue_name, job_id)
         claim = await self.store.claim(job_id, fence, lock_key=lock_key, lock_token=token)
         if not claim.ok:
-            log.info("job %s not claimed: %s", job_id, claim.status)
+            log.info("job %s not claimed: %s", job_id, claim.status, extra={"job_id": job_id})
             return claim.status
         record = await self.store.get(job_id)
-        log.info("job %s claimed, attempt %d", job_id, record.attempt)
+        observability.job_claimed(job_id, record.attempt)
         if record.attempt > 1:
             await asyncio.to_thread(self.blobs.discard_results, job_id)
         try:
@@ -99,16 +100,24 @@ class ParseWorker:
                 )
             else:
                 outcome = await self._parse(job_id, fence, record.attempt, record.content_type)
+            created_ms = record.create_time.ToMilliseconds()
             if not outcome.reason:
+                observability.job_finished(
+                    job_id, "SUCCEEDED", attempt=record.attempt, create_ms=created_ms
+                )
                 return "SUCCEEDED"
             if outcome.reason in RETRYABLE_REASONS and record.attempt < self.settings.max_attempts:
                 if (await self.store.release(job_id, fence)).ok:
+                    observability.job_retried(job_id, record.attempt, outcome.reason)
                     raise RetryableFailure(f"{outcome.reason}: {outcome.message}")
                 raise LostOwnership("release refused")
             await self._finish_failed(job_id, fence, outcome)
+            observability.job_finished(
+                job_id, "FAILED", outcome.reason, attempt=record.attempt, create_ms=created_ms
+            )
             raise UnrecoverableError(f"{outcome.reason}: {outcome.message}")
         except LostOwnership as lost:
-            log.warning("job %s: %s", job_id, lost)
+            log.warning("job %s: %s", job_id, lost, extra={"event": "job.lost", "job_id": job_id})
             return "LOST"
 
     async def _parse(self, job_id: str, fence: str, attempt: int, content_type: str) -> Outcome:
@@ -134,9 +143,11 @@ class ParseWorker:
             if not input_path.exists():
                 return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
             options = await asyncio.to_thread(self._parse_options, job_id, assets_dir)
+            started = time.monotonic()
             outcome = await run_parse(
                 content_type, input_path, output_path, limits, on_progress, options
             )
+            observability.parse_observed(content_type, time.monotonic() - started)
             if not outcome.reason:
                 # Assets first: a SUCCEEDED record must never point at missing images.
                 await asyncio.to_thread(self.blobs.put_assets, job_id, assets_dir)
