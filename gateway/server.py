@@ -8,6 +8,7 @@ import signal
 
 import grpc
 
+from docparse import observability
 from docparse.serving import ServedByInterceptor, add_health_and_reflection, set_serving
 from docparse.v1 import parser_service_pb2
 from gateway.auth import GatewayAuth
@@ -37,7 +38,10 @@ async def serve(settings: GatewaySettings) -> None:
 
     channel = upstream_channel(settings.backends, settings.max_message_bytes)
     server = grpc.aio.server(
-        interceptors=[ServedByInterceptor()],
+        interceptors=[
+            observability.RpcObserver("gateway", raw_services=SERVICES),
+            ServedByInterceptor(),
+        ],
         options=[
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
@@ -50,6 +54,7 @@ async def serve(settings: GatewaySettings) -> None:
     health = add_health_and_reflection(server, names)
     port = add_port(server, settings)
     await server.start()
+    observability.start_metrics_server(settings.metrics_listen, observability.GATEWAY_METRICS)
     # HTTP (JSON, SSE, the page) on the same loop and upstream channel; up before SERVING.
     http = HttpServer(channel, settings, auth) if settings.http_listen else None
     if http is not None:
@@ -71,10 +76,9 @@ async def serve(settings: GatewaySettings) -> None:
 
 
 def main() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
-    )
-    asyncio.run(serve(GatewaySettings()))
+    settings = GatewaySettings()
+    observability.setup_logging("gateway", settings.log_format, settings.log_level)
+    asyncio.run(serve(settings))
 
 
 if __name__ == "__main__":
