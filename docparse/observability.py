@@ -80,14 +80,18 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
-def setup_logging(service: str, fmt: str = "json", level: str = "INFO") -> None:
-    """Replaces the root handlers with one stderr handler in the chosen format."""
+def setup_logging(
+    service: str, fmt: str = "json", level: str = "INFO", *, access_log: bool = True
+) -> None:
+    """Replaces the root handlers with one stderr handler in the chosen format. Without
+    `access_log`, the per-RPC lines (logger docparse.access) are dropped; job events stay."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter(service))
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    log.setLevel(logging.NOTSET if access_log else logging.WARNING)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -77,7 +77,9 @@ async def serve(settings: GatewaySettings) -> None:
 
 def main() -> None:
     settings = GatewaySettings()
-    observability.setup_logging("gateway", settings.log_format, settings.log_level)
+    observability.setup_logging(
+        "gateway", settings.log_format, settings.log_level, access_log=settings.access_log
+    )
     asyncio.run(serve(settings))
 
 

@@ -51,5 +51,7 @@ class GatewaySettings(BaseSettings):
     # Logs on stderr: "json" (one object per line, see parser_svc's DOCPARSE_LOG_FORMAT) or "text".
     log_format: Literal["json", "text"] = "json"
     log_level: str = "INFO"
+    # One INFO line per RPC (method, code, reason, duration, job id, the replica that answered).
+    access_log: bool = True
     # host:port of the Prometheus endpoint (GET /metrics), e.g. "0.0.0.0:9464"; "" turns it off.
     metrics_listen: str = ""

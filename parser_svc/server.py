@@ -100,7 +100,9 @@ async def serve(settings: Settings) -> None:
 
 def main() -> None:
     settings = Settings()
-    observability.setup_logging("parser_svc", settings.log_format, settings.log_level)
+    observability.setup_logging(
+        "parser_svc", settings.log_format, settings.log_level, access_log=settings.access_log
+    )
     asyncio.run(serve(settings))
 
 
