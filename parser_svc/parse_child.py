@@ -26,7 +26,14 @@ from pathlib import Path
 
 from docparse import __version__
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.parsers import ParseFailure, ParseOptions, ProgressFn, corrupt
+from parser_svc.parsers import (
+    ParseFailure,
+    ParseOptions,
+    ProgressFn,
+    corrupt,
+    describe_error,
+    is_out_of_memory,
+)
 from parser_svc.sandbox import apply_limits
 
 PARSERS = ("pdf", "docx", "doc", "xlsx", "xls", "pptx")
@@ -135,20 +142,6 @@ def run(
     _emit(event="done", pages=units(package), chars=count_chars(package))
 
 
-# How allocation failures under RLIMIT_AS surface from C code: upb (protobuf) answers a failed
-# allocation with SystemError "returned NULL without setting an exception" or EncodeError
-# "Failed to serialize proto"; mupdf, onnxruntime and libc with their own words.
-_OOM_MARKERS = (
-    "out of memory",
-    "malloc",
-    "bad_alloc",
-    "cannot allocate",
-    "memory error",
-    "returned null without setting",
-    "failed to serialize proto",
-)
-
-
 def _read_options() -> ParseOptions:
     """Options arrive as one JSON object on stdin (the password among them: never on argv)."""
     raw = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
@@ -216,8 +209,8 @@ def main() -> None:
         # A library choking on the document: deterministic for this input, so not a crash to
         # retry. The traceback goes to the worker's log (stderr); the password is never in it.
         traceback.print_exc()
-        text = f"{type(err).__name__}: {err}"[:500]
-        if any(marker in text.lower() for marker in _OOM_MARKERS):
+        text = describe_error(err)
+        if is_out_of_memory(err):
             _emit(
                 event="failed",
                 reason="DOCUMENT_TOO_LARGE",

@@ -171,3 +171,31 @@ def safe(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-8", "replace").decode("utf-8")
     return text
+
+
+# How allocation failures under RLIMIT_AS surface from C code: upb (protobuf) answers a failed
+# allocation with SystemError "returned NULL without setting an exception" or EncodeError
+# "Failed to serialize proto"; mupdf, onnxruntime and libc with their own words.
+_OOM_MARKERS = (
+    "out of memory",
+    "malloc",
+    "bad_alloc",
+    "cannot allocate",
+    "memory error",
+    "returned null without setting",
+    "failed to serialize proto",
+    "failed to allocate",
+)
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    if isinstance(err, MemoryError):
+        return True
+    text = f"{type(err).__name__}: {err}".lower()
+    return any(marker in text for marker in _OOM_MARKERS)
+
+
+def describe_error(err: BaseException) -> str:
+    """One line about an exception (some libraries put a whole traceback in the message)."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[-1] if lines else ''}"[:300]

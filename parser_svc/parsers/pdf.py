@@ -23,6 +23,8 @@ from parser_svc.parsers import (
     ParseOptions,
     ProgressFn,
     corrupt,
+    describe_error,
+    is_out_of_memory,
     make_table,
     mime_for_ext,
     page_text,
@@ -182,7 +184,11 @@ def _page(
         raise
     except Exception as err:
         state.failed_pages += 1
-        state.warnings.append(f"page {index + 1} cannot be read: {type(err).__name__}: {err}")
+        if is_out_of_memory(err):
+            raise too_large(
+                f"page {index + 1} exceeded the parse's memory limit ({describe_error(err)})"
+            ) from err
+        state.warnings.append(f"page {index + 1} cannot be read: {describe_error(err)}")
     return out
 
 
