@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     fault_segv_marker: str = ""
     # Limits of each parse subprocess. Over the wall clock or CPU time: PARSE_TIMEOUT; over the
     # address-space limit (RLIMIT_AS): DOCUMENT_TOO_LARGE; a child that dies of a signal:
-    # PARSER_CRASHED. OCR needs about 1.3 GB of address space (onnxruntime); keep >= 1536 with OCR on.
+    # PARSER_CRASHED. OCR needs ~1.3 GB of address space (onnxruntime): keep >= 1536 with OCR.
     parse_timeout_s: float = 300.0
     parse_cpu_s: int = 300
     parse_memory_mb: int = 2048
