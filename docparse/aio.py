@@ -9,6 +9,7 @@ machine, same retry rules, same result checks), for asyncio applications.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -27,6 +28,8 @@ class AsyncClient:
         self,
         target: str | None = None,
         *,
+        api_key: str | None = None,
+        tls_root_cert: bytes | None = None,
         timeout_s: float = 30.0,
         policy: WaitPolicy | None = None,
         transport: AsyncTransport | None = None,
@@ -35,7 +38,8 @@ class AsyncClient:
         self.target = target or default_target()
         self.timeout_s = timeout_s
         self.policy = policy or WaitPolicy()
-        self.transport = transport or GrpcAsyncTransport(self.target)
+        key = os.environ.get("DOCPARSE_API_KEY", "") if api_key is None else api_key
+        self.transport = transport or GrpcAsyncTransport(self.target, key, tls_root_cert)
         self._clock = clock
 
     async def close(self) -> None:

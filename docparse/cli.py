@@ -227,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--target", default=default_target(), help="gateway or parser_svc (DOCPARSE_TARGET)"
         )
+        command.add_argument(
+            "--api-key", default=None, help="API key for the gateway (env DOCPARSE_API_KEY)"
+        )
+        command.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect over TLS")
         command.add_argument("--json", action="store_true", help="machine-readable output")
         command.add_argument("--timeout", type=float, default=600.0, help="waiting limit, s")
         command.set_defaults(needs_client=True)
@@ -264,7 +268,11 @@ def main(argv: list[str] | None = None) -> None:
         if not args.needs_client:
             code = args.fn(args)
         else:
-            with Client(args.target, policy=WaitPolicy(timeout_s=args.timeout)) as client:
+            tls = args.tls_ca.read_bytes() if args.tls_ca else None
+            policy = WaitPolicy(timeout_s=args.timeout)
+            with Client(
+                args.target, api_key=args.api_key, tls_root_cert=tls, policy=policy
+            ) as client:
                 code = args.fn(args, client)
     except JobFailed as err:
         print(f"failed: {err}", file=sys.stderr)

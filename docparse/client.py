@@ -52,6 +52,8 @@ class Client:
         self,
         target: str | None = None,
         *,
+        api_key: str | None = None,
+        tls_root_cert: bytes | None = None,
         timeout_s: float = 30.0,
         policy: WaitPolicy | None = None,
         transport: Transport | None = None,
@@ -61,7 +63,8 @@ class Client:
         self.target = target or default_target()
         self.timeout_s = timeout_s  # per call
         self.policy = policy or WaitPolicy()
-        self.transport = transport or GrpcTransport(self.target)
+        key = os.environ.get("DOCPARSE_API_KEY", "") if api_key is None else api_key
+        self.transport = transport or GrpcTransport(self.target, key, tls_root_cert)
         self._sleep = sleep
         self._clock = clock
 

@@ -47,26 +47,42 @@ class AsyncTransport(Protocol):
     async def close(self) -> None: ...
 
 
+def credentials_metadata(api_key: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {api_key}"),) if api_key else ()
+
+
+def open_channel(target: str, tls_root_cert: bytes | None, aio: bool) -> Any:
+    """Plaintext, or TLS when a root certificate (PEM) is given (b"" uses the system roots)."""
+    module: Any = grpc.aio if aio else grpc
+    if tls_root_cert is None:
+        return module.insecure_channel(target, options=CHANNEL_OPTIONS)
+    credentials = grpc.ssl_channel_credentials(root_certificates=tls_root_cert or None)
+    return module.secure_channel(target, credentials, options=CHANNEL_OPTIONS)
+
+
 def served_by(metadata: Any) -> tuple[str, ...]:
     return tuple(str(v) for k, v in (metadata or ()) if k == "x-served-by")
 
 
 class GrpcTransport:
-    def __init__(self, target: str) -> None:
-        self.channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+    def __init__(self, target: str, api_key: str = "", tls_root_cert: bytes | None = None) -> None:
+        self.channel = open_channel(target, tls_root_cert, aio=False)
         self.stub = parser_service_pb2_grpc.ParserServiceStub(self.channel)
+        self.metadata = credentials_metadata(api_key)
 
     def call(
         self, method: str, request: Message, deadline_s: float | None
     ) -> tuple[Any, tuple[str, ...]]:
         try:
-            response, call = getattr(self.stub, method).with_call(request, timeout=deadline_s)
+            response, call = getattr(self.stub, method).with_call(
+                request, timeout=deadline_s, metadata=self.metadata
+            )
         except grpc.RpcError as err:
             raise DocparseError.from_rpc_error(err) from err
         return response, served_by(call.trailing_metadata())
 
     def stream(self, method: str, request: Message, deadline_s: float | None) -> Iterator[Any]:
-        call = getattr(self.stub, method)(request, timeout=deadline_s)
+        call = getattr(self.stub, method)(request, timeout=deadline_s, metadata=self.metadata)
         try:
             yield from call
         except grpc.RpcError as err:
@@ -79,14 +95,15 @@ class GrpcTransport:
 
 
 class GrpcAsyncTransport:
-    def __init__(self, target: str) -> None:
-        self.channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+    def __init__(self, target: str, api_key: str = "", tls_root_cert: bytes | None = None) -> None:
+        self.channel = open_channel(target, tls_root_cert, aio=True)
         self.stub = parser_service_pb2_grpc.ParserServiceStub(self.channel)
+        self.metadata = credentials_metadata(api_key)
 
     async def call(
         self, method: str, request: Message, deadline_s: float | None
     ) -> tuple[Any, tuple[str, ...]]:
-        call = getattr(self.stub, method)(request, timeout=deadline_s)
+        call = getattr(self.stub, method)(request, timeout=deadline_s, metadata=self.metadata)
         try:
             response = await call
             return response, served_by(await call.trailing_metadata())
@@ -96,7 +113,7 @@ class GrpcAsyncTransport:
     async def stream(
         self, method: str, request: Message, deadline_s: float | None
     ) -> AsyncIterator[Any]:
-        call = getattr(self.stub, method)(request, timeout=deadline_s)
+        call = getattr(self.stub, method)(request, timeout=deadline_s, metadata=self.metadata)
         try:
             async for message in call:
                 yield message

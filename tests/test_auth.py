@@ -281,3 +281,31 @@ def test_gateway_serves_tls(stack: LocalStack, tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_sdk_and_cli_carry_the_api_key(stack: LocalStack, tmp_path: Path) -> None:
+    from docparse.client import Client
+    from docparse.errors import DocparseError
+
+    with Client(stack.gateway_addresses[0], api_key="key-of-a") as client:
+        job = client.parse(make_pdf(2, "sdk"), file_name="sdk.pdf")
+        assert len(client.result(job.job_id).pages) == 2
+    anonymous = Client(stack.gateway_addresses[0], api_key="")
+    with anonymous, pytest.raises(DocparseError) as refused:
+        anonymous.status(job.job_id)
+    assert refused.value.reason == "API_KEY_MISSING"
+
+    def cli(*args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != "DOCPARSE_API_KEY"}
+        if key:
+            env["DOCPARSE_API_KEY"] = key
+        return subprocess.run(
+            [sys.executable, "-m", "docparse", *args, "--target", stack.gateway_addresses[0]],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+
+    assert cli("status", job.job_id, key="key-of-a").returncode == 0
+    other = cli("status", job.job_id, "--api-key", "key-of-b")
+    assert other.returncode == 2 and "NOT_FOUND JOB_NOT_FOUND" in other.stderr
+    nobody = cli("status", job.job_id)
+    assert nobody.returncode == 2 and "UNAUTHENTICATED API_KEY_MISSING" in nobody.stderr
