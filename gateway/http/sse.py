@@ -11,7 +11,7 @@
   `retry:` (the browser's reconnect delay).
 - After the terminal record (the batch: every file terminal) comes `event: end` and the stream
   closes.
-- When the upstream watch breaks (UNAVAILABLE, a replica draining, a connection cut by
+- When the upstream watch fails (UNAVAILABLE, a replica draining, a connection cut by
   max_connection_age), the gateway opens it again itself with after_version = the last version
   it sent, on whichever replica round robin picks, and says so in a comment (`: resumed ...`).
   The browser sees one unbroken stream. After `sse_resume_budget_s` of failures the stream
@@ -216,8 +216,11 @@ async def _pump(
                 if watch.final(record):
                     await response.write(_event("end", "{}"))
                     return
-            # Ended OK before the final record: a server closing its streams; resume.
-            problem = f"upstream stream ended at version {last}"
+            # Ended OK before the final record: the cursor was ahead of the record (a bogus
+            # Last-Event-ID, a store that went back after a failover). The client's reconnect
+            # sorts it out: 204 if the job is over, else the stream from its cursor.
+            await response.write(_comment(f"upstream ended at version {last}; reconnect"))
+            return
         except grpc.aio.AioRpcError as err:
             error = DocparseError.from_rpc_error(err)
             if error.code not in RESUMABLE:
