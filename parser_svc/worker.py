@@ -85,6 +85,8 @@ class ParseWorker:
         claim = await self.store.claim(job_id, fence, lock_key=lock_key, lock_token=token)
         if not claim.ok:
             log.info("job %s not claimed: %s", job_id, claim.status, extra={"job_id": job_id})
+            if claim.status in ("TERMINAL", "NOT_FOUND"):
+                self.blobs.delete_secret(job_id)  # ended (cancelled) before any parse
             return claim.status
         record = await self.store.get(job_id)
         observability.job_claimed(job_id, record.attempt)
@@ -133,6 +135,8 @@ class ParseWorker:
                     raise
                 return  # progress is best effort while Redis is away; the parse goes on
             if result.status in ("FENCED", "TERMINAL", "NOT_FOUND"):
+                if result.status != "FENCED":
+                    self.blobs.delete_secret(job_id)  # the job ended (cancelled) mid-parse
                 raise LostOwnership(f"progress refused: {result.status}")
 
         s = self.settings

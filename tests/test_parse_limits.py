@@ -105,3 +105,26 @@ def test_segfaulting_child_leaves_the_worker_serving(limited: LocalStack) -> Non
     assert final.state == job_pb2.STATE_SUCCEEDED, final.error
     assert final.attempt == 2 and final.result.page_count == 10
     _still_serving(limited, pid)
+
+
+@pytest.mark.parametrize("limited", [{"DOCPARSE_PARSE_PAGE_DELAY_MS": "300"}], indirect=True)
+def test_cancel_mid_parse_deletes_the_password_file(limited: LocalStack) -> None:
+    import pymupdf
+
+    doc = pymupdf.open(stream=make_pdf(10, "locked"))
+    data = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="pw", owner_pw="owner")
+    address = limited.parser_addresses[0]
+    channel, s = stub(address)
+    with channel:
+        job = s.SubmitJob(
+            parser_service_pb2.SubmitJobRequest(file_name="l.pdf", content=data, password="pw"),
+            timeout=30,
+        ).job
+        secrets = limited.data_dir / "blobs"
+        assert list(secrets.rglob("*.secret")), "the password waits beside the upload"
+        for event in s.WatchJob(parser_service_pb2.WatchJobRequest(job_id=job.job_id), timeout=60):
+            if event.HasField("job") and event.job.progress.done >= 1:
+                break
+        s.CancelJob(parser_service_pb2.CancelJobRequest(job_id=job.job_id), timeout=30)
+    assert wait_terminal(address, job.job_id).state == job_pb2.STATE_CANCELLED
+    eventually(lambda: not list(secrets.rglob("*.secret")), what="the password file deleted")
