@@ -183,6 +183,17 @@ def test_doc_read_with_antiword_or_reported_missing() -> None:
         assert "Minutes of the generated meeting" in run(data).pages[0].text
 
 
+def test_truncated_ole_files_are_corrupt() -> None:
+    for data in (
+        fixtures.minimal_doc("cut short"),
+        fixtures.encrypt_ooxml(fixtures.docx_full(), "p"),
+    ):
+        cut = fixtures.truncated(data, 0.5)
+        assert detect_type(cut) in ("doc", "ole", "encrypted_ooxml")
+        err = failure(cut, password="p")
+        assert err.reason == "CORRUPT_DOCUMENT", err
+
+
 def test_doc_without_antiword_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCPARSE_ANTIWORD", "/nonexistent/antiword")
     err = failure(fixtures.minimal_doc("x"))

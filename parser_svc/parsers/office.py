@@ -7,7 +7,7 @@ import io
 import zipfile
 from typing import Any
 
-from parser_svc.parsers import ParseFailure, ParseOptions, corrupt, too_large
+from parser_svc.parsers import ParseFailure, ParseOptions, corrupt, describe_error, too_large
 from parser_svc.parsers.password import candidates
 
 
@@ -68,7 +68,9 @@ def decrypt(data: bytes, password: str, what: str) -> bytes:
         except MemoryError:
             raise
         except Exception as err:
-            raise ParseFailure(
-                "UNSUPPORTED_FORMAT", f"the {what}'s encryption cannot be handled: {err}"
-            ) from err
+            if "support" in str(err).lower():  # e.g. an encryption scheme msoffcrypto lacks
+                raise ParseFailure(
+                    "UNSUPPORTED_FORMAT", f"the {what}'s encryption cannot be handled: {err}"
+                ) from err
+            raise corrupt(f"the encrypted {what} is damaged: {describe_error(err)}") from err
     raise ParseFailure("WRONG_PASSWORD", f"the password does not open this {what}")
