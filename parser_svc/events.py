@@ -18,9 +18,10 @@ from typing import Any
 
 import grpc
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from docparse import observability
-from docparse.errors import DocparseError
+from docparse.errors import DocparseError, store_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +108,14 @@ class EventHub:
         entry.queues.add(queue)
         observability.WATCH_STREAMS.inc()
         try:
-            if first:
-                await self._send_subscribe(channel)
-            async with asyncio.timeout(self._timeout_s):
-                await entry.confirmed.wait()
+            try:
+                if first:
+                    await self._send_subscribe(channel)
+                async with asyncio.timeout(self._timeout_s):
+                    await entry.confirmed.wait()
+            except (TimeoutError, OSError, RedisError) as err:
+                # Redis did not confirm in time: the same answer as any store outage.
+                raise store_unavailable(f"pub/sub subscribe failed: {type(err).__name__}") from err
             yield queue
         finally:
             entry.queues.discard(queue)

@@ -22,9 +22,16 @@ DEADLINE_S = 5.0
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    with make_stack(tmp_path_factory.mktemp("outage"), replicas=2, gateways=1) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def short_retention(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """Finished jobs are kept 2 s, so expiry happens within a test."""
     with make_stack(
-        tmp_path_factory.mktemp("outage"),
-        replicas=2,
+        tmp_path_factory.mktemp("retention"),
+        replicas=1,
         gateways=1,
         extra_env={"DOCPARSE_RETENTION_S": "2"},
     ) as running:
@@ -57,6 +64,12 @@ def test_outage_answers_unavailable_and_recovers_without_restart(stack: LocalSta
                         parser_service_pb2.GetStatusRequest(job_id=done.job_id),
                         timeout=DEADLINE_S,
                     ),
+                    "WatchJob": lambda s=s: list(
+                        s.WatchJob(
+                            parser_service_pb2.WatchJobRequest(job_id=done.job_id),
+                            timeout=DEADLINE_S,
+                        )
+                    ),
                     "SubmitJob": lambda s=s: s.SubmitJob(
                         parser_service_pb2.SubmitJobRequest(
                             file_name="during.pdf", content=make_pdf(1)
@@ -86,8 +99,8 @@ def test_outage_answers_unavailable_and_recovers_without_restart(stack: LocalSta
     assert wait_terminal(gateway, after.job_id).state == job_pb2.STATE_SUCCEEDED
 
 
-def test_unknown_job_is_not_found_and_expired_job_says_so(stack: LocalStack) -> None:
-    gateway = stack.gateway_addresses[0]
+def test_unknown_job_is_not_found_and_expired_job_says_so(short_retention: LocalStack) -> None:
+    gateway = short_retention.gateway_addresses[0]
     channel, s = stub(gateway)
     with channel:
         missing = rpc_error(
