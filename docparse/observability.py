@@ -436,6 +436,7 @@ class RpcObserver(grpc.aio.ServerInterceptor):
         def unary(fn: Any) -> Any:
             async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 start = time.perf_counter()
+                peer = _peer(context)
                 RPC_IN_FLIGHT.labels(*labels).inc()
                 error: BaseException | None = None
                 response = None
@@ -447,7 +448,7 @@ class RpcObserver(grpc.aio.ServerInterceptor):
                     raise
                 finally:
                     found = ids(request) or _response_ids(response, parse_raw_response)
-                    observe(labels, level, context, start, error, found)
+                    observe(labels, level, context, start, error, {**found, **peer})
 
             return call
 
@@ -456,6 +457,7 @@ class RpcObserver(grpc.aio.ServerInterceptor):
                 request: Any, context: grpc.aio.ServicerContext[Any, Any]
             ) -> AsyncIterator[Any]:
                 start = time.perf_counter()
+                peer = _peer(context)
                 RPC_IN_FLIGHT.labels(*labels).inc()
                 error: BaseException | None = None
                 try:
@@ -465,7 +467,7 @@ class RpcObserver(grpc.aio.ServerInterceptor):
                     error = err
                     raise
                 finally:
-                    observe(labels, level, context, start, error, ids(request))
+                    observe(labels, level, context, start, error, {**ids(request), **peer})
 
             return call
 
@@ -518,8 +520,6 @@ class RpcObserver(grpc.aio.ServerInterceptor):
         ]  # a proxy: the replica that answered
         if upstream:
             extra["upstream"] = upstream[0]
-        with contextlib.suppress(Exception):
-            extra["peer"] = context.peer()
         log.log(
             level,
             "%s %s %s%.1f ms",
@@ -529,6 +529,16 @@ class RpcObserver(grpc.aio.ServerInterceptor):
             seconds * 1000,
             extra=extra,
         )
+
+
+def _peer(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
+    """Read while the call is alive: context.peer() on a call the client already dropped (a
+    closed channel, a connection cut by max_connection_age) dereferences a freed grpc_call and
+    kills the process with SIGSEGV (grpcio 1.85)."""
+    try:
+        return {"peer": context.peer()}
+    except Exception:
+        return {}
 
 
 def _trailing_metadata(context: grpc.aio.ServicerContext[Any, Any]) -> tuple[tuple[str, Any], ...]:

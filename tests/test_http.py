@@ -143,7 +143,7 @@ class EventStream:
 
 def read_all(stream: EventStream) -> list[Event]:
     events = list(stream)
-    assert events and events[-1].event == "end", [e.event for e in events]
+    assert events and events[-1].event == "end", ([e.event for e in events], stream.comments)
     return events
 
 

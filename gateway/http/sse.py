@@ -203,11 +203,11 @@ async def _pump(
                     return
                 if message is grpc.aio.EOF:
                     break
+                failing_since, delay = None, 0.05  # the upstream answers again
                 record: Message | None = watch.record(message)
                 if record is None:
                     await response.write(_comment(f"heartbeat {message.heartbeat.last_version}"))
                     continue
-                failing_since, delay = None, 0.05
                 version = int(record.version)  # type: ignore[attr-defined]
                 if version <= last:
                     continue  # never send an older record (a replica lagging after failover)
