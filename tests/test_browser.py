@@ -77,7 +77,7 @@ def chromium() -> str:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     with make_stack(
         tmp_path_factory.mktemp("browser"),
-        replicas=2,
+        replicas=1,
         gateways=1,
         extra_env={"DOCPARSE_PARSE_PAGE_DELAY_MS": "40"},  # bars visibly move
     ) as running:
