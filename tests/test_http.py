@@ -478,18 +478,19 @@ def test_http_authenticates_like_grpc(guarded: LocalStack) -> None:
     assert (wrong.status, error_of(wrong)["reason"]) == (401, "API_KEY_INVALID")
     assert submit(address, make_pdf(1), "anon.pdf").status == 401
 
-    job = submit(address, make_pdf(1, "mine"), "mine.pdf", "&wait_ms=30000", A).json()
-    assert job["state"] == "STATE_SUCCEEDED"
-    path = f"/v1/jobs/{job['job_id']}"
-    assert request(address, "GET", path, headers=A).status == 200
-    # Another tenant cannot even tell the job exists.
-    other = request(address, "GET", path, headers=B)
-    assert (other.status, error_of(other)["reason"]) == (404, "JOB_NOT_FOUND")
-    assert request(address, "GET", f"{path}/events", headers=B).status == 404
+    accepted = submit(address, make_pdf(1, "mine"), "mine.pdf", headers=A)
+    assert accepted.status == 202, accepted.body
+    path = f"/v1/jobs/{accepted.json()['job_id']}"
     # What a browser cannot send as a header (EventSource, links) goes as ?access_token=.
     with EventStream(address, f"{path}/events?access_token=key-of-a") as stream:
         assert stream.status == 200
         assert records(read_all(stream))[-1]["state"] == "STATE_SUCCEEDED"
+    mine = request(address, "GET", path, headers=A)
+    assert mine.status == 200 and mine.json()["state"] == "STATE_SUCCEEDED"
+    # Another tenant cannot even tell the job exists.
+    other = request(address, "GET", path, headers=B)
+    assert (other.status, error_of(other)["reason"]) == (404, "JOB_NOT_FOUND")
+    assert request(address, "GET", f"{path}/events", headers=B).status == 404
     text = request(address, "GET", f"{path}/result?format=text&access_token=key-of-a")
     assert "mine 1 of 1" in text.body.decode()
     # ... for reading only.
