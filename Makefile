@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/docparse/v1/*.proto)
 
-.PHONY: setup antiword browser-deps run test test-fast proto proto-check lint format typecheck bench ci clean k8s-validate
+.PHONY: setup antiword browser-deps run test test-fast soak proto proto-check lint format typecheck bench ci clean k8s-validate
 
 setup: $(STAMP)
 
@@ -75,6 +75,11 @@ typecheck: setup
 
 bench: setup
 	$(BIN)/python bench/bench_spine.py
+
+# The durability soak at acceptance size: 2,000 jobs over 4 replicas while a worker is killed
+# every 4 s (make test runs the same test with 300 jobs).
+soak: setup
+	SOAK_JOBS=2000 $(BIN)/pytest -q -s -p no:randomly tests/test_soak.py
 
 # Render every kustomize overlay (and the base) and validate it strictly (unknown fields are
 # errors) against the Kubernetes schemas of the oldest and newest version we support; lint the
