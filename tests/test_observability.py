@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -97,13 +98,20 @@ def test_metrics_move_as_the_run_implies(stack: LocalStack) -> None:
         _not_found(gateway, "no-such-job")
     _not_found(stack.parser_addresses[0], "no-such-job")
 
-    after_p, after_g = [scrape(a) for a in parsers], [scrape(a) for a in gateways]
-
     def grew(scrapes: tuple[list[Samples], list[Samples]], name: str, **labels: str) -> float:
         return total(scrapes[1], name, **labels) - total(scrapes[0], name, **labels)
 
-    p, g = (before_p, after_p), (before_g, after_g)
+    # An aborted call is counted right after its status went out, so the client can see its
+    # NOT_FOUND a moment before the counter moves: scrape until the last errors are counted.
     rpc = "docparse_rpc_total"
+    deadline = time.monotonic() + 10
+    while True:
+        after_p, after_g = [scrape(a) for a in parsers], [scrape(a) for a in gateways]
+        p, g = (before_p, after_p), (before_g, after_g)
+        counted = grew(p, rpc, code="NOT_FOUND") >= 4 and grew(g, rpc, code="NOT_FOUND") >= 3
+        if counted or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     # parser_svc: every call the gateway forwarded, counted once over the replicas.
     assert grew(p, rpc, service="parser_svc", method="SubmitJob", code="OK") == 5
     assert grew(p, rpc, service="parser_svc", method="WatchJob", code="OK") == 5
