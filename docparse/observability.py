@@ -35,7 +35,13 @@ from google.rpc import error_details_pb2, status_pb2
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.registry import Collector
 
-from docparse.serving import SERVED_BY_KEY, Handler, served_by
+from docparse.serving import (
+    SERVED_BY_KEY,
+    Handler,
+    WrappingInterceptor,
+    rebuild_handler,
+    served_by,
+)
 
 log = logging.getLogger("docparse.access")
 jobs_log = logging.getLogger("docparse.jobs")
@@ -385,13 +391,61 @@ def _reason(trailers: Iterable[tuple[str, Any]] | None) -> str:
     return ""
 
 
-class RpcObserver(grpc.aio.ServerInterceptor):
+class _Method:
+    """What the observer needs for one method, computed when its handler is first wrapped:
+    labels, log level, raw parsers and the metric children (no `labels()` lookup per call)."""
+
+    __slots__ = (
+        "in_flight",
+        "labels",
+        "level",
+        "parse_raw",
+        "parse_raw_response",
+        "seconds",
+        "totals",
+    )
+
+    def __init__(
+        self,
+        labels: tuple[str, str, str],
+        level: int,
+        parse_raw: Callable[[bytes], Message] | None,
+        parse_raw_response: Callable[[bytes], Message] | None,
+    ) -> None:
+        self.labels = labels
+        self.level = level
+        self.parse_raw = parse_raw
+        self.parse_raw_response = parse_raw_response
+        self.in_flight = RPC_IN_FLIGHT.labels(*labels)
+        self.seconds = RPC_SECONDS.labels(*labels)
+        self.totals: dict[str, Any] = {}
+
+    def total(self, code: str) -> Any:
+        child = self.totals.get(code)
+        if child is None:
+            child = self.totals[code] = RPC_TOTAL.labels(*self.labels, code)
+        return child
+
+    def ids(self, request: Any) -> dict[str, str]:
+        if isinstance(request, Message):
+            return _ids_of(request)
+        if self.parse_raw is not None and isinstance(request, bytes):
+            with contextlib.suppress(DecodeError):
+                return _ids_of(self.parse_raw(request))
+        return {}
+
+
+class RpcObserver(WrappingInterceptor):
     """Counts, times and logs every call of a grpc.aio server.
 
     `service` names the server in metrics and logs ("parser_svc", "gateway"). `raw_services`:
     for a server whose handlers get raw bytes (the gateway), the services whose requests may be
     decoded, cheaply, to log their job_id/batch_id. `tenant`: returns the caller's tenant after
     the handler ran (a context variable an inner interceptor set), or None.
+
+    The wrapped handler is built once per method (`WrappingInterceptor`). The peer, the ids and
+    the trailers are read only for what needs them: the access line (when its logger is
+    enabled for the method's level at the start of the call) and the reason of an error.
     """
 
     def __init__(
@@ -401,43 +455,28 @@ class RpcObserver(grpc.aio.ServerInterceptor):
         raw_services: Iterable[ServiceDescriptor] = (),
         tenant: Callable[[], str | None] | None = None,
     ) -> None:
+        super().__init__()
         self.service = service
         self._raw_requests, self._raw_responses = _raw_parsers(raw_services)
         self._tenant = tenant
         self._me = served_by()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        full: str = handler_call_details.method
-        return self._wrap(handler, full)
-
-    def _wrap(self, handler: Handler, full: str) -> Handler:
-        grpc_service, _, method = full.lstrip("/").rpartition("/")
-        labels = (self.service, grpc_service, method)
+    def wrap(self, handler: Handler, method: str) -> Handler:
+        grpc_service, _, name = method.lstrip("/").rpartition("/")
         level = logging.DEBUG if grpc_service.startswith(_QUIET_SERVICES) else logging.INFO
-        parse_raw = self._raw_requests.get(full)
-        parse_raw_response = self._raw_responses.get(full)
+        m = _Method(
+            (self.service, grpc_service, name),
+            level,
+            self._raw_requests.get(method),
+            self._raw_responses.get(method),
+        )
         observe = self._observe
-
-        def ids(request: Any) -> dict[str, str]:
-            if isinstance(request, Message):
-                return _ids_of(request)
-            if parse_raw is not None and isinstance(request, bytes):
-                with contextlib.suppress(DecodeError):
-                    return _ids_of(parse_raw(request))
-            return {}
 
         def unary(fn: Any) -> Any:
             async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 start = time.perf_counter()
-                peer = _peer(context)
-                RPC_IN_FLIGHT.labels(*labels).inc()
+                peer = _peer(context) if log.isEnabledFor(level) else None
+                m.in_flight.inc()
                 error: BaseException | None = None
                 response = None
                 try:
@@ -447,8 +486,7 @@ class RpcObserver(grpc.aio.ServerInterceptor):
                     error = err
                     raise
                 finally:
-                    found = ids(request) or _response_ids(response, parse_raw_response)
-                    observe(labels, level, context, start, error, {**found, **peer})
+                    observe(m, context, start, error, peer, request, response)
 
             return call
 
@@ -457,8 +495,8 @@ class RpcObserver(grpc.aio.ServerInterceptor):
                 request: Any, context: grpc.aio.ServicerContext[Any, Any]
             ) -> AsyncIterator[Any]:
                 start = time.perf_counter()
-                peer = _peer(context)
-                RPC_IN_FLIGHT.labels(*labels).inc()
+                peer = _peer(context) if log.isEnabledFor(level) else None
+                m.in_flight.inc()
                 error: BaseException | None = None
                 try:
                     async for item in fn(request, context):
@@ -467,61 +505,63 @@ class RpcObserver(grpc.aio.ServerInterceptor):
                     error = err
                     raise
                 finally:
-                    observe(labels, level, context, start, error, {**ids(request), **peer})
+                    observe(m, context, start, error, peer, request, _NO_RESPONSE)
 
             return call
 
-        kwargs = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary), **kwargs)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(stream(handler.unary_stream), **kwargs)
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(unary(handler.stream_unary), **kwargs)
-        return grpc.stream_stream_rpc_method_handler(stream(handler.stream_stream), **kwargs)
+        return rebuild_handler(handler, unary, stream)
 
     def _observe(
         self,
-        labels: tuple[str, str, str],
-        level: int,
+        m: _Method,
         context: grpc.aio.ServicerContext[Any, Any],
         start: float,
         error: BaseException | None,
-        ids: dict[str, str],
+        peer: dict[str, str] | None,
+        request: Any,
+        response: Any,
     ) -> None:
+        """`peer` None: no access line for this call. `response` _NO_RESPONSE: a stream."""
         seconds = time.perf_counter() - start
         code = _final_code(context, error)
-        RPC_IN_FLIGHT.labels(*labels).dec()
-        RPC_TOTAL.labels(*labels, code).inc()
-        RPC_SECONDS.labels(*labels).observe(seconds)
-        trailers = _trailing_metadata(context)
-        reason = _reason(trailers) if code != "OK" else ""
-        if code != "OK":
+        m.in_flight.dec()
+        m.total(code).inc()
+        m.seconds.observe(seconds)
+        labels = m.labels
+        if code == "OK":
+            if peer is None:
+                return
+            reason = ""
+            trailers = _trailing_metadata(context)
+        else:
+            trailers = _trailing_metadata(context)
+            reason = _reason(trailers)
             RPC_ERRORS.labels(*labels, code, reason).inc()
-        if not log.isEnabledFor(level):
-            return
+            if peer is None:
+                return
+        found = m.ids(request)
+        if not found and response is not _NO_RESPONSE:
+            found = _response_ids(response, m.parse_raw_response)
         extra: dict[str, Any] = {
             "event": "rpc",
             "method": labels[2],
             "code": code,
             "duration_ms": round(seconds * 1000, 2),
-            **ids,
+            **found,
+            **peer,
         }
         if reason:
             extra["reason"] = reason
         tenant = self._tenant() if self._tenant is not None else None
         if tenant:
             extra["tenant"] = tenant
-        upstream = [
-            str(v) for k, v in trailers if k == SERVED_BY_KEY and v != self._me
-        ]  # a proxy: the replica that answered
-        if upstream:
-            extra["upstream"] = upstream[0]
+        me = self._me
+        for key, value in trailers:
+            if key == SERVED_BY_KEY and value != me:  # a proxy: the replica that answered
+                extra["upstream"] = str(value)
+                break
         log.log(
-            level,
+            m.level,
             "%s %s %s%.1f ms",
             labels[2],
             code,
@@ -529,6 +569,9 @@ class RpcObserver(grpc.aio.ServerInterceptor):
             seconds * 1000,
             extra=extra,
         )
+
+
+_NO_RESPONSE = object()
 
 
 def _peer(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
