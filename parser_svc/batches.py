@@ -116,14 +116,16 @@ class Batches:
         keys = self.store.keys
 
         async def read() -> tuple[Any, list[Any]]:
-            meta = await self.store.client.hgetall(keys.batch_meta(batch_id))
-            if not meta:
-                return meta, []
-            total = int(meta[b"total"])
-            async with self.store.client.pipeline(transaction=False) as pipe:
-                for index in range(total):
+            total = await self.store.client.hget(keys.batch_meta(batch_id), "total")
+            if total is None:
+                return {}, []
+            # Counters and file records in one MULTI/EXEC: a snapshot where `completed` and
+            # the files' states disagree cannot be read (the update script moves both at once).
+            async with self.store.client.pipeline(transaction=True) as pipe:
+                pipe.hgetall(keys.batch_meta(batch_id))
+                for index in range(int(total)):
                     pipe.hgetall(keys.job(batch_file_id(batch_id, index)))
-                files = await pipe.execute()
+                meta, *files = await pipe.execute()
             return meta, files
 
         raw_meta, raw_files = await self.store.call(read)
