@@ -64,11 +64,16 @@ class JsonFormatter(logging.Formatter):
         super().__init__()
         self.service = service
         self.replica = socket.gethostname()
+        self._second = -1
+        self._second_text = ""
 
     def format(self, record: logging.LogRecord) -> str:
+        second = int(record.created)
+        if second != self._second:  # one strftime per second, not per line
+            self._second = second
+            self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": f"{self._second_text}.{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
             "msg": record.getMessage(),

@@ -12,12 +12,20 @@ from typing import Any
 
 from docparse.errors import DocparseError
 from docparse.serving import Handler, WrappingInterceptor, abort, rebuild_handler
-from docparse.tenancy import Caller, caller_from_metadata
+from docparse.tenancy import (
+    INTERNAL_TOKEN_KEY,
+    LIMITS_KEY,
+    TENANT_KEY,
+    Caller,
+    caller_from_metadata,
+)
 
 current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
     "docparse_caller", default=None
 )
 SCOPED_PREFIX = "/docparse.v1."
+_CALLER_KEYS = frozenset((TENANT_KEY, LIMITS_KEY, INTERNAL_TOKEN_KEY))
+_MAX_CALLERS = 1024
 
 
 def current_tenant() -> str | None:
@@ -34,16 +42,29 @@ class CallerInterceptor(WrappingInterceptor):
     def __init__(self, internal_token: str) -> None:
         super().__init__()
         self.internal_token = internal_token
+        self._callers: dict[tuple[Any, ...], Caller] = {}
+
+    def caller(self, metadata: Any) -> Caller:
+        """`caller_from_metadata`, memoized on the items it reads (token, tenant, limits): a
+        Caller is immutable and the gateway sends the same few all day. Refusals raise and are
+        not cached (random tokens can't fill it); at most 1,024 entries."""
+        key = tuple(item for item in metadata or () if item[0] in _CALLER_KEYS)
+        caller = self._callers.get(key)
+        if caller is None:
+            caller = caller_from_metadata(key, self.internal_token)
+            if len(self._callers) < _MAX_CALLERS:
+                self._callers[key] = caller
+        return caller
 
     def wrap(self, handler: Handler, method: str) -> Handler:
         if not method.startswith(SCOPED_PREFIX):
             return handler
-        token = self.internal_token
+        get_caller = self.caller
 
         def unary(fn: Any) -> Any:
             async def call(request: Any, context: Any) -> Any:
                 try:
-                    caller = caller_from_metadata(context.invocation_metadata() or (), token)
+                    caller = get_caller(context.invocation_metadata())
                 except DocparseError as err:
                     await abort(context, err)
                     return None
@@ -55,7 +76,7 @@ class CallerInterceptor(WrappingInterceptor):
         def stream(fn: Any) -> Any:
             async def call(request: Any, context: Any) -> Any:
                 try:
-                    caller = caller_from_metadata(context.invocation_metadata() or (), token)
+                    caller = get_caller(context.invocation_metadata())
                 except DocparseError as err:
                     await abort(context, err)
                     return
