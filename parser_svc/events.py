@@ -68,6 +68,7 @@ class EventHub:
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
+        self._wake = asyncio.Event()
         self._closed = False
         self._draining = False
         self.reconnects = 0
@@ -126,6 +127,8 @@ class EventHub:
 
     async def _send_subscribe(self, channel: str) -> None:
         async with asyncio.timeout(self._timeout_s):
+            if not self._connected.is_set():
+                self._wake.set()  # skip the reconnect backoff: someone is waiting
             await self._connected.wait()
             await self._pubsub.subscribe(channel)
 
@@ -175,8 +178,11 @@ class EventHub:
                 await self._disconnect()
                 self.reconnects += 1
                 observability.PUBSUB_RECONNECTS.inc()
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
+                # Back off, but reconnect at once when a watcher is waiting to subscribe.
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), backoff)
+                backoff = min(backoff * 2, 1.0)
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         kind = message.get("type")

@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -288,11 +289,18 @@ def test_redis_restart_loses_no_queued_or_running_job(stack: LocalStack) -> None
     assert stack.redis is not None
     gateway = stack.gateway_addresses[0]
     pids = [child.pid for child in stack.parsers + stack.gateways]
-    # 8 jobs for 6 worker slots: some run, some wait in the queue.
-    jobs = [submit(gateway, make_pdf(20, f"restart{i}"), f"restart{i}.pdf") for i in range(8)]
-    eventually(lambda: progressed(gateway, jobs[0].job_id, 2), 60, "the first job running")
-    states = [status(gateway, job.job_id).state for job in jobs]
-    assert job_pb2.STATE_QUEUED in states and job_pb2.STATE_RUNNING in states
+    # 8 jobs of 6 s each for 6 worker slots, submitted together: some run, some wait.
+    documents = [make_pdf(60, f"restart{i}") for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        jobs = list(pool.map(lambda i: submit(gateway, documents[i], f"restart{i}.pdf"), range(8)))
+
+    def running_and_queued() -> bool:
+        records = [status(gateway, job.job_id) for job in jobs]
+        return any(
+            r.state == job_pb2.STATE_RUNNING and r.progress.done >= 2 for r in records
+        ) and any(r.state == job_pb2.STATE_QUEUED for r in records)
+
+    eventually(running_and_queued, 60, "jobs running (with progress) and jobs queued")
 
     stack.redis.stop()  # SIGTERM: redis-server fsyncs its AOF on the way out
     stack.redis.start()
