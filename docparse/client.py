@@ -153,7 +153,9 @@ class Client:
                 self._sleep(min(waiter.on_error(err), max(0.0, left)))
         return waiter.outcome()
 
-    def _watch_once(self, job_id: str, after_version: int, timeout: float) -> Iterator[job_pb2.Job]:
+    def _watch_once(
+        self, job_id: str, after_version: int, timeout: float | None
+    ) -> Iterator[job_pb2.Job]:
         request = parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after_version)
         for event in self.transport.stream("WatchJob", request, timeout):
             if event.HasField("job"):
@@ -167,7 +169,7 @@ class Client:
         failures = 0
         while True:
             try:
-                for job in self._watch_once(job_id, last, timeout=None):  # type: ignore[arg-type]
+                for job in self._watch_once(job_id, last, timeout=None):
                     if job.version <= last:
                         continue
                     failures, last = 0, job.version
