@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +41,17 @@ def big_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     stack.start()
     yield stack
     stack.stop()
+
+
+def auth_env(keys: dict[str, object], token: str) -> dict[str, str]:
+    """A stack that requires API keys: the gateway's keys and the secret it shares with
+    parser_svc (each side reads its own variable)."""
+    return {
+        "DOCPARSE_GATEWAY_AUTH": "required",
+        "DOCPARSE_GATEWAY_API_KEYS": json.dumps(keys),
+        "DOCPARSE_GATEWAY_INTERNAL_TOKEN": token,
+        "DOCPARSE_INTERNAL_TOKEN": token,
+    }
 
 
 def make_stack(path: Path, **kwargs: object) -> LocalStack:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import json
 import os
 import subprocess
 import sys
@@ -23,8 +22,8 @@ from docparse.embedded_redis import free_port
 from docparse.stack import LocalStack, wait_serving
 from docparse.tenancy import key_digest
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
-from tests.conftest import make_stack
-from tests.helpers import make_pdf, rpc_error
+from tests.conftest import auth_env, make_stack
+from tests.helpers import make_pdf, rpc_error, stub
 
 TOKEN = "internal-secret-for-tests"
 A, B = (("authorization", "Bearer key-of-a"),), (("x-api-key", "key-of-b"),)
@@ -43,19 +42,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         tmp_path_factory.mktemp("auth"),
         replicas=2,
         gateways=1,
-        extra_env={
-            "DOCPARSE_GATEWAY_AUTH": "required",
-            "DOCPARSE_GATEWAY_API_KEYS": json.dumps(KEYS),
-            "DOCPARSE_GATEWAY_INTERNAL_TOKEN": TOKEN,
-            "DOCPARSE_INTERNAL_TOKEN": TOKEN,
-        },
+        extra_env=auth_env(KEYS, TOKEN),
     ) as running:
         yield running
-
-
-def stub(address: str) -> tuple[grpc.Channel, parser_service_pb2_grpc.ParserServiceStub]:
-    channel = grpc.insecure_channel(address)
-    return channel, parser_service_pb2_grpc.ParserServiceStub(channel)
 
 
 def finished(s: parser_service_pb2_grpc.ParserServiceStub, job_id: str) -> job_pb2.Job:
@@ -258,9 +247,7 @@ def test_gateway_serves_tls(stack: LocalStack, tmp_path: Path) -> None:
         "DOCPARSE_GATEWAY_LISTEN": address,
         "DOCPARSE_GATEWAY_HTTP_LISTEN": "",
         "DOCPARSE_GATEWAY_BACKENDS": ",".join(stack.parser_addresses),
-        "DOCPARSE_GATEWAY_AUTH": "required",
-        "DOCPARSE_GATEWAY_API_KEYS": json.dumps(KEYS),
-        "DOCPARSE_GATEWAY_INTERNAL_TOKEN": TOKEN,
+        **auth_env(KEYS, TOKEN),
         "DOCPARSE_GATEWAY_TLS_CERT_FILE": str(cert),
         "DOCPARSE_GATEWAY_TLS_KEY_FILE": str(key),
     }

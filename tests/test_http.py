@@ -19,7 +19,7 @@ import pytest
 from docparse.stack import LocalStack
 from docparse.tenancy import key_digest
 from tests import fixtures
-from tests.conftest import make_stack
+from tests.conftest import auth_env, make_stack
 from tests.helpers import eventually, make_pdf
 
 PAGE_DELAY_MS = 50
@@ -223,10 +223,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         replicas=1,
         gateways=1,
         extra_env={
-            "DOCPARSE_GATEWAY_AUTH": "required",
-            "DOCPARSE_GATEWAY_API_KEYS": json.dumps(KEYS),
-            "DOCPARSE_GATEWAY_INTERNAL_TOKEN": TOKEN,
-            "DOCPARSE_INTERNAL_TOKEN": TOKEN,
+            **auth_env(KEYS, TOKEN),
             "DOCPARSE_PARSE_PAGE_DELAY_MS": str(PAGE_DELAY_MS),
             "DOCPARSE_MAX_CONNECTION_AGE_MS": "1000",
             "DOCPARSE_MAX_CONNECTION_AGE_GRACE_MS": "200",

@@ -12,10 +12,11 @@ import grpc
 import pytest
 import redis
 
+from docparse.errors import DocparseError
 from docparse.stack import LocalStack
-from docparse.v1 import job_pb2, parser_service_pb2
+from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from tests.conftest import make_stack
-from tests.helpers import make_pdf, rpc_error, stub, submit, wait_terminal
+from tests.helpers import eventually, make_pdf, rpc_error, stub, submit, wait_terminal
 
 DEADLINE_S = 5.0
 
@@ -99,6 +100,17 @@ def test_outage_answers_unavailable_and_recovers_without_restart(stack: LocalSta
     assert wait_terminal(gateway, after.job_id).state == job_pb2.STATE_SUCCEEDED
 
 
+def _status_error(
+    s: parser_service_pb2_grpc.ParserServiceStub, job_id: str
+) -> DocparseError | None:
+    """The error GetStatus answers for `job_id`, or None while it still answers a record."""
+    try:
+        s.GetStatus(parser_service_pb2.GetStatusRequest(job_id=job_id), timeout=5)
+    except grpc.RpcError as err:
+        return DocparseError.from_rpc_error(err)
+    return None
+
+
 def test_unknown_job_is_not_found_and_expired_job_says_so(short_retention: LocalStack) -> None:
     gateway = short_retention.gateway_addresses[0]
     channel, s = stub(gateway)
@@ -112,17 +124,7 @@ def test_unknown_job_is_not_found_and_expired_job_says_so(short_retention: Local
         final = wait_terminal(gateway, job.job_id)
         assert final.state == job_pb2.STATE_SUCCEEDED
         # Retention is 2 s in this stack: poll until the record is gone (a condition).
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                s.GetStatus(parser_service_pb2.GetStatusRequest(job_id=job.job_id), timeout=5)
-            except grpc.RpcError as err:
-                from docparse.errors import DocparseError
-
-                expired = DocparseError.from_rpc_error(err)
-                break
-            assert time.monotonic() < deadline, "the record never expired"
-            time.sleep(0.2)
+        expired = eventually(lambda: _status_error(s, job.job_id), 30, "the record to expire")
     assert (expired.code, expired.reason) == (grpc.StatusCode.NOT_FOUND, "JOB_EXPIRED")
     expire_ms = int(expired.metadata["expire_time_ms"])
     assert expire_ms == final.expire_time.ToMilliseconds()
