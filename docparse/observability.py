@@ -156,6 +156,14 @@ JOBS_RETRIED = Counter(
 PARSE_SECONDS = Histogram(
     "docparse_parse_seconds",
     "Wall-clock seconds of one parse subprocess, by detected content type",
+SWEEPER_REPAIRS = Counter(
+    "docparse_sweeper_repairs_total",
+    "What the sweeper repaired: jobs created but never queued (a lost reply or a replica that "
+    "died between create and enqueue) that it enqueued, and uploads of jobs that were never "
+    "created or have ended that it deleted",
+    ["kind"],
+    registry=None,
+)
     ["content_type"],
     buckets=_PARSE_BUCKETS,
     registry=None,
@@ -197,6 +205,7 @@ PARSER_METRICS: tuple[Collector, ...] = (
     PARSE_SECONDS,
     QUEUE_JOBS,
     WATCH_STREAMS,
+    SWEEPER_REPAIRS,
     REDIS_ERRORS,
     PUBSUB_RECONNECTS,
 )

@@ -8,6 +8,7 @@ that the update script moves in the same atomic step as each file's terminal tra
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -15,14 +16,15 @@ from typing import Any
 
 import grpc
 
+from docparse import observability
 from docparse.errors import DocparseError
 from docparse.tenancy import DEFAULT_TENANT
-from docparse.v1 import parser_service_pb2
+from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.callers import current_tenant
 from parser_svc.events import CLOSING, EventHub, shutting_down
 from parser_svc.keys import batch_file_id
 from parser_svc.records import decode_hash, is_terminal, record_to_job
-from parser_svc.store import JobStore, now_ms
+from parser_svc.store import JobStore
 from parser_svc.submit import Submitter, invalid
 
 MAX_FILES = 1000
@@ -48,69 +50,76 @@ class Batches:
         files: Sequence[parser_service_pb2.BatchFile],
         request_id: str = "",
     ) -> parser_service_pb2.Batch:
+        """Validates every file, stores the uploads, then creates the batch and all its file
+        records in one atomic script, and enqueues the files. A retry with the same request_id
+        gets the whole first batch (never a part of one); see docs/operations.md."""
         tenant = current_tenant() or DEFAULT_TENANT
         if not files:
             raise invalid("EMPTY_BATCH", "a batch needs at least one file")
         if len(files) > MAX_FILES:
             raise invalid("TOO_MANY_FILES", f"a batch holds at most {MAX_FILES} files")
+        records: list[dict[str, str]] = []
         for index, item in enumerate(files):  # all or nothing: reject before creating any
             try:
-                self.submitter.validate(item.content)
+                content_type = self.submitter.validate(item.content)
             except DocparseError as err:
-                err.metadata.update({"file_index": str(index), "file_name": item.file_name})
-                err.message = f"file {index} ({item.file_name!r}): {err.message}"
-                raise
+                raise DocparseError(
+                    err.code,
+                    err.reason,
+                    f"file {index} ({item.file_name!r}): {err.message}",
+                    {**err.metadata, "file_index": str(index), "file_name": item.file_name},
+                ) from None
+            records.append(
+                {
+                    "file_name": item.file_name[:512],
+                    "content_sha256": hashlib.sha256(item.content).hexdigest(),
+                    "content_type": content_type,
+                    "size_bytes": str(len(item.content)),
+                }
+            )
         await self.submitter.check_rate(len(files))
         batch_id = uuid.uuid4().hex
-        if request_id:
-            first = await self._claim_request(tenant, request_id, batch_id)
-            if first != batch_id:
-                return await self.get(first)
-        await self._create_meta(batch_id, len(files), tenant)
-        for index, item in enumerate(files):
-            request = parser_service_pb2.SubmitJobRequest(
-                file_name=item.file_name, content=item.content
+        job_ids = [batch_file_id(batch_id, index) for index in range(len(files))]
+        blobs = self.submitter.blobs
+        for job_id, item in zip(job_ids, files, strict=True):
+            await asyncio.to_thread(blobs.put_input, job_id, item.content)
+        digest = hashlib.sha256(
+            "".join(f"{r['file_name']}\0{r['content_sha256']}\n" for r in records).encode()
+        ).hexdigest()
+        request_key = self.store.keys.batch_request(tenant, request_id) if request_id else ""
+        try:
+            created = await self.store.create_batch(
+                batch_id, tenant, records, request_key=request_key, digest=digest
             )
-            await self.submitter.submit(
-                request, batch_id=batch_id, job_id=batch_file_id(batch_id, index)
-            )
-        return await self.get(batch_id)
-
-    async def _claim_request(self, tenant: str, request_id: str, batch_id: str) -> str:
-        key = self.store.keys.batch_request(tenant, request_id)
-        ttl_ms = self.store.settings.request_id_ttl_s * 1000
-
-        async def claim() -> str:
-            if await self.store.client.set(key, batch_id, nx=True, px=ttl_ms):
-                return batch_id
-            first = await self.store.client.get(key)
-            return first.decode() if isinstance(first, bytes) else str(first)
-
-        return await self.store.call(claim)
-
-    async def _create_meta(self, batch_id: str, total: int, tenant: str) -> None:
-        s = self.store.settings
-        key = self.store.keys.batch_meta(batch_id)
-
-        async def write() -> None:
-            async with self.store.client.pipeline(transaction=True) as pipe:
-                pipe.hset(
-                    key,
-                    mapping={
-                        "batch_id": batch_id,
-                        "tenant": tenant,
-                        "total": total,
-                        "completed": 0,
-                        "succeeded": 0,
-                        "failed": 0,
-                        "cancelled": 0,
-                        "create_ms": now_ms(),
-                    },
+        except DocparseError as err:
+            if err.code != grpc.StatusCode.UNAVAILABLE:  # else: the sweeper decides
+                for job_id in job_ids:
+                    blobs.delete_upload(job_id)
+            raise
+        if not created.created:
+            for job_id in job_ids:
+                blobs.delete_upload(job_id)
+            if created.status == "CONFLICT":
+                raise invalid(
+                    "REQUEST_ID_REUSED",
+                    f"request_id {request_id!r} was used for other files (batch {created.job_id})",
                 )
-                pipe.pexpire(key, (s.queued_ttl_s + s.retention_s) * 1000)
-                await pipe.execute()
-
-        await self.store.call(write)
+            batch = await self.get(created.job_id)
+            # The first call may have lost its reply before enqueueing: enqueue what waits.
+            queued = [job.job_id for job in batch.jobs if job.state == job_pb2.STATE_QUEUED]
+            await self.submitter.enqueue(queued)
+            return batch
+        for job_id, record in zip(job_ids, records, strict=True):
+            observability.job_created(
+                job_id,
+                tenant=tenant,
+                content_type=record["content_type"],
+                size_bytes=int(record["size_bytes"]),
+                batch_id=batch_id,
+                file_name=record["file_name"],
+            )
+        await self.submitter.enqueue(job_ids)
+        return await self.get(batch_id)
 
     async def get(self, batch_id: str) -> parser_service_pb2.Batch:
         keys = self.store.keys
@@ -145,11 +154,21 @@ class Batches:
         )
         batch.create_time.FromMilliseconds(int(meta["create_ms"]))
         for index, raw in enumerate(raw_files):
-            job = record_to_job(decode_hash(raw))
-            if not raw:  # expired ahead of the meta record: say which file it was
-                job.job_id = batch_file_id(batch_id, index)
-            batch.jobs.append(job)
-        batch.version = sum(job.version for job in batch.jobs)
+            if raw:
+                batch.jobs.append(record_to_job(decode_hash(raw)))
+                continue
+            # A file record gone while its batch lives: it waited in the queue past its TTL
+            # (files of a batch otherwise live as long as the batch). It will never end, so
+            # the batch reports it as ended: FAILED JOB_EXPIRED.
+            job = batch.jobs.add(job_id=batch_file_id(batch_id, index), batch_id=batch_id)
+            job.state = job_pb2.STATE_FAILED
+            job.error.reason = "JOB_EXPIRED"
+            job.error.message = "the file's record expired before it ran"
+            batch.completed += 1
+            batch.failed += 1
+        # The batch's own version counter moves with every file write (same script), so it
+        # never goes back when files expire; older batches without it sum their files'.
+        batch.version = int(meta.get("version") or sum(job.version for job in batch.jobs))
         return batch
 
     async def watch(
@@ -170,7 +189,7 @@ class Batches:
                 if batch.version > last:
                     yield parser_service_pb2.WatchBatchResponse(batch=batch)
                     last, last_sent = batch.version, time.monotonic()
-                if batch.completed >= batch.total and all(is_terminal(j) for j in batch.jobs):
+                if all(is_terminal(job) for job in batch.jobs):
                     return
                 wait = max(0.0, min(resync_s, last_sent + heartbeat_s - time.monotonic()))
                 try:

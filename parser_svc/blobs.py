@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import os
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -37,7 +38,7 @@ class BlobStore:
         return key
 
     def put_input(self, job_id: str, data: bytes) -> str:
-        return self._write(f"{self.env}/inputs/{job_id}", data)
+        return self._write(self.input_key(job_id), data)
 
     def put_result(self, job_id: str, attempt: int, sha256: str, data: bytes) -> str:
         """Stores a result compressed; the attempt in the name keeps a retry from clobbering."""
@@ -88,6 +89,32 @@ class BlobStore:
 
     def delete_secret(self, job_id: str) -> None:
         self.delete(self.secret_key(job_id))
+
+    def input_key(self, job_id: str) -> str:
+        return f"{self.env}/inputs/{job_id}"
+
+    def delete_upload(self, job_id: str) -> None:
+        """The upload and its password file, if any."""
+        self.delete(self.input_key(job_id))
+        self.delete_secret(job_id)
+
+    def uploads_older_than(self, age_s: float, limit: int) -> list[str]:
+        """Job ids of up to `limit` stored uploads last written more than `age_s` ago."""
+        folder = self.path(f"{self.env}/inputs")
+        cutoff = time.time() - age_s
+        found: list[str] = []
+        for entry in os.scandir(folder) if folder.is_dir() else ():
+            name = entry.name
+            if name.startswith(".") or name.endswith(".secret"):
+                continue
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    found.append(name)
+            except FileNotFoundError:
+                continue
+            if len(found) >= limit:
+                break
+        return found
 
     # Assets (images of a reading package): `{env}/assets/{job_id}/{asset_id}`. Asset ids are
     # content-derived, so a retried parse writes the same names with the same bytes.

@@ -55,6 +55,24 @@ class Keys:
     def batch_channel(self, batch_id: str) -> str:
         return f"{self.prefix}:batch:{{{batch_id}}}:events"
 
+    def batch_files(self, batch_id: str) -> str:
+        """The prefix of a batch's file records: append the file's index."""
+        return f"{self.job_key_prefix}{{{batch_id}}}-"
+
+    @property
+    def batch_key_prefix(self) -> str:
+        return f"{self.prefix}:batch:"
+
+    @property
+    def pending(self) -> str:
+        """Sorted set of jobs created but not yet seen in the queue (score: create time, ms).
+        The sweeper enqueues what a lost reply or a dead replica left out (sweeper.py)."""
+        return f"{self.prefix}:pending"
+
+    @property
+    def sweeper_lease(self) -> str:
+        return f"{self.prefix}:sweeper"
+
     def batch_of(self, job_id: str) -> str:
         """The batch meta key a job reports to, or '' for a job outside any batch."""
         batch_id = batch_id_of(job_id)
@@ -78,9 +96,13 @@ class Keys:
     def job_key_prefix(self) -> str:
         return f"{self.prefix}:job:"
 
+    def queue_job(self, queue: str, job_id: str) -> str:
+        """BullMQ's hash of a queue job: it exists from the add until BullMQ removes the job."""
+        return f"{self.queue_prefix}:{queue}:{job_id}"
+
     def queue_lock(self, queue: str, job_id: str) -> str:
         """BullMQ's lock key for a queue job (its value is the holder's token)."""
-        return f"{self.queue_prefix}:{queue}:{job_id}:lock"
+        return f"{self.queue_job(queue, job_id)}:lock"
 
     @property
     def queue_prefix(self) -> str:

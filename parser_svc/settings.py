@@ -56,6 +56,13 @@ class Settings(BaseSettings):
     max_attempts: int = 3
     # First retry delay; doubles per attempt.
     retry_backoff_ms: int = 1000
+    # The sweeper (one worker replica at a time, under a lease): every `sweep_interval_s` it
+    # enqueues jobs created more than `sweep_enqueue_after_s` ago that the queue does not have
+    # (a lost reply or a replica that died between create and enqueue), and deletes uploads
+    # older than `sweep_uploads_after_s` whose job was never created or has ended.
+    sweep_interval_s: float = 5.0
+    sweep_enqueue_after_s: float = 10.0
+    sweep_uploads_after_s: float = 600.0
     # Testing and demo aid: the parse child pauses this long after each page. Keep 0.
     parse_page_delay_ms: int = 0
     # Fault injection for tests: a parse child whose document contains these bytes kills

@@ -35,11 +35,12 @@ from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import job_pb2
 from parser_svc.callers import current_tenant
 from parser_svc.keys import Keys, batch_id_of
+from parser_svc.lifetimes import Lifetimes
 from parser_svc.records import decode_hash, record_to_job
 from parser_svc.settings import Settings
 
 T = TypeVar("T")
-WriteStatus = Literal["OK", "NOOP", "NOT_FOUND", "TERMINAL", "FENCED", "BAD_PATCH", "EXISTS"]
+WriteStatus = Literal["OK", "DONE", "NOOP", "NOT_FOUND", "TERMINAL", "FENCED", "BAD_PATCH"]
 _UNAVAILABLE_ERRORS = (
     RedisConnectionError,
     RedisTimeoutError,
@@ -54,6 +55,9 @@ _UNAVAILABLE_ERRORS = (
 class CreateResult:
     status: Literal["OK", "REPLAY", "CONFLICT", "JOINED", "EXISTS"]
     job_id: str
+    # This call's own create took effect: OK, or a re-run (after a lost reply) that found the
+    # job this very call made. The caller then goes on as if it had seen OK.
+    created: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,9 @@ class WriteResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "OK"
+        """The write is in: it took effect now (OK), or it had already taken effect and this
+        was a re-run after its reply was lost (DONE)."""
+        return self.status in ("OK", "DONE")
 
 
 class LuaScript:
@@ -84,6 +90,7 @@ class LuaScript:
 
 
 CREATE_JOB = LuaScript("create_job.lua")
+CREATE_BATCH = LuaScript("create_batch.lua")
 UPDATE_JOB = LuaScript("update_job.lua")
 
 
@@ -111,6 +118,7 @@ class JobStore:
         self.client = client
         self.settings = settings
         self.keys = Keys(settings.env)
+        self.ttl = Lifetimes.of(settings)
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Runs `fn` against Redis with the store's deadline and error mapping."""
@@ -139,25 +147,67 @@ class JobStore:
     ) -> CreateResult:
         """Creates the job, or answers with the job an earlier request already made:
         REPLAY (same request key, same content), CONFLICT (same request key, other content),
-        JOINED (the same upload is still queued or running)."""
-        s = self.settings
+        JOINED (the same upload is still queued or running). `created` is set when the job
+        `job_id` exists because of this call, also when a retry of the script (its first reply
+        was lost) answers REPLAY, JOINED or EXISTS with that very id."""
+        ttl = self.ttl
         args: list[str | bytes | int] = [
             self.keys.job_channel(job_id),
             now_ms(),
-            s.queued_ttl_s * 1000,
-            s.tombstone_s * 1000,
-            s.request_id_ttl_s * 1000,
+            ttl.queued_ms,
+            ttl.tombstone_ms,
+            ttl.request_ms,
             fields.get("content_sha256", ""),
             self.keys.job_key_prefix,
             job_id,
         ]
         for name, value in {"job_id": job_id, **fields}.items():
             args += [name, value]
-        keys = [self.keys.job(job_id), self.keys.tombstone(job_id), request_key, dedupe_key]
+        keys = [
+            self.keys.job(job_id),
+            self.keys.tombstone(job_id),
+            request_key,
+            dedupe_key,
+            self.keys.pending,
+        ]
         reply = await self.call(lambda: CREATE_JOB(self.client, keys, args))
-        status = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
-        other = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
-        return CreateResult(status, other)  # type: ignore[arg-type]
+        status, other = _text(reply[0]), _text(reply[1])
+        return CreateResult(status, other, created=other == job_id)  # type: ignore[arg-type]
+
+    async def create_batch(
+        self,
+        batch_id: str,
+        tenant: str,
+        files: list[dict[str, str]],
+        *,
+        request_key: str = "",
+        digest: str = "",
+    ) -> CreateResult:
+        """Creates the batch meta record and one QUEUED record per file in one step, or answers
+        with the batch an earlier request with the same request key made (REPLAY, or CONFLICT
+        for other content). Each file dict holds file_name, content_sha256, content_type and
+        size_bytes."""
+        ttl = self.ttl
+        args: list[str | bytes | int] = [
+            now_ms(),
+            ttl.queued_ms,
+            ttl.retention_ms,
+            ttl.tombstone_ms,
+            ttl.request_ms,
+            digest,
+            self.keys.batch_files(batch_id),
+            batch_id,
+            self.keys.batch_key_prefix,
+            tenant,
+            len(files),
+        ]
+        for item in files:
+            args += [item["file_name"], item["content_sha256"], item["content_type"]]
+            args.append(item["size_bytes"])
+        keys = [self.keys.batch_meta(batch_id), request_key, self.keys.pending]
+        reply = await self.call(lambda: CREATE_BATCH(self.client, keys, args))
+        status, other = _text(reply[0]), _text(reply[1])
+        return CreateResult(status, other, created=other == batch_id)  # type: ignore[arg-type]
 
     async def get(self, job_id: str) -> job_pb2.Job:
         """The current record; NOT_FOUND with JOB_EXPIRED when only the tombstone is left.
@@ -213,7 +263,8 @@ class JobStore:
         inline: bytes = b"",
         lock_key: str = "",
     ) -> WriteResult:
-        s = self.settings
+        ttl = self.ttl
+        batch_id = batch_id_of(job_id)
         batch_meta = self.keys.batch_of(job_id)
         keys = [
             self.keys.job(job_id),
@@ -227,12 +278,14 @@ class JobStore:
             fence,
             now_ms(),
             self.keys.job_channel(job_id),
-            s.running_ttl_s * 1000,
-            s.retention_s * 1000,
-            s.tombstone_s * 1000,
+            ttl.running_ms,
+            ttl.retention_ms,
+            ttl.tombstone_ms,
             json.dumps(patch),
             inline,
-            self.keys.batch_channel(batch_id_of(job_id)) if batch_meta else "",
+            self.keys.batch_channel(batch_id) if batch_id else "",
+            ttl.queued_ms,
+            self.keys.batch_files(batch_id) if batch_id else "",
         ]
         reply = await self.call(lambda: UPDATE_JOB(self.client, keys, args))
         return _write_result(reply)
@@ -245,6 +298,18 @@ class JobStore:
         (value `lock_token`) may claim."""
         patch: dict[str, str | int] = {"stage": "opening", "lock_token": lock_token}
         return await self._update(job_id, "claim", fence, patch, lock_key=lock_key)
+
+    async def give_up(
+        self, job_id: str, fence: str, reason: str, message: str, *, lock_key: str, lock_token: str
+    ) -> WriteResult:
+        """The queue will not run the job again: end it FAILED unless it already ended. Only
+        the holder of the queue lock may; a re-run answers DONE."""
+        patch: dict[str, str | int] = {
+            "err_reason": reason,
+            "err_message": message,
+            "lock_token": lock_token,
+        }
+        return await self._update(job_id, "give_up", fence, patch, lock_key=lock_key)
 
     async def release(self, job_id: str, fence: str) -> WriteResult:
         """The owner gives the job back for another attempt (QUEUED, stage 'retrying')."""
@@ -277,6 +342,9 @@ class JobStore:
         return await self._update(job_id, "finish", fence, {"state": state, **fields}, inline)
 
 
+def _text(value: bytes | int) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _write_result(reply: list[bytes | int]) -> WriteResult:
-    status = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
-    return WriteResult(status=status, version=int(reply[1]))  # type: ignore[arg-type]
+    return WriteResult(status=_text(reply[0]), version=int(reply[1]))  # type: ignore[arg-type]

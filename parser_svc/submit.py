@@ -119,26 +119,28 @@ class Submitter:
                 {"retry_after_s": str(retry_after)},
             )
 
-    async def submit(
-        self,
-        request: parser_service_pb2.SubmitJobRequest,
-        *,
-        batch_id: str = "",
-        job_id: str = "",
-    ) -> job_pb2.Job:
+    async def submit(self, request: parser_service_pb2.SubmitJobRequest) -> job_pb2.Job:
+        """Creates the job (or answers with the job an earlier request made) and enqueues it.
+
+        Every step is safe to retry after an unknown outcome (docs/operations.md, "Retry
+        semantics"): the create script recognises its own job on a re-run; enqueueing is
+        idempotent (the queue job id is the job id) and is repeated whenever a submit answers
+        with a job that is still QUEUED; what a lost reply or a dead replica left unqueued, the
+        sweeper enqueues (parser_svc/sweeper.py); an upload whose create may or may not have run
+        is kept for the sweeper to enqueue or delete.
+        """
         caller = current_caller.get()
         tenant = caller.tenant if caller else DEFAULT_TENANT
         content = request.content
         content_type = self.validate(content)
-        if not batch_id:  # a batch is counted once, for all its files
-            await self.check_rate()
+        await self.check_rate()
         sha256 = hashlib.sha256(content).hexdigest()
         keys = self.store.keys
         request_key = keys.request(tenant, request.request_id) if request.request_id else ""
         # Password-protected uploads are never joined: another caller's password may differ.
         dedupe_key = (
             ""
-            if request.password or batch_id
+            if request.password
             else keys.active_upload(tenant, f"{PARSER_VERSION}\0{content_type}\0{sha256}")
         )
         fields = {
@@ -147,11 +149,11 @@ class Submitter:
             "content_type": content_type,
             "size_bytes": str(len(content)),
             "tenant": tenant,
-            "batch_id": batch_id,
+            "batch_id": "",
         }
         async with self._gates.hold(dedupe_key or request_key or sha256):
-            job_id = job_id or uuid.uuid4().hex
-            input_key = await asyncio.to_thread(self.blobs.put_input, job_id, content)
+            job_id = uuid.uuid4().hex
+            await asyncio.to_thread(self.blobs.put_input, job_id, content)
             if request.password:
                 # Beside the input, owner-only; never in the record. Deleted when the parse ends.
                 await asyncio.to_thread(self.blobs.put_secret, job_id, request.password)
@@ -159,13 +161,14 @@ class Submitter:
                 created = await self.store.create(
                     job_id, fields, request_key=request_key, dedupe_key=dedupe_key
                 )
-            except DocparseError:
-                self.blobs.delete(input_key)
-                self.blobs.delete_secret(job_id)
+            except DocparseError as err:
+                if err.code != grpc.StatusCode.UNAVAILABLE:
+                    self.blobs.delete_upload(job_id)
+                # UNAVAILABLE: the create may have run. Keep the upload; the sweeper enqueues
+                # the job if it exists, or deletes the upload if it does not.
                 raise
-            if created.status != "OK":
-                self.blobs.delete(input_key)
-                self.blobs.delete_secret(job_id)
+            if not created.created:
+                self.blobs.delete_upload(job_id)
                 if created.status == "CONFLICT":
                     raise invalid(
                         "REQUEST_ID_REUSED",
@@ -178,30 +181,36 @@ class Submitter:
                     created.status,
                     extra={"event": "job.joined", "job_id": created.job_id, "tenant": tenant},
                 )
-                return await self.store.get(created.job_id)
+                job = await self.store.get(created.job_id)
+                if job.state == job_pb2.STATE_QUEUED:
+                    # Its first submit may have lost the reply before enqueueing: enqueue again
+                    # (a no-op when the queue has it).
+                    await self.enqueue([job.job_id])
+                return job
         observability.job_created(
             job_id,
             tenant=tenant,
             content_type=content_type,
             size_bytes=len(content),
-            batch_id=batch_id,
+            batch_id="",
             file_name=fields["file_name"],
         )
-        await self._enqueue(job_id)
+        await self.enqueue([job_id])
         return await self.store.get(job_id)
 
-    async def _enqueue(self, job_id: str) -> None:
-        try:
-            await self.queue.enqueue(job_id)
-        except DocparseError:
-            # The record exists but no worker will see it: end it so nobody waits forever.
-            with contextlib.suppress(DocparseError):
-                await self.store.finish(
-                    job_id, "", "FAILED",
-                    {"err_reason": "ENQUEUE_FAILED", "err_message": "the queue was unreachable"},
-                )  # fmt: skip
-                observability.job_finished(job_id, "FAILED", "ENQUEUE_FAILED")
-            raise
+    async def enqueue(self, job_ids: list[str]) -> None:
+        """Adds the jobs to the queue; idempotent. A failure is left to the sweeper, which
+        enqueues every created job the queue does not have: the job exists and will run."""
+        for job_id in job_ids:
+            try:
+                await self.queue.enqueue(job_id)
+            except DocparseError as err:
+                log.warning(
+                    "enqueue of job %s failed (%s); the sweeper will enqueue it",
+                    job_id,
+                    err.reason,
+                    extra={"event": "job.enqueue_deferred", "job_id": job_id},
+                )
 
 
 async def receive_upload(

@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from bullmq import Worker
@@ -30,12 +30,14 @@ from bullmq.custom_errors import UnrecoverableError
 from docparse import observability
 from docparse.errors import DocparseError
 from parser_svc.blobs import BlobStore
-from parser_svc.queue import bullmq_options
+from parser_svc.queue import JobQueue, bullmq_options
 from parser_svc.sandbox import Limits, Outcome, run_parse
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, WriteResult
+from parser_svc.store import JobStore
+from parser_svc.sweeper import Sweeper
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 RETRYABLE_REASONS = frozenset({"PARSER_CRASHED", "WORKER_LOST"})
 
 
@@ -53,6 +55,8 @@ class ParseWorker:
         self.store = store
         self.blobs = blobs
         self._worker: Worker | None = None
+        self._queue: JobQueue | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         s = self.settings
@@ -66,10 +70,19 @@ class ParseWorker:
             "runRetryDelay": 1000,
         }
         self._worker = Worker(s.queue_name, self._process, opts)
+        self._queue = JobQueue(s)
+        sweeper = Sweeper(s, self.store, self._queue, self.blobs)
+        self._sweeper = asyncio.get_running_loop().create_task(sweeper.run())
 
     async def close(self, timeout_s: float) -> None:
         """Stops taking jobs and waits up to `timeout_s` for in-flight ones; what is still
         running then is abandoned to the lock expiry, and another replica takes it over."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        if self._queue is not None:
+            await self._queue.close()
         if self._worker is None:
             return
         try:
@@ -82,13 +95,52 @@ class ParseWorker:
         job_id = str(queue_job.data["job_id"])
         fence = f"{token}:{queue_job.attemptsMade}"
         lock_key = self.store.keys.queue_lock(self.settings.queue_name, job_id)
-        claim = await self.store.claim(job_id, fence, lock_key=lock_key, lock_token=token)
+        attempts = int(queue_job.opts.get("attempts") or self.settings.max_attempts)
+        # BullMQ runs the job again only if this execution fails and was not its last.
+        last_try = queue_job.attemptsMade + 1 >= attempts
+        try:
+            return await self._execute(job_id, fence, lock_key, token, last_try)
+        except (RetryableFailure, UnrecoverableError):
+            raise
+        except Exception as err:
+            if last_try:
+                # The queue gives up on the job after this: its record must end too, or it
+                # would read QUEUED or RUNNING until it expires.
+                await self._give_up(job_id, fence, lock_key, token, err)
+            raise
+
+    async def _give_up(
+        self, job_id: str, fence: str, lock_key: str, token: str, err: Exception
+    ) -> None:
+        reason = err.reason if isinstance(err, DocparseError) else "WORKER_FAILED"
+        message = f"the queue gave up on the job after its last attempt failed: {err}"
+        try:
+            result = await self._retrying(
+                lambda: self.store.give_up(
+                    job_id, fence, reason, message[:500], lock_key=lock_key, lock_token=token
+                )
+            )
+        except DocparseError as final:
+            log.error("job %s: could not record that the queue gave up: %s", job_id, final)
+            return
+        if result.status == "OK":
+            self.blobs.delete_upload(job_id)
+            observability.job_finished(job_id, "FAILED", reason)
+
+    async def _execute(
+        self, job_id: str, fence: str, lock_key: str, token: str, last_try: bool
+    ) -> str:
+        # The claim is retried through a blip (a re-run of a claim that went in answers DONE),
+        # so a slow Redis reply never costs the job an attempt.
+        claim = await self._retrying(
+            lambda: self.store.claim(job_id, fence, lock_key=lock_key, lock_token=token)
+        )
         if not claim.ok:
             log.info("job %s not claimed: %s", job_id, claim.status, extra={"job_id": job_id})
             if claim.status in ("TERMINAL", "NOT_FOUND"):
                 self.blobs.delete_secret(job_id)  # ended (cancelled) before any parse
             return claim.status
-        record = await self.store.get(job_id)
+        record = await self._retrying(lambda: self.store.get(job_id))
         observability.job_claimed(job_id, record.attempt)
         if record.attempt > 1:
             await asyncio.to_thread(self.blobs.discard_results, job_id)
@@ -108,8 +160,9 @@ class ParseWorker:
                     job_id, "SUCCEEDED", attempt=record.attempt, create_ms=created_ms
                 )
                 return "SUCCEEDED"
-            if outcome.reason in RETRYABLE_REASONS and record.attempt < self.settings.max_attempts:
-                if (await self.store.release(job_id, fence)).ok:
+            retry = record.attempt < self.settings.max_attempts and not last_try
+            if outcome.reason in RETRYABLE_REASONS and retry:
+                if (await self._retrying(lambda: self.store.release(job_id, fence))).ok:
                     observability.job_retried(job_id, record.attempt, outcome.reason)
                     raise RetryableFailure(f"{outcome.reason}: {outcome.message}")
                 raise LostOwnership("release refused")
@@ -123,7 +176,7 @@ class ParseWorker:
             return "LOST"
 
     async def _parse(self, job_id: str, fence: str, attempt: int, content_type: str) -> Outcome:
-        input_path = self.blobs.path(f"{self.settings.env}/inputs/{job_id}")
+        input_path = self.blobs.path(self.blobs.input_key(job_id))
 
         async def on_progress(done: int, total: int, stage: str) -> None:
             try:
@@ -156,9 +209,7 @@ class ParseWorker:
                 # Assets first: a SUCCEEDED record must never point at missing images.
                 await asyncio.to_thread(self.blobs.put_assets, job_id, assets_dir)
                 await self._finish_succeeded(job_id, fence, attempt, outcome, output_path)
-                with contextlib.suppress(OSError):
-                    input_path.unlink()
-                self.blobs.delete_secret(job_id)
+                self.blobs.delete_upload(job_id)
         return outcome
 
     def _parse_options(self, job_id: str, assets_dir: Path) -> dict[str, object]:
@@ -182,14 +233,15 @@ class ParseWorker:
             "pdf_tables": s.pdf_tables,
         }
 
-    async def _terminal_write(self, write: Callable[[], Awaitable[WriteResult]]) -> WriteResult:
-        """The terminal write outlasts a Redis restart: retried with backoff for up to one
-        lock duration (after that the lock is gone and another worker redoes the job)."""
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A state store call that outlasts a blip or a Redis restart: retried with backoff for
+        up to one lock duration (after that the lock is gone and another worker redoes the job).
+        Every write is safe to repeat: a re-run of a write that went in answers DONE."""
         deadline = time.monotonic() + self.settings.lock_duration_ms / 1000
         delay = 0.1
         while True:
             try:
-                return await write()
+                return await call()
             except DocparseError as err:
                 if err.code != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
                     raise
@@ -201,14 +253,10 @@ class ParseWorker:
             "err_reason": outcome.reason,
             "err_message": outcome.message,
         }
-        result = await self._terminal_write(
-            lambda: self.store.finish(job_id, fence, "FAILED", fields)
-        )
+        result = await self._retrying(lambda: self.store.finish(job_id, fence, "FAILED", fields))
         if not result.ok:
             raise LostOwnership(f"terminal write refused: {result.status}")
-        with contextlib.suppress(OSError):
-            self.blobs.path(f"{self.settings.env}/inputs/{job_id}").unlink()
-        self.blobs.delete_secret(job_id)
+        self.blobs.delete_upload(job_id)
 
     async def _finish_succeeded(
         self, job_id: str, fence: str, attempt: int, outcome: Outcome, output_path: Path
@@ -231,14 +279,12 @@ class ParseWorker:
             blob_key = await asyncio.to_thread(self.blobs.put_result, job_id, attempt, sha256, data)
             fields["res_storage"] = "blob"
             fields["res_blob_key"] = blob_key
-        try:
-            result = await self._terminal_write(
-                lambda: self.store.finish(job_id, fence, "SUCCEEDED", fields, inline)
-            )
-        except DocparseError:
-            if blob_key:
-                self.blobs.delete(blob_key)
-            raise
+        # An error here leaves the outcome unknown (the write may have gone in): the blob stays.
+        # The next attempt's claim either finds the job SUCCEEDED with this very blob, or
+        # takes the job over and discards what earlier attempts stored.
+        result = await self._retrying(
+            lambda: self.store.finish(job_id, fence, "SUCCEEDED", fields, inline)
+        )
         if not result.ok:
             if blob_key:
                 self.blobs.delete(blob_key)

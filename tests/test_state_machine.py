@@ -1,5 +1,6 @@
-"""A stateful property test of the job update script on a real Redis: duplicated, reordered
-and stale writes from several workers never break the record's rules."""
+"""A stateful property test of the job scripts on a real Redis: duplicated, reordered, stale
+and re-run writes (a retry after a lost reply) from several workers never break the record's
+rules, and after every step each key lives exactly as long as parser_svc/lifetimes.py says."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from hypothesis.stateful import (
 from docparse.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
+from parser_svc.store import JobStore, connect, now_ms
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 STATE_NAMES = {
@@ -32,6 +33,14 @@ STATE_NAMES = {
     job_pb2.STATE_CANCELLED: "CANCELLED",
 }
 _server: EmbeddedRedis | None = None
+# Distinct lifetimes, so a key given the wrong one is caught (seconds).
+LIFETIMES: dict[str, Any] = {
+    "queued_ttl_s": 5000,
+    "running_ttl_s": 300,
+    "retention_s": 2000,
+    "tombstone_s": 700,
+}
+TTL_S = {"QUEUED": 5000, "RUNNING": 300, "SUCCEEDED": 2000, "FAILED": 2000, "CANCELLED": 2000}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -50,7 +59,7 @@ class JobRecordMachine(RuleBasedStateMachine):
         super().__init__()
         assert _server is not None
         self.loop = asyncio.new_event_loop()
-        config = Settings(redis_url=_server.url, env=f"sm{uuid.uuid4().hex[:8]}")
+        config = Settings(redis_url=_server.url, env=f"sm{uuid.uuid4().hex[:8]}", **LIFETIMES)
         self.store = JobStore(connect(config), config)
         self.job_id = uuid.uuid4().hex
         # Fences a writer may present: the unowned record's "", a stranger's, and every
@@ -66,6 +75,8 @@ class JobRecordMachine(RuleBasedStateMachine):
         self.stage = "queued"
         self.attempt = 0
         self.terminal_record: job_pb2.Job | None = None
+        self.last_status = ""
+        self.last_write: tuple[str, tuple[Any, ...]] | None = None
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
@@ -117,29 +128,54 @@ class JobRecordMachine(RuleBasedStateMachine):
         op, args = data.draw(st.sampled_from(self.writes))
         self._apply(op, args)
 
+    @rule()
+    def rerun_after_lost_reply(self) -> None:
+        """The last write's reply was lost and the writer runs it again, as redis-py's retry or
+        the worker's own retry does: a write that went in answers DONE (or NOOP) and changes
+        nothing, so the writer goes on as if it had seen OK."""
+        if self.last_write is None or self.last_status not in ("OK", "DONE"):
+            return
+        op, args = self.last_write
+        before = self.run(self.store.get(self.job_id))
+        result = self._send(op, args)
+        assert result.ok or result.status == "NOOP", (op, args, result)
+        assert self.run(self.store.get(self.job_id)) == before
+
     # --- the model of update_job.lua ----------------------------------------------------
+
+    def _send(self, op: str, args: tuple[Any, ...]) -> Any:
+        if op == "claim":
+            return self.run(self.store.claim(self.job_id, args[0]))
+        if op == "progress":
+            fence, done, total = args
+            return self.run(
+                self.store.progress(self.job_id, fence, done=done, total=total, stage="text")
+            )
+        if op == "finish":
+            fields = {"res_sha256": "ab"} if args[1] == "SUCCEEDED" else {"err_reason": "X"}
+            return self.run(self.store.finish(self.job_id, args[0], args[1], fields))
+        if op == "release":
+            return self.run(self.store.release(self.job_id, args[0]))
+        return self.run(self.store.cancel(self.job_id))
 
     def _apply(self, op: str, args: tuple[Any, ...]) -> None:
         self.writes.append((op, args))
-        if op == "claim":
-            result = self.run(self.store.claim(self.job_id, args[0]))
-        elif op == "progress":
-            fence, done, total = args
-            result = self.run(
-                self.store.progress(self.job_id, fence, done=done, total=total, stage="text")
-            )
-        elif op == "finish":
-            fields = {"res_sha256": "ab"} if args[1] == "SUCCEEDED" else {"err_reason": "X"}
-            result = self.run(self.store.finish(self.job_id, args[0], args[1], fields))
-        elif op == "release":
-            result = self.run(self.store.release(self.job_id, args[0]))
-        else:
-            result = self.run(self.store.cancel(self.job_id))
-
-        if self.state in TERMINAL:
-            assert result.status == "TERMINAL", (op, result)
-            return
+        result = self._send(op, args)
+        self.last_write, self.last_status = (op, args), result.status
         fence = args[0] if args else None
+        # A write whose effect is already in answers DONE: the same writer's claim, release
+        # or terminal write, or a second cancel.
+        if self.state in TERMINAL:
+            repeat = (op == "finish" and fence == self.fence and args[1] == self.state) or (
+                op == "cancel" and self.state == "CANCELLED"
+            )
+            assert result.status == ("DONE" if repeat else "TERMINAL"), (op, args, result)
+            return
+        if (op == "claim" and self.state == "RUNNING" and fence == self.fence) or (
+            op == "release" and self.state == "QUEUED" and self.fence == f"released:{fence}"
+        ):
+            assert result.status == "DONE", (op, args, result)
+            return
         if op not in ("claim", "cancel") and fence != self.fence:
             assert result.status == "FENCED", (op, args, self.fence, result)
             return
@@ -179,6 +215,19 @@ class JobRecordMachine(RuleBasedStateMachine):
             if self.terminal_record is None:
                 self.terminal_record = job
             assert job == self.terminal_record  # terminal records never change again
+
+    @invariant()
+    def keys_live_as_long_as_the_rules_say(self) -> None:
+        keys = self.store.keys
+        record_ms = self.run(self.store.client.pttl(keys.job(self.job_id)))
+        tomb_ms = self.run(self.store.client.pttl(keys.tombstone(self.job_id)))
+        expected_ms = TTL_S[self.state] * 1000
+        # Within the few seconds this example has run since the last write.
+        assert expected_ms - 10_000 < record_ms <= expected_ms, (self.state, record_ms)
+        extra_ms = LIFETIMES["tombstone_s"] * 1000
+        assert abs(tomb_ms - (record_ms + extra_ms)) < 10_000, (tomb_ms, record_ms)
+        job = self.run(self.store.get(self.job_id))
+        assert abs(job.expire_time.ToMilliseconds() - (now_ms() + record_ms)) < 10_000
 
 
 JobRecordMachine.TestCase.settings = settings(

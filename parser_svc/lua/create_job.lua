@@ -1,21 +1,30 @@
 -- Creates a job record in state QUEUED with version 1 and publishes it, unless an earlier
 -- request makes this one a replay or a duplicate. One atomic step, so two replicas racing the
 -- same submit end with exactly one job.
+-- Safe to run twice (a retry after a lost reply): the re-run finds the job this very call
+-- created (REPLAY, JOINED or EXISTS naming ARGV[8]) and the caller goes on as if it had
+-- answered OK. A request_id whose job has expired no longer holds: a retry makes a new job.
 -- KEYS[1] job record (hash), KEYS[2] tombstone
 -- KEYS[3] idempotency record of (tenant, request_id), or '' when the request has no id
 -- KEYS[4] active-dedupe pointer of (tenant, parser version, options, content), or '' for none
+-- KEYS[5] the pending-enqueue index (sorted set): a sweeper enqueues what nobody confirmed
 -- ARGV[1] event channel, ARGV[2] now (ms), ARGV[3] record TTL (ms), ARGV[4] tombstone extra (ms)
 -- ARGV[5] idempotency TTL (ms), ARGV[6] content sha256, ARGV[7] job key prefix ('...:job:')
 -- ARGV[8] the new job's id, ARGV[9..] field, value pairs describing the upload
 -- Returns {status, job_id}:
 --   {'OK', new id} | {'REPLAY', first id} (same request_id, same content)
 --   {'CONFLICT', first id} (same request_id, other content) | {'JOINED', active id}
+--   {'EXISTS', new id} (the record already exists: this is a re-run)
 local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local job_id = ARGV[8]
 
+local function live(id)
+  return redis.call('EXISTS', ARGV[7] .. '{' .. id .. '}') == 1
+end
+
 if KEYS[3] ~= '' then
   local first = redis.call('HMGET', KEYS[3], 'job_id', 'content_sha256')
-  if first[1] then
+  if first[1] and live(first[1]) then
     if first[2] ~= ARGV[6] then return {'CONFLICT', first[1]} end
     return {'REPLAY', first[1]}
   end
@@ -31,8 +40,7 @@ end
 if KEYS[4] ~= '' then
   local active = redis.call('GET', KEYS[4])
   if active then
-    local key = ARGV[7] .. '{' .. active .. '}'
-    local state = redis.call('HGET', key, 'state')
+    local state = redis.call('HGET', ARGV[7] .. '{' .. active .. '}', 'state')
     if state == 'QUEUED' or state == 'RUNNING' then
       remember_request(active)
       return {'JOINED', active}
@@ -51,6 +59,7 @@ local owner = redis.call('HGET', KEYS[1], 'tenant') or ''
 redis.call('SET', KEYS[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tonumber(ARGV[4]))
 if KEYS[4] ~= '' then redis.call('SET', KEYS[4], job_id, 'PX', ttl) end
 remember_request(job_id)
+redis.call('ZADD', KEYS[5], now, job_id)
 
 local flat = redis.call('HGETALL', KEYS[1])
 local rec = {}

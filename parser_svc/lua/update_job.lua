@@ -1,46 +1,81 @@
 -- The only way a job record changes after creation. One atomic step:
 --   1. terminal records (SUCCEEDED / FAILED / CANCELLED) are final: reject;
---   2. every op but 'claim' must carry the current fencing token: reject a stale writer;
+--   2. every op but 'claim', 'cancel' and 'give_up' must carry the current fencing token;
 --   3. merge progress without going backwards; 4. bump version (no-op writes change nothing);
---   5. TTL by state (running: renewed on each write; terminal: retention from now) and the
---      tombstone that outlives the record; 6. PUBLISH the full new record on the job's channel.
+--   5. TTL by state (parser_svc/lifetimes.py has the rules) and the tombstone that outlives
+--      the record; 6. PUBLISH the full new record on the job's channel.
+-- Every op is safe to run twice (a retry after a lost reply): a re-run of a write that already
+-- took effect answers DONE and changes nothing. That is how the caller tells "my write is in"
+-- (claim, release, finish, cancel, give_up that find their own effect) from "someone else won".
 -- KEYS[1] job record, KEYS[2] tombstone, KEYS[3] inline result
 -- KEYS[4] the batch meta record when the job is a batch file, else ''
--- KEYS[5] (claim) the queue's lock key of this job, else '': the claim is refused unless the
---         lock holds patch.lock_token, so only the worker that holds the queue lock can claim
--- ARGV[1] op: 'claim' | 'progress' | 'touch' | 'finish' | 'release' | 'cancel'
+-- KEYS[5] (claim, give_up) the queue's lock key of this job, else '': refused unless the lock
+--         holds patch.lock_token, so only the worker that holds the queue lock may do them
+-- ARGV[1] op: 'claim' | 'progress' | 'touch' | 'finish' | 'release' | 'cancel' | 'give_up'
 --   claim: a worker takes the job (RUNNING, attempt + 1, its token becomes the fence)
 --   release: the owner hands the job back for a retry (QUEUED, stage 'retrying', no owner)
 --   cancel: anyone may cancel a job that has not ended (no fence needed)
+--   give_up: the queue gave up on the job (FAILED with patch.err_*): the lock holder's last word
 -- ARGV[2] fencing token of the writer (for 'claim': the new token)
 -- ARGV[3] now (ms)  ARGV[4] event channel  ARGV[5] running TTL (ms)  ARGV[6] retention (ms)
 -- ARGV[7] tombstone extra (ms)  ARGV[8] JSON patch  ARGV[9] inline result bytes ('' = none)
--- ARGV[10] the batch's event channel ('' outside a batch)
--- Returns {status, version}: OK | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH.
+-- ARGV[10] the batch's event channel ('' outside a batch)  ARGV[11] queued TTL (ms)
+-- ARGV[12] key prefix of the batch's files ('...:job:{batch}-'; '' outside a batch)
+-- Returns {status, version}: OK | DONE | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH.
 local cur = redis.call('HMGET', KEYS[1], 'state', 'version', 'done', 'total', 'stage', 'fence',
   'attempt')
 local state = cur[1]
 if not state then return {'NOT_FOUND', 0} end
 local version = tonumber(cur[2])
+local op = ARGV[1]
+local patch = cjson.decode(ARGV[8])
 if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then
+  -- A re-run of the write that ended the job (its reply was lost) is told apart from a write
+  -- that came too late: same writer (fence), same final state.
+  if op == 'finish' and cur[6] == ARGV[2] and patch['state'] == state then
+    return {'DONE', version}
+  end
+  if (op == 'cancel' and state == 'CANCELLED')
+    or (op == 'give_up' and state == 'FAILED' and cur[6] == 'gave_up:' .. ARGV[2]) then
+    return {'DONE', version}
+  end
   return {'TERMINAL', version}
 end
-local op = ARGV[1]
-if op ~= 'claim' and op ~= 'cancel' and ARGV[2] ~= cur[6] then return {'FENCED', version} end
+if op == 'claim' and state == 'RUNNING' and cur[6] == ARGV[2] then return {'DONE', version} end
+if op == 'release' and state == 'QUEUED' and cur[6] == 'released:' .. ARGV[2] then
+  return {'DONE', version}
+end
+if op ~= 'claim' and op ~= 'cancel' and op ~= 'give_up' and ARGV[2] ~= cur[6] then
+  return {'FENCED', version}
+end
 local now = tonumber(ARGV[3])
 local running_ttl, retention = tonumber(ARGV[5]), tonumber(ARGV[6])
-local tomb_extra = tonumber(ARGV[7])
+local tomb_extra, queued_ttl = tonumber(ARGV[7]), tonumber(ARGV[11])
 local owner = redis.call('HGET', KEYS[1], 'tenant') or ''
 
+-- A batch's meta record outlives every file that is still open by at least the retention, so
+-- a batch never loses its counters while a file can still end (lifetimes.py).
+local function keep_meta_past(ttl)
+  if KEYS[4] ~= '' and redis.call('PTTL', KEYS[4]) < ttl + retention then
+    redis.call('PEXPIRE', KEYS[4], ttl + retention)
+  end
+end
+
+-- The TTL of a record that has not ended follows its state: QUEUED ones wait in the queue.
+local function open_ttl(s)
+  if s == 'QUEUED' then return queued_ttl end
+  return running_ttl
+end
+
 if op == 'touch' then
-  redis.call('PEXPIRE', KEYS[1], running_ttl)
-  redis.call('HSET', KEYS[1], 'expire_ms', tostring(now + running_ttl))
-  redis.call('SET', KEYS[2], tostring(now + running_ttl) .. ':' .. owner, 'PX',
-    running_ttl + tomb_extra)
+  local ttl = open_ttl(state)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('HSET', KEYS[1], 'expire_ms', tostring(now + ttl))
+  redis.call('SET', KEYS[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tomb_extra)
+  keep_meta_past(ttl)
   return {'OK', version}
 end
 
-local patch = cjson.decode(ARGV[8])
 local set = {}
 local changed = false
 local done, total = tonumber(cur[3]), tonumber(cur[4])
@@ -48,17 +83,20 @@ local new_done = tonumber(patch['done'] or done)
 local new_total = tonumber(patch['total'] or total)
 local terminal = false
 
-if op == 'claim' then
+if op == 'claim' or op == 'give_up' then
   if KEYS[5] ~= '' and redis.call('GET', KEYS[5]) ~= patch['lock_token'] then
     return {'FENCED', version}
   end
+end
+if op == 'claim' then
   set['fence'] = ARGV[2]
   set['attempt'] = tostring(tonumber(cur[7]) + 1)
   set['state'] = 'RUNNING'
   set['stage'] = patch['stage'] or 'opening'
   changed = true
-elseif op == 'finish' then
+elseif op == 'finish' or op == 'give_up' then
   local final = patch['state']
+  if op == 'give_up' then final = 'FAILED' end
   if final ~= 'SUCCEEDED' and final ~= 'FAILED' and final ~= 'CANCELLED' then
     return {'BAD_PATCH', version}
   end
@@ -67,6 +105,7 @@ elseif op == 'finish' then
   for k, v in pairs(patch) do
     if string.sub(k, 1, 4) == 'err_' or string.sub(k, 1, 4) == 'res_' then set[k] = v end
   end
+  if op == 'give_up' then set['fence'] = 'gave_up:' .. ARGV[2] end
   terminal = true
   changed = true
 elseif op == 'cancel' then
@@ -95,8 +134,20 @@ end
 if not changed then return {'NOOP', version} end
 
 version = version + 1
-local ttl = running_ttl
-if terminal then ttl = retention end
+local batch_done = false
+-- Back in the queue (released for a retry), a job may wait there as long as a new one may.
+local ttl = open_ttl(set['state'] or state)
+if terminal then
+  ttl = retention
+  if KEYS[4] ~= '' then
+    -- The batch counters move in the same step as the file's terminal transition.
+    local completed = redis.call('HINCRBY', KEYS[4], 'completed', 1)
+    redis.call('HINCRBY', KEYS[4], string.lower(set['state']), 1)
+    batch_done = completed >= tonumber(redis.call('HGET', KEYS[4], 'total') or '0')
+    -- While the batch is open, an ended file lives as long as the batch may.
+    if not batch_done then ttl = math.max(retention, redis.call('PTTL', KEYS[4])) end
+  end
+end
 set['version'] = tostring(version)
 set['update_ms'] = ARGV[3]
 set['expire_ms'] = tostring(now + ttl)
@@ -114,14 +165,25 @@ if terminal then
 end
 
 if KEYS[4] ~= '' then
-  if terminal then
-    -- The batch counters move in the same step as the file's terminal transition.
-    redis.call('HINCRBY', KEYS[4], 'completed', 1)
-    redis.call('HINCRBY', KEYS[4], string.lower(set['state']), 1)
-    if redis.call('PTTL', KEYS[4]) < retention then redis.call('PEXPIRE', KEYS[4], retention) end
+  local batch_version = redis.call('HINCRBY', KEYS[4], 'version', 1)
+  if batch_done then
+    -- The last file ended: the batch and all its files expire together, a retention from now.
+    redis.call('PEXPIRE', KEYS[4], retention)
+    local n = tonumber(redis.call('HGET', KEYS[4], 'total'))
+    for i = 0, n - 1 do
+      local key = ARGV[12] .. i
+      if redis.call('PEXPIRE', key, retention) == 1 then
+        redis.call('HSET', key, 'expire_ms', tostring(now + retention))
+        redis.call('SET', key .. ':tomb', tostring(now + retention) .. ':' .. owner, 'PX',
+          retention + tomb_extra)
+        redis.call('PEXPIRE', key .. ':result', retention)
+      end
+    end
+  elseif not terminal then
+    keep_meta_past(ttl)
   end
   redis.call('PUBLISH', ARGV[10], cjson.encode({job_id = redis.call('HGET', KEYS[1], 'job_id'),
-    version = version}))
+    version = version, batch_version = batch_version}))
 end
 
 local flat = redis.call('HGETALL', KEYS[1])

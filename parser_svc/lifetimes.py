@@ -1,0 +1,46 @@
+"""How long each piece of job state lives in Redis: the TTL rules, in one place.
+
+The Lua scripts apply these rules (the store passes them the durations of `Lifetimes`);
+tests/test_state_machine.py checks them against a model after every write.
+
+- QUEUED record, new or released for a retry: `queued_ttl_s` from that write.
+- RUNNING record: `running_ttl_s` from its last write (the worker renews it).
+- Terminal record and its inline result: `retention_s` from the terminal write.
+- Terminal file of a batch that is still open: as long as the batch meta (at least retention).
+- Batch meta: at least every open file's TTL + retention, pushed out by each file write.
+- A finished batch and all its files: `retention_s` from the last file's end, together.
+- Tombstone (GetStatus answers JOB_EXPIRED): the record's TTL + `tombstone_s`.
+- request_id record (job or batch): `request_id_ttl_s` from the first create; once the job or
+  batch it names is gone, a retry with it makes a new one instead of answering NOT_FOUND.
+- Active-dedupe pointer: the QUEUED TTL; deleted when the job ends.
+- Pending-enqueue entry: until the sweeper has seen the job's queue entry.
+
+So a record never expires while its job can still change (a QUEUED job waits at most the queued
+TTL, a retry included), a batch's files never expire before the batch, and a request_id never
+answers NOT_FOUND for a job that merely ended: the retry gets the job, or a fresh one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parser_svc.settings import Settings
+
+
+@dataclass(frozen=True)
+class Lifetimes:
+    queued_ms: int
+    running_ms: int
+    retention_ms: int
+    tombstone_ms: int
+    request_ms: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> Lifetimes:
+        return cls(
+            queued_ms=settings.queued_ttl_s * 1000,
+            running_ms=settings.running_ttl_s * 1000,
+            retention_ms=settings.retention_s * 1000,
+            tombstone_ms=settings.tombstone_s * 1000,
+            request_ms=settings.request_id_ttl_s * 1000,
+        )

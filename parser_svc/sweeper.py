@@ -1,0 +1,163 @@
+"""The sweeper: repairs what a lost reply or a dead replica leaves between two writes.
+
+Submitting is two writes, the create script and the queue add. Each is safe to repeat, and a
+submit repeats the add whenever it answers with a job that is still QUEUED, but a replica can
+die, or lose a reply, between the two. So every create also puts the job in a pending index
+(a sorted set scored by create time), and the sweeper, on one worker replica at a time (a lease
+in Redis), looks at entries older than `sweep_enqueue_after_s`:
+
+- the record is QUEUED and the queue has no entry for it: enqueue it (idempotent: the queue
+  job id is the job id), or, when the queue entry already finished, replace it;
+- anything else (queued, ended, or gone): the entry is done.
+
+It also deletes uploads older than `sweep_uploads_after_s` whose job was never created (a
+create whose outcome was unknown keeps its upload until now) or has already ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from typing import cast
+
+from docparse import observability
+from docparse.errors import DocparseError
+from parser_svc.blobs import BlobStore
+from parser_svc.queue import JobQueue
+from parser_svc.records import TERMINAL_STATES
+from parser_svc.settings import Settings
+from parser_svc.store import JobStore, now_ms
+
+log = logging.getLogger(__name__)
+BATCH = 500
+# Renews the lease if we hold it, takes it if nobody does. KEYS[1] lease, ARGV owner, ttl (ms).
+_LEASE = """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if holder then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+
+@dataclass
+class SweepReport:
+    enqueued: int = 0
+    confirmed: int = 0
+    uploads_deleted: int = 0
+
+
+class Sweeper:
+    def __init__(
+        self, settings: Settings, store: JobStore, queue: JobQueue, blobs: BlobStore
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.queue = queue
+        self.blobs = blobs
+        self.owner = f"{socket.gethostname()}/{os.getpid()}"
+
+    async def run(self) -> None:
+        """Sweeps every `sweep_interval_s` while this replica holds the lease; never raises."""
+        while True:
+            try:
+                if await self.hold_lease():
+                    report = await self.sweep_once()
+                    if report.enqueued or report.uploads_deleted:
+                        log.warning(
+                            "sweeper repaired: %d jobs enqueued, %d uploads deleted",
+                            report.enqueued,
+                            report.uploads_deleted,
+                            extra={"event": "sweeper.repaired"},
+                        )
+            except DocparseError as err:
+                log.info("sweep skipped: %s", err)
+            except Exception:
+                log.exception("sweep failed")
+            await asyncio.sleep(self.settings.sweep_interval_s)
+
+    async def hold_lease(self) -> bool:
+        ttl_ms = int(self.settings.sweep_interval_s * 3000)
+        lease = self.store.keys.sweeper_lease
+        held = await self.store.call(
+            lambda: self.store.client.eval(_LEASE, 1, lease, self.owner, ttl_ms)
+        )
+        return bool(held)
+
+    async def sweep_once(self) -> SweepReport:
+        report = SweepReport()
+        await self._enqueue_pending(report)
+        await self._delete_orphan_uploads(report)
+        return report
+
+    async def _enqueue_pending(self, report: SweepReport) -> None:
+        keys, client = self.store.keys, self.store.client
+        cutoff = now_ms() - int(self.settings.sweep_enqueue_after_s * 1000)
+        ids = [
+            i.decode() if isinstance(i, bytes) else str(i)
+            for i in await self.store.call(
+                lambda: client.zrangebyscore(keys.pending, "-inf", cutoff, start=0, num=BATCH)
+            )
+        ]
+        if not ids:
+            return
+        queue_name = self.settings.queue_name
+
+        async def read() -> list[object]:
+            async with client.pipeline(transaction=False) as pipe:
+                for job_id in ids:
+                    pipe.hget(keys.job(job_id), "state")
+                    pipe.hmget(keys.queue_job(queue_name, job_id), "timestamp", "finishedOn")
+                return list(await pipe.execute())
+
+        replies = await self.store.call(read)
+        done: list[str] = []
+        for index, job_id in enumerate(ids):
+            state = replies[2 * index]
+            queued_at, finished_at = cast(list[bytes | None], replies[2 * index + 1])
+            if state != b"QUEUED" or (queued_at is not None and finished_at is None):
+                done.append(job_id)
+                report.confirmed += 1
+                continue
+            if finished_at is not None:  # the queue is done with it, the record is not
+                await self.queue.discard(job_id)
+            try:
+                await self.queue.enqueue(job_id)
+            except DocparseError as err:
+                log.info("sweeper could not enqueue %s yet: %s", job_id, err.reason)
+                continue
+            log.warning(
+                "job %s was created but never queued: enqueued now",
+                job_id,
+                extra={"event": "job.enqueued_by_sweeper", "job_id": job_id},
+            )
+            observability.SWEEPER_REPAIRS.labels("enqueued").inc()
+            report.enqueued += 1
+            done.append(job_id)
+        if done:
+            await self.store.call(lambda: client.zrem(keys.pending, *done))
+
+    async def _delete_orphan_uploads(self, report: SweepReport) -> None:
+        keys, client = self.store.keys, self.store.client
+        ids = await asyncio.to_thread(
+            self.blobs.uploads_older_than, self.settings.sweep_uploads_after_s, BATCH
+        )
+        if not ids:
+            return
+
+        async def read() -> list[object]:
+            async with client.pipeline(transaction=False) as pipe:
+                for job_id in ids:
+                    pipe.hget(keys.job(job_id), "state")
+                return list(await pipe.execute())
+
+        states = await self.store.call(read)
+        for job_id, state in zip(ids, states, strict=True):
+            name = state.decode() if isinstance(state, bytes) else None
+            if name is None or name in TERMINAL_STATES:
+                self.blobs.delete_upload(job_id)
+                observability.SWEEPER_REPAIRS.labels("upload_deleted").inc()
+                report.uploads_deleted += 1
