@@ -76,10 +76,13 @@ typecheck: setup
 bench: setup
 	$(BIN)/python bench/bench_spine.py
 
-# The durability soak at acceptance size: 2,000 jobs over 4 replicas while a worker is killed
-# every 4 s (make test runs the same test with 300 jobs).
+# The soaks at acceptance size: 2,000 jobs over 4 replicas while a worker is killed
+# every 4 s (make test runs it with 300); then 200 jobs and 5 batches under 50+ lost and 50+
+# late Redis replies of each kind (make test: 60 jobs, 15 of each).
 soak: setup
 	SOAK_JOBS=2000 $(BIN)/pytest -q -s -p no:randomly tests/test_soak.py
+	LOST_REPLY_JOBS=200 LOST_REPLY_BATCHES=5 LOST_REPLY_FAULTS=50 \
+	  $(BIN)/pytest -q -s -p no:randomly tests/test_lost_replies_random.py
 
 # Render every kustomize overlay (and the base) and validate it strictly (unknown fields are
 # errors) against the Kubernetes schemas of the oldest and newest version we support; lint the
