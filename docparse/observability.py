@@ -35,10 +35,13 @@ from google.rpc import error_details_pb2, status_pb2
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.registry import Collector
 
+from docparse.errors import DocparseError
 from docparse.serving import (
     SERVED_BY_KEY,
     Handler,
     WrappingInterceptor,
+    binding,
+    exit_cannot_listen,
     rebuild_handler,
     served_by,
 )
@@ -153,9 +156,6 @@ JOBS_RETRIED = Counter(
     ["reason"],
     registry=None,
 )
-PARSE_SECONDS = Histogram(
-    "docparse_parse_seconds",
-    "Wall-clock seconds of one parse subprocess, by detected content type",
 SWEEPER_REPAIRS = Counter(
     "docparse_sweeper_repairs_total",
     "What the sweeper repaired: jobs created but never queued (a lost reply or a replica that "
@@ -164,6 +164,9 @@ SWEEPER_REPAIRS = Counter(
     ["kind"],
     registry=None,
 )
+PARSE_SECONDS = Histogram(
+    "docparse_parse_seconds",
+    "Wall-clock seconds of one parse subprocess, by detected content type",
     ["content_type"],
     buckets=_PARSE_BUCKETS,
     registry=None,
@@ -202,10 +205,10 @@ PARSER_METRICS: tuple[Collector, ...] = (
     JOBS_CREATED,
     JOBS_FINISHED,
     JOBS_RETRIED,
+    SWEEPER_REPAIRS,
     PARSE_SECONDS,
     QUEUE_JOBS,
     WATCH_STREAMS,
-    SWEEPER_REPAIRS,
     REDIS_ERRORS,
     PUBSUB_RECONNECTS,
 )
@@ -215,14 +218,19 @@ QUEUE_STATES = ("waiting", "active", "delayed", "failed")
 
 def start_metrics_server(listen: str, collectors: Iterable[Collector] = ()) -> int:
     """Registers `collectors` and serves every metric on `http://<listen>/metrics` from a
-    daemon thread. Returns the port (useful with port 0). `listen` empty: nothing, returns 0."""
+    daemon thread. Returns the port (useful with port 0). `listen` empty: nothing, returns 0.
+    A port that is taken ends the process (exit code 2, one error line naming the holder)."""
     for collector in collectors:
         with contextlib.suppress(ValueError):  # already registered (a second call)
             REGISTRY.register(collector)
     if not listen:
         return 0
     host, _, port = listen.rpartition(":")
-    server, _thread = start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0")
+    try:
+        with binding(listen):  # a taken port: exit 2 naming it, as for the gRPC port
+            server, _thread = start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0")
+    except DocparseError as err:
+        exit_cannot_listen("docparse.metrics", err)
     bound: int = server.server_address[1]
     logging.getLogger("docparse.metrics").info(
         "metrics on http://%s:%d/metrics", host or "0.0.0.0", bound

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, NoReturn, TypeAlias
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from docparse.errors import DocparseError
+from docparse.ports import port_in_use, port_is_free, split_address
 
 SERVED_BY_KEY = "x-served-by"
+# Server option: never share a port. grpc sets SO_REUSEPORT by default, so a second server on
+# a taken port would silently split the calls with the first one.
+EXCLUSIVE_PORT: tuple[str, int] = ("grpc.so_reuseport", 0)
+EXIT_CANNOT_LISTEN = 2
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 
 
@@ -147,3 +154,61 @@ async def set_serving(servicer: Any, service_names: Sequence[str], serving: bool
     )
     for name in ["", *service_names]:
         await servicer.set(name, status)
+
+
+def bind_grpc(
+    server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentials | None = None
+) -> int:
+    """Adds the listening port (create the server with EXCLUSIVE_PORT); FAILED_PRECONDITION
+    PORT_IN_USE naming the holder when it is taken, BIND_FAILED for any other refusal."""
+    try:
+        if credentials is None:
+            return server.add_insecure_port(listen)
+        return server.add_secure_port(listen, credentials)
+    except RuntimeError as err:
+        raise _bind_error(listen, str(err)) from err
+
+
+def _bind_error(listen: str, detail: str) -> DocparseError:
+    host, port = split_address(listen)
+    if port and not port_is_free(port, host or "0.0.0.0"):
+        return port_in_use(listen)
+    return DocparseError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "BIND_FAILED",
+        f"cannot listen on {listen}: {detail}",
+        {"address": listen},
+    )
+
+
+@contextlib.contextmanager
+def binding(listen: str) -> Iterator[None]:
+    """Turns an OSError of a bind to `listen` (an HTTP or metrics server) into the same error
+    as `bind_grpc`."""
+    try:
+        yield
+    except OSError as err:
+        raise _bind_error(listen, err.strerror or str(err)) from err
+
+
+def exit_cannot_listen(service: str, err: DocparseError) -> NoReturn:
+    """Ends a server that could not bind: one error line naming the address (and the process
+    holding it), then exit code 2, no traceback."""
+    logging.getLogger(service).error(
+        "%s", err.message,
+        extra={"event": "startup.failed", "code": err.code.name, "reason": err.reason,
+               **err.metadata},
+    )  # fmt: skip
+    raise SystemExit(EXIT_CANNOT_LISTEN)
+
+
+def bind_grpc_or_exit(
+    service: str,
+    server: grpc.aio.Server,
+    listen: str,
+    credentials: grpc.ServerCredentials | None = None,
+) -> int:
+    try:
+        return bind_grpc(server, listen, credentials)
+    except DocparseError as err:
+        exit_cannot_listen(service, err)

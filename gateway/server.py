@@ -9,7 +9,15 @@ import signal
 import grpc
 
 from docparse import observability
-from docparse.serving import ServedByInterceptor, add_health_and_reflection, set_serving
+from docparse.errors import DocparseError
+from docparse.serving import (
+    EXCLUSIVE_PORT,
+    ServedByInterceptor,
+    add_health_and_reflection,
+    bind_grpc_or_exit,
+    exit_cannot_listen,
+    set_serving,
+)
 from docparse.v1 import parser_service_pb2
 from gateway.auth import GatewayAuth
 from gateway.http import HttpServer
@@ -21,13 +29,14 @@ SERVICES = [parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"]]
 
 
 def add_port(server: grpc.aio.Server, settings: GatewaySettings) -> int:
-    """TLS when a certificate is configured, plaintext otherwise."""
+    """TLS when a certificate is configured, plaintext otherwise; exclusive (exit code 2 with
+    one error line naming the holder when the port is taken)."""
+    credentials = None
     if settings.tls_cert_file and settings.tls_key_file:
         credentials = grpc.ssl_server_credentials(
             [(settings.tls_key_file.read_bytes(), settings.tls_cert_file.read_bytes())]
         )
-        return server.add_secure_port(settings.listen, credentials)
-    return server.add_insecure_port(settings.listen)
+    return bind_grpc_or_exit("gateway", server, settings.listen, credentials)
 
 
 async def serve(settings: GatewaySettings) -> None:
@@ -45,6 +54,7 @@ async def serve(settings: GatewaySettings) -> None:
         options=[
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
+            EXCLUSIVE_PORT,
         ],
     )
     auth = GatewayAuth(settings)
@@ -52,14 +62,22 @@ async def serve(settings: GatewaySettings) -> None:
     server.add_generic_rpc_handlers([forwarding])
     names = [service.full_name for service in SERVICES]
     health = add_health_and_reflection(server, names)
+    # Every port is bound before anything serves: a taken one ends the process (exit 2) before
+    # it answered a single call.
     port = add_port(server, settings)
-    await server.start()
     observability.start_metrics_server(settings.metrics_listen, observability.GATEWAY_METRICS)
-    # HTTP (JSON, SSE, the page) on the same loop and upstream channel; up before SERVING.
+    # HTTP (JSON, SSE, the page) on the same loop and upstream channel; /healthz says 503
+    # until the gRPC side is SERVING too.
     http = HttpServer(channel, settings, auth) if settings.http_listen else None
     if http is not None:
-        log.info("gateway http on port %d", await http.start())
+        try:
+            log.info("gateway http on port %d", await http.start())
+        except DocparseError as err:
+            exit_cannot_listen("gateway", err)
+    await server.start()
     await set_serving(health, names, True)
+    if http is not None:
+        http.set_serving()
     log.info(
         "gateway serving on port %d → %s (auth %s, %s)",
         port,

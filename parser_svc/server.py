@@ -13,7 +13,7 @@ import signal
 
 import grpc
 
-from docparse import observability
+from docparse import observability, serving
 from docparse.serving import ServedByInterceptor, add_health_and_reflection, set_serving
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
 from parser_svc.blobs import BlobStore
@@ -63,12 +63,14 @@ async def serve(settings: Settings) -> None:
         ServedByInterceptor(),
         CallerInterceptor(settings.internal_token),
     ]
-    server = grpc.aio.server(interceptors=interceptors, options=server_options(settings))
+    server = grpc.aio.server(
+        interceptors=interceptors, options=[*server_options(settings), serving.EXCLUSIVE_PORT]
+    )
     parser_service_pb2_grpc.add_ParserServiceServicer_to_server(
         ParserService(settings, store, hub, queue, blobs), server
     )
     health = add_health_and_reflection(server, [SERVICE_NAME])
-    port = server.add_insecure_port(settings.listen)
+    port = serving.bind_grpc_or_exit("parser_svc", server, settings.listen)
     await server.start()
     refresher = None
     if observability.start_metrics_server(settings.metrics_listen, observability.PARSER_METRICS):

@@ -11,7 +11,7 @@ Routes (all answers JSON unless said otherwise; errors: see gateway.http.errors)
     POST /v1/batches                 submit several files (multipart)
     GET  /v1/batches/{id}            the batch
     GET  /v1/batches/{id}/events     SSE
-    GET  /healthz                    200 while serving
+    GET  /healthz                    200 while serving (503 while starting or shutting down)
     GET  /                           the upload page (gateway/static/)
 
 Stateless like the gRPC side: every handler is calls to parser_svc through the gateway's
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -29,11 +31,11 @@ import grpc
 from aiohttp import web
 
 from docparse.errors import DocparseError
-from docparse.serving import served_by
+from docparse.serving import binding, served_by
 from gateway.auth import GatewayAuth
 from gateway.http import api, sse
 from gateway.http.errors import error_response
-from gateway.http.keys import CLOSING, SETTINGS, UPSTREAM
+from gateway.http.keys import CLOSING, SERVING, SETTINGS, UPSTREAM
 from gateway.http.upstream import HttpError, Upstream
 from gateway.settings import GatewaySettings
 
@@ -47,13 +49,75 @@ PAGE_CSP = (
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+access_log = logging.getLogger("docparse.access")
+ERROR_KEY = web.RequestKey("docparse_error", DocparseError)
+
+
+@web.middleware
+async def access_lines(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """One access line per HTTP request, next to the gRPC ones (`event: "http"`): the route,
+    status, the gRPC code and reason of an error, the job or batch id, the replica that
+    answered (`upstream`), the peer. DOCPARSE_GATEWAY_ACCESS_LOG turns these off too."""
+    start = time.perf_counter()
+    status = 500
+    response: web.StreamResponse | None = None
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        if access_log.isEnabledFor(logging.INFO) and request.path != "/healthz":
+            _access_line(request, response, status, time.perf_counter() - start)
+
+
+def _access_line(
+    request: web.Request, response: web.StreamResponse | None, status: int, seconds: float
+) -> None:
+    error = request.get(ERROR_KEY)
+    route = request.match_info.route.resource
+    extra: dict[str, object] = {
+        "event": "http",
+        "method": request.method,
+        "path": request.path,
+        "route": route.canonical if route is not None else "",
+        "status": status,
+        "code": error.code.name if error else ("OK" if status < 400 else ""),
+        "duration_ms": round(seconds * 1000, 2),
+        "peer": request.remote or "",
+        **{k: v for k, v in request.match_info.items() if k in ("job_id", "batch_id")},
+    }
+    if error:
+        extra["reason"] = error.reason
+    headers = response.headers if response is not None else {}
+    if location := headers.get("Location", ""):  # a submit: the id it created
+        kind, _, created = location.removeprefix("/v1/").partition("/")
+        extra["job_id" if kind == "jobs" else "batch_id"] = created
+    served = [v.strip() for v in headers.get("X-Served-By", "").split(",") if v.strip()]
+    if len(served) > 1:
+        extra["upstream"] = served[0]
+    access_log.info(
+        "%s %s %d %s%.1f ms",
+        request.method,
+        request.path,
+        status,
+        f"{error.reason} " if error else "",
+        seconds * 1000,
+        extra=extra,
+    )
+
+
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except HttpError as err:
+        request[ERROR_KEY] = err.error
         return error_response(err.error, err.served_by or served_by())
     except DocparseError as err:
+        request[ERROR_KEY] = err
         return error_response(err, served_by())
     except web.HTTPException as exc:
         if not request.path.startswith("/v1/") or exc.status < 400:
@@ -79,16 +143,21 @@ async def index(request: web.Request) -> web.FileResponse:
 async def healthz(request: web.Request) -> web.Response:
     if request.app[CLOSING].is_set():
         return web.Response(status=503, text="shutting down\n")
+    if not request.app[SERVING].is_set():
+        return web.Response(status=503, text="starting\n")
     return web.Response(text="ok\n")
 
 
 def build_app(
     channel: grpc.aio.Channel, settings: GatewaySettings, auth: GatewayAuth
 ) -> web.Application:
-    app = web.Application(middlewares=[json_errors], client_max_size=settings.max_message_bytes)
+    app = web.Application(
+        middlewares=[access_lines, json_errors], client_max_size=settings.max_message_bytes
+    )
     app[SETTINGS] = settings
     app[UPSTREAM] = Upstream(channel, settings.default_unary_timeout_s, auth)
     app[CLOSING] = asyncio.Event()
+    app[SERVING] = asyncio.Event()
 
     async def on_shutdown(app: web.Application) -> None:
         app[CLOSING].set()
@@ -121,20 +190,27 @@ class HttpServer:
         self, channel: grpc.aio.Channel, settings: GatewaySettings, auth: GatewayAuth
     ) -> None:
         self.settings = settings
+        self.app = build_app(channel, settings, auth)
         self.runner = web.AppRunner(
-            build_app(channel, settings, auth),
+            self.app,
             handler_cancellation=True,  # a browser that leaves cancels its upstream watch
             shutdown_timeout=settings.shutdown_grace_s,
             access_log=None,
         )
 
     async def start(self) -> int:
+        """Listens (exclusively: no SO_REUSEPORT); DocparseError PORT_IN_USE when taken."""
         host, port = split_host_port(self.settings.http_listen)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, host, port)
-        await site.start()
+        site = web.TCPSite(self.runner, host, port, reuse_port=False)
+        with binding(self.settings.http_listen):
+            await site.start()
         bound: int = self.runner.addresses[0][1]
         return bound
+
+    def set_serving(self) -> None:
+        """/healthz answers 200 from now on (the gRPC side is SERVING)."""
+        self.app[SERVING].set()
 
     async def stop(self) -> None:
         await self.runner.cleanup()

@@ -13,3 +13,5 @@ SETTINGS = web.AppKey("settings", GatewaySettings)
 UPSTREAM = web.AppKey("upstream", Upstream)
 # Set when the gateway shuts down: open event streams end so browsers reconnect elsewhere.
 CLOSING = web.AppKey("closing", asyncio.Event)
+# Set once the gRPC side is SERVING: /healthz answers 503 before it.
+SERVING = web.AppKey("serving", asyncio.Event)

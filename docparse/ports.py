@@ -1,0 +1,100 @@
+"""Ports on this host: whether one is free, which process listens on it, and the one error a
+server or `docparse up` gives when the port it was told to use is taken.
+
+docparse servers bind exclusively (gRPC's `grpc.so_reuseport` off, the HTTP and metrics sides
+never set SO_REUSEPORT): a second process on a taken port fails at once instead of sharing
+it with the first, which would split calls between two unrelated deployments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from pathlib import Path
+
+import grpc
+
+from docparse.errors import DocparseError
+
+_LISTEN = "0A"  # TCP state LISTEN in /proc/net/tcp
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could listen on `host:port` now (SO_REUSEADDR, as servers bind)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the kernel's choice)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                listening = len(fields) > 9 and fields[3] == _LISTEN
+                if listening and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    return inodes
+
+
+def port_holder(port: int) -> str:
+    """`pid N (command line)` of a process listening on `port`, "" when it cannot be told (no
+    /proc, or the process belongs to another user)."""
+    inodes = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    if not inodes:
+        return ""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            links = {os.readlink(fd) for fd in (proc / "fd").iterdir()}
+        except OSError:
+            continue
+        if links & inodes:
+            return f"pid {proc.name} ({process_command(int(proc.name))})"
+    return ""
+
+
+def process_command(pid: int) -> str:
+    """The command line of `pid`, shortened; "" when it is gone or not readable."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    words = [word.decode(errors="replace") for word in raw.split(b"\0") if word]
+    text = " ".join(Path(words[0]).name if i == 0 else w for i, w in enumerate(words))
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """`host:port` (host may be `[v6]` or empty) as (host, port)."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def port_in_use(address: str, what: str = "") -> DocparseError:
+    """FAILED_PRECONDITION PORT_IN_USE naming the address and, when it can be found, the
+    process that holds it (metadata `address`, `port`, `holder`)."""
+    _host, port = split_address(address)
+    holder = port_holder(port)
+    by = f" by {holder}" if holder else ""
+    return DocparseError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "PORT_IN_USE",
+        f"{what + ': ' if what else ''}cannot listen on {address}: the port is in use{by}",
+        {"address": address, "port": str(port), "holder": holder},
+    )
