@@ -1,6 +1,8 @@
 """The WatchJob algorithm (BRIEF §5), kept apart from gRPC so it can be reasoned about alone:
 subscribe first, then read the snapshot, then forward only strictly newer versions; re-read on
-resync markers and on a timer; heartbeat on idle; stop right after the terminal record."""
+resync markers and on a timer; heartbeat on idle; stop right after the terminal record.
+A cursor beyond the job's current version is answered at once with OUT_OF_RANGE
+AFTER_VERSION_AHEAD (no version it could wait for is promised to come)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,16 @@ from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.events import CLOSING, RESYNC, EventHub, shutting_down
 from parser_svc.records import is_terminal, record_to_job
 from parser_svc.store import JobStore
+
+
+def cursor_ahead(job_id: str, after_version: int, version: int) -> DocparseError:
+    return DocparseError(
+        grpc.StatusCode.OUT_OF_RANGE,
+        "AFTER_VERSION_AHEAD",
+        f"job {job_id} is at version {version}; after_version {after_version} is ahead of it "
+        "(resume with the last version you received)",
+        {"job_id": job_id, "version": str(version), "after_version": str(after_version)},
+    )
 
 
 async def watch_job(
@@ -49,6 +61,8 @@ async def watch_job(
 
     async with hub.subscribe(store.keys.job_channel(job_id)) as queue:
         latest: job_pb2.Job | None = await store.get(job_id)
+        if latest is not None and after_version > latest.version:
+            raise cursor_ahead(job_id, after_version, latest.version)
         # The first resync comes after a random 50-100% of the period: streams opened together
         # (a reconnecting client, a restarted gateway) would otherwise all re-read Redis in the
         # same instant, every period, and delay the events being delivered meanwhile.
