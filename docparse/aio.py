@@ -20,7 +20,7 @@ from docparse.errors import DocparseError
 from docparse.results import ResultAssembler, check_submit_answer
 from docparse.transport import AsyncTransport, GrpcAsyncTransport
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
-from docparse.waiting import TRANSIENT, Action, Waiter, WaitPolicy
+from docparse.waiting import TRANSIENT, Action, JobWaiter, WaitPolicy
 
 
 class AsyncClient:
@@ -68,7 +68,7 @@ class AsyncClient:
             password=password,
             wait_timeout_ms=wait_timeout_ms,
         )
-        deadline = self._clock() + self.policy.timeout_s
+        deadline = self._clock() + self.policy.submit_budget_s
         delay = self.policy.backoff_s
         while True:
             try:
@@ -107,31 +107,50 @@ class AsyncClient:
     async def wait(
         self, job: job_pb2.Job | str, *, policy: WaitPolicy | None = None
     ) -> job_pb2.Job:
-        waiter = Waiter(
-            job if isinstance(job, str) else job.job_id, policy or self.policy, self._clock()
-        )
+        job_id = job if isinstance(job, str) else job.job_id
+        waiter = JobWaiter(job_id, policy or self.policy, self._clock(), job_pb2.Job())
         if isinstance(job, job_pb2.Job):
             waiter.observe(job)
+        async for _ in self._follow(waiter):
+            pass
+        return waiter.outcome()
+
+    async def watch(
+        self, job_id: str, *, after_version: int = 0, policy: WaitPolicy | None = None
+    ) -> AsyncIterator[job_pb2.Job]:
+        """Every record newer than `after_version` until the terminal one, with the limits
+        and resumption of `wait` (see docparse.client.Client.watch)."""
+        waiter = JobWaiter(
+            job_id, policy or self.policy, self._clock(), job_pb2.Job(), cursor=after_version
+        )
+        async for record in self._follow(waiter):
+            yield record
+
+    async def _follow(self, waiter: JobWaiter) -> AsyncIterator[job_pb2.Job]:
+        """The waiting loop (decisions in docparse.waiting): yields each new record."""
         while (action := waiter.next_action()) is not Action.DONE:
             left = waiter.check_deadline(self._clock())
-            try:
-                async with asyncio.timeout(left):
-                    if action is Action.STREAM:
-                        request = parser_service_pb2.WatchJobRequest(
-                            job_id=waiter.job_id, after_version=waiter.after_version
-                        )
-                        async for event in self.transport.stream("WatchJob", request, left):
-                            if event.HasField("job"):
-                                waiter.observe(event.job)
-                        continue
-                    waiter.observe((await self.status(waiter.job_id)).job)
-                if not waiter.finished:
-                    await asyncio.sleep(min(self.policy.poll_interval_s, max(0.0, left)))
-            except TimeoutError:
-                continue  # check_deadline raises WaitTimeout on the next turn
+            try:  # no asyncio.timeout around a yield: the call's own deadline bounds it
+                if action is Action.STREAM:
+                    progressed = False
+                    request = parser_service_pb2.WatchJobRequest(
+                        job_id=waiter.job_id, after_version=waiter.after_version
+                    )
+                    async for event in self.transport.stream("WatchJob", request, left):
+                        waiter.heard()
+                        if event.HasField("job") and waiter.observe(event.job):
+                            progressed = True
+                            yield event.job
+                    delay = waiter.on_stream_end(progressed)
+                else:
+                    answer = await self.status(waiter.job_id)
+                    if waiter.observe(answer.job):
+                        yield answer.job
+                    delay = waiter.after_poll()
             except DocparseError as err:
-                await asyncio.sleep(min(waiter.on_error(err), max(0.0, left)))
-        return waiter.outcome()
+                delay = waiter.on_error(err, self._clock())
+            if delay > 0:
+                await asyncio.sleep(min(delay, max(0.0, waiter.left(self._clock()))))
 
     async def result(self, job_id: str) -> reading_package_pb2.ReadingPackage:
         return (await self._download(job_id)).package()
@@ -151,10 +170,3 @@ class AsyncClient:
         request = parser_service_pb2.CancelJobRequest(job_id=job_id)
         response, _ = await self.transport.call("CancelJob", request, self.timeout_s)
         return response.job  # type: ignore[no-any-return]
-
-    async def watch(self, job_id: str, *, after_version: int = 0) -> AsyncIterator[job_pb2.Job]:
-        """Every new record until the terminal one (wrap `wait` semantics around it yourself)."""
-        request = parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after_version)
-        async for event in self.transport.stream("WatchJob", request, None):
-            if event.HasField("job"):
-                yield event.job

@@ -22,14 +22,23 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Generic
 
 import grpc
 
 from docparse.errors import DocparseError
 from docparse.results import ResultAssembler, check_submit_answer
-from docparse.transport import GrpcTransport, Transport
+from docparse.transport import AnswerObserver, GrpcTransport, Transport
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
-from docparse.waiting import TERMINAL, TRANSIENT, Action, Waiter, WaitPolicy
+from docparse.waiting import (
+    TRANSIENT,
+    Action,
+    BatchWaiter,
+    JobWaiter,
+    R,
+    Waiter,
+    WaitPolicy,
+)
 
 DEFAULT_TARGET = "127.0.0.1:50050"
 
@@ -47,6 +56,17 @@ class Answer:
     served_by: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Feed(Generic[R]):
+    """How to follow one kind of record: the stream to open after a version, the record a
+    stream message carries (None for a heartbeat), and one plain read for polling."""
+
+    method: str
+    request: Callable[[int], Any]
+    record: Callable[[Any], R | None]
+    read: Callable[[], R]
+
+
 class Client:
     def __init__(
         self,
@@ -59,12 +79,15 @@ class Client:
         transport: Transport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        on_answer: AnswerObserver | None = None,
     ) -> None:
+        """`on_answer(method, served_by)` is told who answered every call, streams and errors
+        included (the `x-served-by` values: the replica, then the gateway)."""
         self.target = target or default_target()
         self.timeout_s = timeout_s  # per call
         self.policy = policy or WaitPolicy()
         key = os.environ.get("DOCPARSE_API_KEY", "") if api_key is None else api_key
-        self.transport = transport or GrpcTransport(self.target, key, tls_root_cert)
+        self.transport = transport or GrpcTransport(self.target, key, tls_root_cert, on_answer)
         self._sleep = sleep
         self._clock = clock
 
@@ -96,7 +119,7 @@ class Client:
             password=password,
             wait_timeout_ms=wait_timeout_ms,
         )
-        deadline = self._clock() + self.policy.timeout_s
+        deadline = self._clock() + self.policy.submit_budget_s
         delay = self.policy.backoff_s
         while True:
             try:
@@ -134,53 +157,60 @@ class Client:
 
     def wait(self, job: job_pb2.Job | str, *, policy: WaitPolicy | None = None) -> job_pb2.Job:
         """Waits for the job to end (read-only) and returns the SUCCEEDED record."""
-        waiter = Waiter(
-            job if isinstance(job, str) else job.job_id, policy or self.policy, self._clock()
-        )
+        job_id = job if isinstance(job, str) else job.job_id
+        waiter = JobWaiter(job_id, policy or self.policy, self._clock(), job_pb2.Job())
         if isinstance(job, job_pb2.Job):
             waiter.observe(job)  # a terminal answer needs no further call
+        for _ in self._follow(waiter, self._job_feed(job_id)):
+            pass
+        return waiter.outcome()
+
+    def watch(
+        self, job_id: str, *, after_version: int = 0, policy: WaitPolicy | None = None
+    ) -> Iterator[job_pb2.Job]:
+        """Every record newer than `after_version` until the terminal one, resuming broken
+        streams (on any replica) and polling when streaming fails, within the policy's
+        limits: WaitTimeout after `timeout_s`; OUT_OF_RANGE AFTER_VERSION_AHEAD at once when
+        `after_version` is beyond the job's version. A job that already ended at
+        `after_version` yields nothing."""
+        waiter = JobWaiter(
+            job_id, policy or self.policy, self._clock(), job_pb2.Job(), cursor=after_version
+        )
+        yield from self._follow(waiter, self._job_feed(job_id))
+
+    def _job_feed(self, job_id: str) -> Feed[job_pb2.Job]:
+        return Feed(
+            "WatchJob",
+            lambda after: parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after),
+            lambda event: event.job if event.HasField("job") else None,
+            lambda: self.status(job_id).job,
+        )
+
+    def _follow(self, waiter: Waiter[R], feed: Feed[R]) -> Iterator[R]:
+        """The waiting loop (decisions in docparse.waiting): yields each new record."""
         while (action := waiter.next_action()) is not Action.DONE:
             left = waiter.check_deadline(self._clock())
             try:
                 if action is Action.STREAM:
-                    for record in self._watch_once(waiter.job_id, waiter.after_version, left):
-                        waiter.observe(record)
-                    continue  # the stream ended (after the terminal record, or a drain)
-                waiter.observe(self.status(waiter.job_id).job)
-                if not waiter.finished:
-                    self._sleep(min(self.policy.poll_interval_s, max(0.0, left)))
+                    progressed = False
+                    for message in self.transport.stream(
+                        feed.method, feed.request(waiter.after_version), left
+                    ):
+                        waiter.heard()
+                        record = feed.record(message)
+                        if record is not None and waiter.observe(record):
+                            progressed = True
+                            yield record
+                    delay = waiter.on_stream_end(progressed)
+                else:
+                    record = feed.read()
+                    if waiter.observe(record):
+                        yield record
+                    delay = waiter.after_poll()
             except DocparseError as err:
-                self._sleep(min(waiter.on_error(err), max(0.0, left)))
-        return waiter.outcome()
-
-    def _watch_once(
-        self, job_id: str, after_version: int, timeout: float | None
-    ) -> Iterator[job_pb2.Job]:
-        request = parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after_version)
-        for event in self.transport.stream("WatchJob", request, timeout):
-            if event.HasField("job"):
-                yield event.job
-
-    def watch(
-        self, job_id: str, *, after_version: int = 0, max_retries: int = 10
-    ) -> Iterator[job_pb2.Job]:
-        """Every new record until the terminal one, resuming broken streams (on any replica)."""
-        last = after_version
-        failures = 0
-        while True:
-            try:
-                for job in self._watch_once(job_id, last, timeout=None):
-                    if job.version <= last:
-                        continue
-                    failures, last = 0, job.version
-                    yield job
-                    if job.state in TERMINAL:
-                        return
-            except DocparseError as err:
-                if err.code not in TRANSIENT or failures >= max_retries:
-                    raise
-            failures += 1
-            self._sleep(min(self.policy.backoff_s * 2**failures, self.policy.max_backoff_s))
+                delay = waiter.on_error(err, self._clock())
+            if delay > 0:
+                self._sleep(min(delay, max(0.0, waiter.left(self._clock()))))
 
     def result(self, job_id: str) -> reading_package_pb2.ReadingPackage:
         """The reading package of a SUCCEEDED job, checked against its sha256."""
@@ -229,21 +259,19 @@ class Client:
         return response.batch  # type: ignore[no-any-return]
 
     def watch_batch(
-        self, batch_id: str, *, max_retries: int = 10
+        self, batch_id: str, *, policy: WaitPolicy | None = None
     ) -> Iterator[parser_service_pb2.Batch]:
-        """Every new state of the batch until all its files ended, resuming broken streams."""
-        last, failures = 0, 0
-        while True:
-            request = parser_service_pb2.WatchBatchRequest(batch_id=batch_id, after_version=last)
-            try:
-                for event in self.transport.stream("WatchBatch", request, None):
-                    if event.HasField("batch") and event.batch.version > last:
-                        failures, last = 0, event.batch.version
-                        yield event.batch
-                        if event.batch.completed >= event.batch.total:
-                            return
-            except DocparseError as err:
-                if err.code not in TRANSIENT or failures >= max_retries:
-                    raise
-            failures += 1
-            self._sleep(min(self.policy.backoff_s * 2**failures, self.policy.max_backoff_s))
+        """Every new state of the batch until all its files ended, resuming broken streams,
+        within the policy's limits (WaitTimeout after `timeout_s`)."""
+        waiter = BatchWaiter(
+            batch_id, policy or self.policy, self._clock(), parser_service_pb2.Batch()
+        )
+        feed = Feed(
+            "WatchBatch",
+            lambda after: parser_service_pb2.WatchBatchRequest(
+                batch_id=batch_id, after_version=after
+            ),
+            lambda event: event.batch if event.HasField("batch") else None,
+            lambda: self.batch(batch_id),
+        )
+        yield from self._follow(waiter, feed)

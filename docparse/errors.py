@@ -106,8 +106,14 @@ class JobFailed(ClientError):
 class WaitTimeout(ClientError):
     """Waiting ran out of time; the job goes on. Carries what was last seen of it."""
 
-    def __init__(self, job_id: str, last_state: str, last_version: int, waited_s: float) -> None:
-        super().__init__(
-            f"job {job_id} still {last_state} (version {last_version}) after {waited_s:.1f} s"
+    def __init__(
+        self, job_id: str, last_state: str, last_version: int, waited_s: float, kind: str = "job"
+    ) -> None:
+        seen = (
+            f"still {last_state} (version {last_version})"
+            if last_version
+            else "no new record received"
         )
+        super().__init__(f"{kind} {job_id} {seen} after {waited_s:.1f} s; it goes on")
         self.job_id, self.last_state, self.last_version = job_id, last_state, last_version
+        self.kind = kind

@@ -6,7 +6,7 @@ answers (sync answer, async answer, broken streams, ...) without a server.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol
 
 import grpc
@@ -64,11 +64,52 @@ def served_by(metadata: Any) -> tuple[str, ...]:
     return tuple(str(v) for k, v in (metadata or ()) if k == "x-served-by")
 
 
+# Told the method and the `x-served-by` values of every answer (errors and streams included).
+AnswerObserver = Callable[[str, tuple[str, ...]], None]
+
+
+def _trailers(err: grpc.RpcError) -> Any:
+    trailing = getattr(err, "trailing_metadata", None)
+    return trailing() if callable(trailing) else ()
+
+
+def rpc_failure(err: grpc.RpcError, target: str) -> DocparseError:
+    """The DocparseError of a failed call. UNAVAILABLE that no docparse process answered (no
+    ErrorInfo, no x-served-by: nothing listening, a refused or broken connection, a TLS
+    mismatch) gets a reason of our own, TARGET_UNREACHABLE, naming the target."""
+    error = DocparseError.from_rpc_error(err)
+    unanswered = error.code == grpc.StatusCode.UNAVAILABLE and not error.reason
+    if unanswered and not served_by(_trailers(err)):
+        return DocparseError(
+            grpc.StatusCode.UNAVAILABLE,
+            "TARGET_UNREACHABLE",
+            f"no docparse server answered at {target}: {error.message or 'no details'}",
+            {"target": target},
+        )
+    return error
+
+
 class GrpcTransport:
-    def __init__(self, target: str, api_key: str = "", tls_root_cert: bytes | None = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        api_key: str = "",
+        tls_root_cert: bytes | None = None,
+        on_answer: AnswerObserver | None = None,
+    ) -> None:
+        self.target = target
         self.channel = open_channel(target, tls_root_cert, aio=False)
         self.stub = parser_service_pb2_grpc.ParserServiceStub(self.channel)
         self.metadata = credentials_metadata(api_key)
+        self.on_answer = on_answer
+
+    def _answered(self, method: str, metadata: Any) -> None:
+        if self.on_answer is not None:
+            self.on_answer(method, served_by(metadata))
+
+    def _failed(self, method: str, err: grpc.RpcError) -> DocparseError:
+        self._answered(method, _trailers(err))
+        return rpc_failure(err, self.target)
 
     def call(
         self, method: str, request: Message, deadline_s: float | None
@@ -78,15 +119,18 @@ class GrpcTransport:
                 request, timeout=deadline_s, metadata=self.metadata
             )
         except grpc.RpcError as err:
-            raise DocparseError.from_rpc_error(err) from err
-        return response, served_by(call.trailing_metadata())
+            raise self._failed(method, err) from err
+        replicas = served_by(call.trailing_metadata())
+        self._answered(method, call.trailing_metadata())
+        return response, replicas
 
     def stream(self, method: str, request: Message, deadline_s: float | None) -> Iterator[Any]:
         call = getattr(self.stub, method)(request, timeout=deadline_s, metadata=self.metadata)
         try:
             yield from call
+            self._answered(method, call.trailing_metadata())
         except grpc.RpcError as err:
-            raise DocparseError.from_rpc_error(err) from err
+            raise self._failed(method, err) from err
         finally:
             call.cancel()
 
@@ -96,6 +140,7 @@ class GrpcTransport:
 
 class GrpcAsyncTransport:
     def __init__(self, target: str, api_key: str = "", tls_root_cert: bytes | None = None) -> None:
+        self.target = target
         self.channel = open_channel(target, tls_root_cert, aio=True)
         self.stub = parser_service_pb2_grpc.ParserServiceStub(self.channel)
         self.metadata = credentials_metadata(api_key)
@@ -108,7 +153,7 @@ class GrpcAsyncTransport:
             response = await call
             return response, served_by(await call.trailing_metadata())
         except grpc.RpcError as err:
-            raise DocparseError.from_rpc_error(err) from err
+            raise rpc_failure(err, self.target) from err
 
     async def stream(
         self, method: str, request: Message, deadline_s: float | None
@@ -118,7 +163,7 @@ class GrpcAsyncTransport:
             async for message in call:
                 yield message
         except grpc.RpcError as err:
-            raise DocparseError.from_rpc_error(err) from err
+            raise rpc_failure(err, self.target) from err
         finally:
             call.cancel()
 

@@ -9,12 +9,13 @@ failures, or when the server cannot stream, it polls GetStatus instead. It never
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import grpc
 
 from docparse.errors import DocparseError, JobFailed, WaitTimeout
-from docparse.v1 import job_pb2
+from docparse.v1 import job_pb2, parser_service_pb2
 
 TERMINAL = frozenset({job_pb2.STATE_SUCCEEDED, job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED})
 # Errors after which the same read may simply be tried again (with backoff).
@@ -37,7 +38,7 @@ def state_name(state: int) -> str:
 class WaitPolicy:
     """Defaults suit interactive use; batch backends may raise `timeout_s`."""
 
-    # Give up waiting (the job goes on) after this long.
+    # Give up waiting (the job goes on) after this long: WaitTimeout.
     timeout_s: float = 600.0
     # GetStatus polling interval once streaming is off.
     poll_interval_s: float = 1.0
@@ -46,6 +47,15 @@ class WaitPolicy:
     max_backoff_s: float = 5.0
     # Stream failures in a row before waiting falls back to polling.
     stream_failures_before_polling: int = 3
+    # Transient errors (UNAVAILABLE, ...) with no answer in between for this long end the wait
+    # with the last error, before `timeout_s`: a service that is gone is reported, not waited
+    # out. A Redis outage shorter than this, or a replica restart, is ridden out.
+    unavailable_budget_s: float = 60.0
+
+    @property
+    def submit_budget_s(self) -> float:
+        """How long a submit is retried (same request_id) while it gets no answer."""
+        return min(self.timeout_s, self.unavailable_budget_s)
 
 
 class Action(enum.Enum):
@@ -54,59 +64,137 @@ class Action(enum.Enum):
     DONE = "done"
 
 
+R = TypeVar("R", job_pb2.Job, parser_service_pb2.Batch)
+
+
 @dataclass
-class Waiter:
-    job_id: str
+class Waiter(Generic[R]):
+    """What a wait knows and decides; the clients do the I/O. JobWaiter and BatchWaiter say
+    when their record is final.
+
+    `cursor` is the last version handed out (a caller's `after_version` at first): only newer
+    records are new. `last` is the newest record seen, even one at or below the cursor (a
+    status read after a stream ended): a final `last` ends the wait."""
+
+    subject_id: str
     policy: WaitPolicy
     started: float
-    last: job_pb2.Job = field(default_factory=job_pb2.Job)
+    last: R
+    cursor: int = 0
     polling: bool = False
     failures: int = 0
+    # Since when every read failed (None: the last read was answered).
+    failing_since: float | None = None
+    # Read the status once before streaming again (a stream ended short of the end).
+    check_status: bool = False
+    # Whether the cursor is a version this waiter received (not one a caller gave).
+    cursor_seen: bool = False
+
+    kind = "job"
+
+    def is_final(self, record: R) -> bool:
+        raise NotImplementedError
+
+    def state_text(self) -> str:
+        raise NotImplementedError
 
     @property
     def after_version(self) -> int:
-        return self.last.version
+        return self.cursor
 
-    def observe(self, job: job_pb2.Job) -> bool:
-        """Takes a record; True when it is newer than anything seen before (older ones, e.g.
-        from a lagging replica, are ignored). Any progress resets the failure count."""
-        if job.version <= self.last.version:
+    def heard(self) -> None:
+        """Any answer (a record, a heartbeat): the service is there."""
+        self.failing_since = None
+
+    def observe(self, record: R) -> bool:
+        """Takes a record; True when it is newer than the cursor (older ones, e.g. from a
+        lagging replica, are not handed out again). Any progress resets the failure count."""
+        self.heard()
+        if record.version > self.last.version:
+            self.last = record
+        if record.version <= self.cursor:
             return False
-        self.last = job
+        self.cursor, self.cursor_seen = record.version, True
         self.failures = 0
         return True
 
     @property
     def finished(self) -> bool:
-        return self.last.state in TERMINAL
+        return self.is_final(self.last)
 
     def next_action(self) -> Action:
         if self.finished:
             return Action.DONE
-        return Action.POLL if self.polling else Action.STREAM
+        return Action.POLL if self.polling or self.check_status else Action.STREAM
 
-    def on_error(self, err: DocparseError) -> float:
+    def on_stream_end(self, progressed: bool) -> float:
+        """A stream ended OK. Unless it brought the terminal record, read the status once
+        before streaming again (the job may have ended at the cursor); a stream that brought
+        nothing new counts as a failure, so reconnects back off instead of spinning."""
+        if self.finished:
+            return 0.0
+        self.check_status = True
+        if progressed:
+            return 0.0
+        self.failures += 1
+        return self._backoff()
+
+    def after_poll(self) -> float:
+        """The delay after a GetStatus answer: none after the one read that follows a stream
+        end (streaming resumes at once), the polling interval when polling."""
+        quick = self.check_status and not self.polling
+        self.check_status = False
+        return 0.0 if self.finished or quick else self.policy.poll_interval_s
+
+    def on_error(self, err: DocparseError, now: float) -> float:
         """Decides what a failed read means: returns the delay before the next try, or raises
-        (NOT_FOUND and contract-level errors are final; NOT_FOUND tells if it expired)."""
+        (NOT_FOUND and contract-level errors are final; NOT_FOUND tells if it expired;
+        transient errors become final after `unavailable_budget_s` without an answer)."""
         if err.code == grpc.StatusCode.UNIMPLEMENTED and not self.polling:
             self.polling = True  # this server cannot stream: poll instead
             return 0.0
-        if err.code not in TRANSIENT:
+        lagging = err.reason == "AFTER_VERSION_AHEAD" and self.cursor_seen  # a stale read
+        if err.code not in TRANSIENT and not lagging:
+            raise err
+        self.failing_since = now if self.failing_since is None else self.failing_since
+        if now - self.failing_since >= self.policy.unavailable_budget_s:
             raise err
         self.failures += 1
         if not self.polling and self.failures >= self.policy.stream_failures_before_polling:
             self.polling = True
-        delay: float = self.policy.backoff_s * 2 ** (self.failures - 1)
+        return self._backoff()
+
+    def _backoff(self) -> float:
+        delay: float = self.policy.backoff_s * 2 ** max(0, self.failures - 1)
         return min(delay, self.policy.max_backoff_s)
 
+    def left(self, now: float) -> float:
+        return self.started + self.policy.timeout_s - now
+
     def check_deadline(self, now: float) -> float:
-        """The time left, or WaitTimeout carrying the job id and the last state seen."""
-        left = self.started + self.policy.timeout_s - now
+        """The time left, or WaitTimeout carrying the id and the last state seen."""
+        left = self.left(now)
         if left <= 0:
             raise WaitTimeout(
-                self.job_id, state_name(self.last.state), self.last.version, now - self.started
+                self.subject_id,
+                self.state_text(),
+                self.last.version,
+                now - self.started,
+                self.kind,
             )
         return left
+
+
+class JobWaiter(Waiter[job_pb2.Job]):
+    @property
+    def job_id(self) -> str:
+        return self.subject_id
+
+    def is_final(self, record: job_pb2.Job) -> bool:
+        return record.state in TERMINAL
+
+    def state_text(self) -> str:
+        return state_name(self.last.state)
 
     def outcome(self) -> job_pb2.Job:
         """The terminal record, or JobFailed with the job's reason."""
@@ -114,3 +202,13 @@ class Waiter:
         if job.state != job_pb2.STATE_SUCCEEDED:
             raise JobFailed(job.job_id, state_name(job.state), job.error.reason, job.error.message)
         return job
+
+
+class BatchWaiter(Waiter[parser_service_pb2.Batch]):
+    kind = "batch"
+
+    def is_final(self, record: parser_service_pb2.Batch) -> bool:
+        return record.total > 0 and record.completed >= record.total
+
+    def state_text(self) -> str:
+        return f"at {self.last.completed}/{self.last.total} files ended"

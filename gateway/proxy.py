@@ -20,7 +20,7 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
 from docparse import observability
 from docparse.errors import DocparseError
-from docparse.serving import abort, served_by_metadata
+from docparse.serving import SERVED_BY_KEY, abort, served_by_metadata
 from gateway.auth import GatewayAuth
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -200,6 +200,22 @@ def gateway_draining() -> DocparseError:
     )
 
 
+def no_replica(err: grpc.aio.AioRpcError) -> DocparseError | None:
+    """UNAVAILABLE NO_REPLICA_REACHABLE for an upstream call no replica answered (it carries no
+    x-served-by): the gateway's own reason, so the error names one. None for anything else."""
+    if err.code() != grpc.StatusCode.UNAVAILABLE:
+        return None
+    if any(key == SERVED_BY_KEY for key, _ in err.trailing_metadata() or ()):
+        return None
+    return DocparseError(
+        grpc.StatusCode.UNAVAILABLE,
+        "NO_REPLICA_REACHABLE",
+        f"the gateway reached no parser_svc replica: {err.details() or 'no details'}",
+    )
+
+
 async def _relay_error(context: Context, err: grpc.aio.AioRpcError) -> None:
     observability.upstream_error(err)
+    if (own := no_replica(err)) is not None:
+        await abort(context, own)
     await context.abort(err.code(), err.details() or "", _trailers(err.trailing_metadata()))

@@ -67,7 +67,7 @@ class Recorder:
     def _run(self, target: str, job_id: str) -> None:
         try:
             with Client(target) as client:
-                self.records.extend(client.watch(job_id, max_retries=60))
+                self.records.extend(client.watch(job_id))
         except Exception as err:
             self.error = err
 

@@ -262,3 +262,97 @@ def test_async_client_takes_the_same_paths() -> None:
             await AsyncClient("x:1", transport=empty).parse(b"%PDF")
 
     asyncio.run(run())
+
+
+def test_watch_of_a_job_that_ended_at_the_cursor_reads_its_status_and_stops() -> None:
+    done = job(5, job_pb2.STATE_SUCCEEDED)
+    transport = ScriptedTransport(
+        WatchJob=[[]],  # the stream ends OK at once: nothing newer than version 5
+        GetStatus=[parser_service_pb2.GetStatusResponse(job=done)],
+    )
+    sdk, clock = client(transport)
+    assert list(sdk.watch("j1", after_version=5)) == []
+    assert transport.methods() == ["WatchJob", "GetStatus"]
+    assert clock.now < 1
+
+
+def test_watch_with_a_cursor_ahead_of_the_job_fails_at_once() -> None:
+    ahead = DocparseError(grpc.StatusCode.OUT_OF_RANGE, "AFTER_VERSION_AHEAD", "at 5")
+    transport = ScriptedTransport(WatchJob=[[ahead]])
+    sdk, _ = client(transport)
+    with pytest.raises(DocparseError) as err:
+        list(sdk.watch("j1", after_version=100))
+    assert err.value.reason == "AFTER_VERSION_AHEAD"
+    assert transport.methods() == ["WatchJob"]
+
+
+def test_streams_that_end_without_news_back_off_and_the_timeout_ends_the_watch() -> None:
+    queued = job(1, job_pb2.STATE_QUEUED)
+    transport = ScriptedTransport(
+        WatchJob=[events(queued)] + [[] for _ in range(100)],
+        GetStatus=[parser_service_pb2.GetStatusResponse(job=queued) for _ in range(100)],
+    )
+    sdk, clock = client(transport, timeout_s=10)
+    with pytest.raises(WaitTimeout) as timeout:
+        list(sdk.watch("j1"))
+    assert (timeout.value.job_id, timeout.value.last_state) == ("j1", "QUEUED")
+    assert 10 <= clock.now < 12
+    assert transport.methods().count("WatchJob") < 15  # backed off, did not spin
+
+
+def test_a_service_that_stops_answering_ends_the_wait_with_its_error() -> None:
+    gone = DocparseError(grpc.StatusCode.UNAVAILABLE, "TARGET_UNREACHABLE", "refused")
+    transport = ScriptedTransport(
+        WatchJob=[[*events(job(2, job_pb2.STATE_RUNNING)), gone]] + [[gone] for _ in range(100)],
+        GetStatus=[gone for _ in range(100)],
+    )
+    sdk, clock = client(transport, timeout_s=600, unavailable_budget_s=20)
+    with pytest.raises(DocparseError) as err:
+        sdk.wait("j1")
+    assert err.value.reason == "TARGET_UNREACHABLE"
+    assert 20 <= clock.now < 30
+
+
+def test_batch_watch_ends_when_every_file_ended_or_at_the_timeout() -> None:
+    def batch(version: int, completed: int) -> parser_service_pb2.WatchBatchResponse:
+        return parser_service_pb2.WatchBatchResponse(
+            batch=parser_service_pb2.Batch(batch_id="b1", version=version, total=2,
+                                           completed=completed)
+        )  # fmt: skip
+
+    transport = ScriptedTransport(WatchBatch=[[batch(2, 0), batch(5, 1), batch(8, 2)]])
+    sdk, _ = client(transport)
+    assert [b.completed for b in sdk.watch_batch("b1")] == [0, 1, 2]
+
+    stuck = ScriptedTransport(
+        WatchBatch=[[batch(2, 0)]] + [[] for _ in range(100)],
+        GetBatch=[parser_service_pb2.GetBatchResponse(batch=batch(2, 0).batch)] * 100,
+    )
+    sdk, clock = client(stuck, timeout_s=5)
+    with pytest.raises(WaitTimeout) as timeout:
+        list(sdk.watch_batch("b1"))
+    assert timeout.value.kind == "batch" and "0/2" in str(timeout.value)
+    assert 5 <= clock.now < 7
+
+
+def test_async_watch_takes_the_same_paths() -> None:
+    async def run() -> None:
+        done = job(5, job_pb2.STATE_SUCCEEDED)
+        ended = AsyncScriptedTransport(
+            WatchJob=[[]], GetStatus=[parser_service_pb2.GetStatusResponse(job=done)]
+        )
+        assert [
+            j async for j in AsyncClient("x:1", transport=ended).watch("j1", after_version=5)
+        ] == []
+        assert ended.methods() == ["WatchJob", "GetStatus"]
+
+        queued = job(1, job_pb2.STATE_QUEUED)
+        stuck = AsyncScriptedTransport(
+            WatchJob=[events(queued)] + [[] for _ in range(1000)],
+            GetStatus=[parser_service_pb2.GetStatusResponse(job=queued)] * 1000,
+        )
+        sdk = AsyncClient("x:1", transport=stuck, policy=WaitPolicy(timeout_s=0.5, backoff_s=0.01))
+        with pytest.raises(WaitTimeout):
+            await sdk.wait("j1")
+
+    asyncio.run(run())

@@ -17,6 +17,7 @@ from docparse.errors import DocparseError
 from docparse.serving import SERVED_BY_KEY, served_by
 from docparse.v1 import parser_service_pb2_grpc
 from gateway.auth import GatewayAuth
+from gateway.proxy import no_replica
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -39,7 +40,8 @@ def served_by_header(trailers: object) -> str:
 
 
 def rpc_failure(err: grpc.aio.AioRpcError) -> HttpError:
-    return HttpError(DocparseError.from_rpc_error(err), served_by_header(err.trailing_metadata()))
+    error = no_replica(err) or DocparseError.from_rpc_error(err)
+    return HttpError(error, served_by_header(err.trailing_metadata()))
 
 
 class Upstream:
