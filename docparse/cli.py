@@ -8,8 +8,11 @@
     docparse cancel JOB_ID           cancel a job that has not ended
     docparse batch BATCH_ID          a batch's files and counters
 
-Exit codes: 0 success; 1 a job ended FAILED or CANCELLED; 2 the call failed (message on
-stderr with the gRPC code and reason); 3 waiting timed out (the job goes on).
+Exit codes: 0 success; 1 a job ended FAILED or CANCELLED; 2 a call failed, or the command
+line, an input file or `docparse up`'s ports or data directory were refused (stderr: `error:
+<gRPC code> <reason>: <message>`); 3 waiting timed out (`--timeout`; the job goes on);
+130 interrupted (Ctrl-C; the jobs go on). Several outcomes at once (submit --watch of several
+files): 2 before 3 before 1.
 """
 
 from __future__ import annotations
@@ -19,21 +22,26 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from docparse.client import Client, default_target
-from docparse.embedded_redis import free_port, port_is_free
 from docparse.errors import ContractError, DocparseError, JobFailed, WaitTimeout
+from docparse.ports import port_holder, port_in_use, port_is_free
 from docparse.progress import ProgressBoard
 from docparse.render import to_markdown, to_text
 from docparse.v1 import job_pb2
 from docparse.waiting import TERMINAL, WaitPolicy, state_name
 
-EXIT_OK, EXIT_JOB_FAILED, EXIT_ERROR, EXIT_TIMEOUT = 0, 1, 2, 3
+EXIT_OK, EXIT_JOB_FAILED, EXIT_ERROR, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_PORT = 50050
+DEFAULT_HTTP_PORT = 8080
+# A wait or a submit ends with exit 2 after this long without any answer (the stack stopped).
+UNAVAILABLE_BUDGET_S = 30.0
 
 
 def _json(message: Message) -> str:
@@ -62,46 +70,115 @@ def _exit_for(jobs: list[job_pb2.Job]) -> int:
     return EXIT_OK if all(j.state == job_pb2.STATE_SUCCEEDED for j in jobs) else EXIT_JOB_FAILED
 
 
+def _local_error(reason: str, message: str, path: Path | str) -> DocparseError:
+    return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, {"path": str(path)})
+
+
 def _files(paths: list[str]) -> list[Path]:
     found: list[Path] = []
     for name in paths:
         path = Path(name)
         if path.is_dir():
             found += sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-        else:
+        elif path.is_file():
             found.append(path)
+        else:
+            raise _local_error("FILE_NOT_FOUND", f"{name}: no such file or directory", name)
     if not found:
-        raise SystemExit("docparse submit: no files")
+        raise _local_error("NO_FILES", f"no files in {' '.join(paths)}", " ".join(paths))
     return found
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise _local_error("FILE_UNREADABLE", f"{path}: {err.strerror or err}", path) from err
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        path.write_bytes(data)
+    except OSError as err:
+        raise _local_error("OUTPUT_UNWRITABLE", f"{path}: {err.strerror or err}", path) from err
+
+
+# --- docparse up ---------------------------------------------------------------------------
+
+
+def _pick_ports(explicit: int | None, default: int, count: int, flag: str) -> tuple[int, str]:
+    """The first of `count` consecutive ports. An explicit one must be free (PORT_IN_USE
+    otherwise: exit 2); the default moves (0: free ports) when taken, with a note saying so."""
+    if explicit is not None:
+        for port in range(explicit, explicit + count):
+            if not port_is_free(port):
+                raise port_in_use(f"127.0.0.1:{port}", f"docparse up {flag} {explicit}")
+        return explicit, ""
+    if all(port_is_free(p) for p in range(default, default + count)):
+        return default, ""
+    holder = port_holder(default)
+    by = f" (by {holder})" if holder else ""
+    return 0, f"port {default} is taken{by}"
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     from docparse.demo import run_demo
-    from docparse.stack import LocalStack
+    from docparse.stack import LocalStack, new_run_dir
 
-    port = args.port
-    if port is None:
-        port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
-        if port != DEFAULT_PORT:
-            print(f"port {DEFAULT_PORT} is taken; the gateway listens on {port} instead")
+    port, port_note = _pick_ports(args.port, DEFAULT_PORT, args.gateways, "--port")
+    http_port, http_note = _pick_ports(args.http_port, DEFAULT_HTTP_PORT, 1, "--http-port")
+    extra_env: dict[str, str] = {}
+    if args.api_keys_file is not None:
+        keys = args.api_keys_file.resolve()
+        if not keys.is_file():
+            raise _local_error("FILE_NOT_FOUND", f"{keys}: no such API keys file", keys)
+        extra_env["DOCPARSE_GATEWAY_AUTH"] = "required"
+        extra_env["DOCPARSE_GATEWAY_API_KEYS_FILE"] = str(keys)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise _local_error("TLS_INCOMPLETE", "--tls-cert and --tls-key go together", "")
+    if args.tls_cert is not None and args.tls_key is not None:
+        for pem in (args.tls_cert, args.tls_key):
+            if not pem.is_file():
+                raise _local_error("FILE_NOT_FOUND", f"{pem}: no such file", pem)
+        extra_env |= {
+            "DOCPARSE_GATEWAY_TLS_CERT_FILE": str(args.tls_cert.resolve()),
+            "DOCPARSE_GATEWAY_TLS_KEY_FILE": str(args.tls_key.resolve()),
+        }
     stack = LocalStack(
-        Path(args.data_dir),
+        Path(args.data_dir) if args.data_dir else new_run_dir(),
         replicas=args.replicas,
         gateways=args.gateways,
-        port=port,
+        port=port or None,
         redis_url=args.redis_url,
+        extra_env=extra_env,
+        http_port=http_port or None,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(f"starting in {stack.data_dir}", flush=True)
     stack.start()
     try:
+        target = stack.gateway_addresses[0]
+        for note, where in ((port_note, f"the gateway listens on {target}"),
+                            (http_note, f"HTTP on {stack.http_addresses[0]}")):  # fmt: skip
+            if note:
+                print(f"{note}; {where} instead", flush=True)
+        if port_note:
+            print(f"use it with: export DOCPARSE_TARGET={target}", flush=True)
         if stack.redis is not None:
             print(f"embedded redis-server at {stack.redis_url} (no --redis-url given)")
-        print("dev mode: no authentication", flush=True)
+        if stack.auth_required:
+            print("authentication: API keys required (--api-key or DOCPARSE_API_KEY)")
+        else:
+            print("dev mode: no authentication")
+        if stack.tls:
+            print("gRPC over TLS: clients need --tls-ca with the certificate's CA")
+        print(stack.table())
         print(stack.ready_line(), flush=True)
         if args.demo:
-            ok = run_demo(stack.gateway_addresses[0], Path(args.demo))
+            tls = args.tls_cert.read_bytes() if stack.tls and args.tls_cert else None
+            ok = run_demo(target, Path(args.demo), tls_root_cert=tls)
             if os.environ.get("DEMO_EXIT") == "1":
                 return EXIT_OK if ok else EXIT_JOB_FAILED
         print("serving; Ctrl-C to stop", flush=True)
@@ -112,41 +189,83 @@ def cmd_up(args: argparse.Namespace) -> int:
         stack.stop()
 
 
+# --- client commands -----------------------------------------------------------------------
+
+
+@dataclass
+class Followed:
+    """How following one job ended: its last record, or the error that stopped the wait."""
+
+    job: job_pb2.Job
+    error: Exception | None = None
+
+
+def _follow_jobs(client: Client, jobs: list[job_pb2.Job], board: ProgressBoard) -> list[Followed]:
+    """Follows every job at once (one thread each, the SDK's waiting) to its end."""
+    results = [Followed(job) for job in jobs]
+
+    def follow(index: int) -> None:
+        try:
+            for job in client.watch(jobs[index].job_id):
+                results[index].job = job
+                board.update(index, job)
+        except (DocparseError, WaitTimeout) as err:
+            results[index].error = err
+
+    threads = [threading.Thread(target=follow, args=(i,), daemon=True) for i in range(len(jobs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def _report(results: list[Followed], as_json: bool) -> int:
+    """The summary, one line on stderr per wait that did not end, and the exit code: 2 if a
+    call failed, else 3 if a wait timed out, else 1 if a job failed, else 0."""
+    codes = {_finish([r.job for r in results], as_json)}
+    for result in results:
+        if isinstance(result.error, DocparseError):
+            print(_error_line(result.error), file=sys.stderr)
+            codes.add(EXIT_ERROR)
+        elif isinstance(result.error, WaitTimeout):
+            print(f"timeout: {result.error}", file=sys.stderr)
+            codes.add(EXIT_TIMEOUT)
+    return next(c for c in (EXIT_ERROR, EXIT_TIMEOUT, EXIT_JOB_FAILED, EXIT_OK) if c in codes)
+
+
 def cmd_submit(args: argparse.Namespace, client: Client) -> int:
     paths = _files(args.paths)
     if len(paths) > 1 and not args.separately:
-        batch = client.submit_batch([(p.name, p.read_bytes()) for p in paths])
+        batch = client.submit_batch([(p.name, _read(p)) for p in paths])
+        if not args.json:
+            print(f"batch {batch.batch_id}", flush=True)
         if not args.watch:
-            print(_json(batch) if args.json else f"batch {batch.batch_id}")
+            if args.json:
+                print(_json(batch))
             for job in batch.jobs:
                 _print_job(job, args.json)
             return EXIT_OK
         board = ProgressBoard([p.name for p in paths], quiet=args.json)
         final = batch
-        for final in client.watch_batch(batch.batch_id):
-            for index, job in enumerate(final.jobs):
-                board.update(index, job)
+        try:
+            for final in client.watch_batch(batch.batch_id):
+                for index, job in enumerate(final.jobs):
+                    board.update(index, job)
+        except (DocparseError, WaitTimeout):
+            _finish(list(final.jobs), args.json)  # what is known, then the error's exit code
+            raise
         return _finish(list(final.jobs), args.json)
 
-    jobs = [client.submit(p.name, p.read_bytes()).job for p in paths]
+    jobs = [client.submit(p.name, _read(p)).job for p in paths]
     if not args.watch:
         for job in jobs:
             _print_job(job, args.json)
         return EXIT_OK
     board = ProgressBoard([p.name for p in paths], quiet=args.json)
-    finals = list(jobs)
-
-    def follow(index: int) -> None:
-        for job in client.watch(jobs[index].job_id, after_version=0):
-            finals[index] = job
-            board.update(index, job)
-
-    threads = [threading.Thread(target=follow, args=(i,)) for i in range(len(jobs))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return _finish(finals, args.json)
+    for index, job in enumerate(jobs):
+        board.update(index, job)
+    return _report(_follow_jobs(client, jobs, board), args.json)
 
 
 def _finish(jobs: list[job_pb2.Job], as_json: bool) -> int:
@@ -166,22 +285,23 @@ def cmd_status(args: argparse.Namespace, client: Client) -> int:
 
 def cmd_watch(args: argparse.Namespace, client: Client) -> int:
     board = ProgressBoard([args.job_id], quiet=args.json)
-    last = job_pb2.Job()
+    last: job_pb2.Job | None = None
     for job in client.watch(args.job_id, after_version=args.after_version):
         last = job
         if args.json:
             _print_job(job, True)
         else:
             board.update(0, job)
-    if last.state not in TERMINAL:  # resumed past the end: report the final record
+    if last is None or last.state not in TERMINAL:  # it ended at the cursor: say how
         last = client.status(args.job_id).job
+        _print_job(last, args.json)
     return _exit_for([last])
 
 
 def cmd_result(args: argparse.Namespace, client: Client) -> int:
     if args.format == "raw":
         if not args.output:
-            raise SystemExit("docparse result --format raw needs -o FILE")
+            raise _local_error("OUTPUT_REQUIRED", "--format raw writes a file: add -o FILE", "")
         ref = client.download_result(args.job_id, Path(args.output))
         print(f"{args.output}: {ref.size_bytes} bytes, sha256 {ref.sha256} (verified)")
         return EXIT_OK
@@ -191,7 +311,7 @@ def cmd_result(args: argparse.Namespace, client: Client) -> int:
     else:
         text = to_markdown(package) if args.format == "markdown" else to_text(package)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        _write(Path(args.output), text.encode("utf-8"))
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -226,11 +346,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--port",
         type=int,
         default=None,
-        help=f"port of the first gateway (default {DEFAULT_PORT}, or a free one if it is taken)",
+        help=f"gRPC port of the first gateway, the next ones on the ports after it (default "
+        f"{DEFAULT_PORT}, or free ports if it is taken; an explicit port that is taken: exit 2)",
+    )
+    up.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help=f"HTTP port of the first gateway (default {DEFAULT_HTTP_PORT}, or a free one if it "
+        "is taken; an explicit port that is taken: exit 2)",
     )
     up.add_argument("--redis-url", default=os.environ.get("DOCPARSE_REDIS_URL"),
                     help="use this Redis instead of an embedded one")  # fmt: skip
-    up.add_argument("--data-dir", default="var/stack", help="logs, blobs, embedded Redis data")
+    up.add_argument(
+        "--data-dir",
+        default=None,
+        help="logs, blobs, embedded Redis data (default: a new var/stack/<time>-<pid> per run, "
+        "the 10 newest kept); a directory another stack uses is refused (exit 2)",
+    )
+    up.add_argument(
+        "--api-keys-file",
+        type=Path,
+        help="require API keys: a keys file in the gateway's format (README: Tenants, API keys)",
+    )
+    up.add_argument("--tls-cert", type=Path, help="PEM certificate chain: the gateways' gRPC "
+                    "ports speak TLS")  # fmt: skip
+    up.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     up.add_argument("--demo", metavar="DIR", help="submit the documents in DIR once ready")
     up.set_defaults(fn=cmd_up, needs_client=False)
 
@@ -244,7 +385,19 @@ def build_parser() -> argparse.ArgumentParser:
         )
         command.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect over TLS")
         command.add_argument("--json", action="store_true", help="machine-readable output")
-        command.add_argument("--timeout", type=float, default=600.0, help="waiting limit, s")
+        command.add_argument(
+            "--timeout",
+            type=float,
+            default=600.0,
+            help="waiting limit in seconds: exit 3 when it runs out (the job goes on)",
+        )
+        command.add_argument(
+            "--unreachable-timeout",
+            type=float,
+            default=UNAVAILABLE_BUDGET_S,
+            help="how long a wait or a submit rides out a service that does not answer "
+            "(UNAVAILABLE) before it ends with exit 2 (default %(default)s s)",
+        )
         command.set_defaults(needs_client=True)
         return command
 
@@ -258,12 +411,18 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(fn=cmd_status)
     watch = client_command("watch", "follow a job until it ends")
     watch.add_argument("job_id")
-    watch.add_argument("--after-version", type=int, default=0)
+    watch.add_argument(
+        "--after-version",
+        type=int,
+        default=0,
+        help="only records newer than this version (beyond the job's version: exit 2, "
+        "OUT_OF_RANGE AFTER_VERSION_AHEAD)",
+    )
     watch.set_defaults(fn=cmd_watch)
     result = client_command("result", "the reading package of a SUCCEEDED job")
     result.add_argument("job_id")
     result.add_argument("--format", choices=["json", "text", "markdown", "raw"], default="json")
-    result.add_argument("-o", "--output", help="write to this file")
+    result.add_argument("-o", "--output", help="write to this file (needed with --format raw)")
     result.set_defaults(fn=cmd_result)
     cancel = client_command("cancel", "cancel a job that has not ended")
     cancel.add_argument("job_id")
@@ -274,18 +433,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error_line(err: DocparseError) -> str:
+    return f"error: {err.code.name} {err.reason or 'NO_REASON'}: {err.message}"
+
+
+def _run(args: argparse.Namespace) -> int:
+    if not args.needs_client:
+        code: int = args.fn(args)
+        return code
+    tls = _read(args.tls_ca) if args.tls_ca else None
+    policy = WaitPolicy(timeout_s=args.timeout, unavailable_budget_s=args.unreachable_timeout)
+    with Client(args.target, api_key=args.api_key, tls_root_cert=tls, policy=policy) as client:
+        code = args.fn(args, client)
+        return code
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
-        if not args.needs_client:
-            code = args.fn(args)
-        else:
-            tls = args.tls_ca.read_bytes() if args.tls_ca else None
-            policy = WaitPolicy(timeout_s=args.timeout)
-            with Client(
-                args.target, api_key=args.api_key, tls_root_cert=tls, policy=policy
-            ) as client:
-                code = args.fn(args, client)
+        code = _run(args)
     except JobFailed as err:
         print(f"failed: {err}", file=sys.stderr)
         code = EXIT_JOB_FAILED
@@ -293,11 +459,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"timeout: {err}", file=sys.stderr)
         code = EXIT_TIMEOUT
     except DocparseError as err:
-        print(f"error: {err.code.name} {err.reason}: {err.message}", file=sys.stderr)
+        print(_error_line(err), file=sys.stderr)
         code = EXIT_ERROR
     except ContractError as err:
-        print(f"error: contract: {err}", file=sys.stderr)
+        print(f"error: CONTRACT {type(err).__name__}: {err}", file=sys.stderr)
         code = EXIT_ERROR
+    except KeyboardInterrupt:
+        print("interrupted (jobs already submitted go on)", file=sys.stderr)
+        code = EXIT_INTERRUPTED
     sys.exit(code)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from docparse.client import Client
-from docparse.errors import DocparseError
+from docparse.errors import DocparseError, WaitTimeout
 from docparse.progress import ProgressBoard
 from docparse.v1 import job_pb2
 from docparse.waiting import state_name
@@ -23,30 +23,35 @@ class Row:
     error: str = ""
 
 
-def run_demo(target: str, folder: Path) -> bool:
-    """True when every document ended SUCCEEDED with its result downloaded and verified."""
+def run_demo(target: str, folder: Path, tls_root_cert: bytes | None = None) -> bool:
+    """True when every document ended SUCCEEDED with its result downloaded and verified.
+    The `replicas` column lists every parser_svc replica that answered a call made for the
+    document (its submit, every watch stream, status and result reads), from the first
+    `x-served-by` value of each answer."""
     paths = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     rows = [Row(p) for p in paths]
     board = ProgressBoard([p.name for p in paths])
     print(f"submitting {len(paths)} documents from {folder} to {target}", flush=True)
 
     def follow(index: int, row: Row) -> None:
-        with Client(target) as client:
+        def answered(method: str, served_by: tuple[str, ...]) -> None:
+            if len(served_by) > 1:  # the replica, then the gateway that relayed its answer
+                row.replicas.add(served_by[0])
+
+        with Client(target, tls_root_cert=tls_root_cert, on_answer=answered) as client:
             try:
                 answer = client.submit(row.path.name, row.path.read_bytes())
-                row.replicas.update(answer.served_by[:1])
                 row.job = answer.job
                 board.update(index, row.job)
                 for job in client.watch(row.job.job_id):
                     row.job = job
                     board.update(index, job)
                 final = client.status(row.job.job_id)
-                row.replicas.update(final.served_by[:1])
                 if final.job.state == job_pb2.STATE_SUCCEEDED:
                     package = client.result(row.job.job_id)
                     row.chars = sum(len(page.text) for page in package.pages)
-            except DocparseError as err:
-                row.error = f"{err.reason or err.code.name}: {err.message}"
+            except (DocparseError, WaitTimeout) as err:
+                row.error = str(err)
 
     threads = [threading.Thread(target=follow, args=(i, r)) for i, r in enumerate(rows)]
     for thread in threads:
