@@ -1,9 +1,12 @@
-"""Writes the example documents `make run` parses (committed in examples/; rerun to refresh)."""
+"""Writes the example documents `make run` parses and the documentation's commands use
+(committed in examples/; rerun to refresh): three PDFs and a Word document."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
+import docx
 import pymupdf
 
 OUT = Path(__file__).resolve().parent.parent / "examples"
@@ -26,7 +29,25 @@ def write(name: str, pages: int, title: str) -> None:
     doc.save(OUT / name, garbage=4, deflate=True)
 
 
+def write_docx(name: str, title: str) -> None:
+    """A short Word document with a heading, paragraphs and a table."""
+    document = docx.Document()
+    fixed = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    document.core_properties.created = document.core_properties.modified = fixed
+    document.core_properties.title, document.core_properties.author = title, "docparse examples"
+    document.add_heading(title, level=1)
+    document.add_paragraph(LOREM)
+    document.add_paragraph("Any replica answers any call; a finished job never answers not found.")
+    table = document.add_table(rows=3, cols=2)
+    for row, (key, value) in zip(table.rows, [("replicas", "2"), ("gateways", "1"),
+                                              ("state store", "Redis")], strict=True):  # fmt: skip
+        row.cells[0].text, row.cells[1].text = key, value
+    OUT.mkdir(exist_ok=True)
+    document.save(str(OUT / name))
+
+
 if __name__ == "__main__":
     write("report-12-pages.pdf", 12, "Quarterly report")
     write("paper-30-pages.pdf", 30, "Replicated state")
     write("memo-1-page.pdf", 1, "Memo")
+    write_docx("letter.docx", "Letter")
