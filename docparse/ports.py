@@ -39,7 +39,8 @@ def free_port() -> int:
         return port
 
 
-def _listening_inodes(port: int) -> set[str]:
+def listening_sockets(port: int) -> set[str]:
+    """Inodes of the TCP sockets listening on `port` (any address), from /proc."""
     inodes: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(OSError):
@@ -54,7 +55,7 @@ def _listening_inodes(port: int) -> set[str]:
 def port_holder(port: int) -> str:
     """`pid N (command line)` of a process listening on `port`, "" when it cannot be told (no
     /proc, or the process belongs to another user)."""
-    inodes = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    inodes = {f"socket:[{inode}]" for inode in listening_sockets(port)}
     if not inodes:
         return ""
     for proc in Path("/proc").iterdir():

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import grpc
@@ -76,3 +81,37 @@ def eventually(check: Callable[[], T | None], timeout: float = 30, what: str = "
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
         time.sleep(0.05)
+
+
+def ready_fields(line: str) -> dict[str, str]:
+    """The key=value fields of `docparse up`'s ready line."""
+    return dict(word.split("=", 1) for word in line.split()[2:] if "=" in word)
+
+
+class Up:
+    """`docparse up ARGS` as a user runs it (a child process), until its ready line; `stop()`
+    sends SIGTERM and waits for it to exit."""
+
+    def __init__(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.output: list[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "docparse", "up", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
+            env={**os.environ, **(env or {})},
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+            if line.startswith("docparse ready"):
+                self.ready = ready_fields(line)
+                return
+        raise AssertionError(f"docparse up exited {self.proc.wait()}:\n{''.join(self.output)}")
+
+    @property
+    def target(self) -> str:
+        return self.ready["gateway"].split(",")[0]
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from docparse.embedded_redis import free_port
-from tests.helpers import eventually, make_pdf
+from tests.helpers import Up, eventually, make_pdf
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCPARSE = [sys.executable, "-m", "docparse"]
@@ -50,21 +50,13 @@ def _alive(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[str], str]]:
     port = free_port()
-    proc = subprocess.Popen(
-        [*DOCPARSE, "up", "--replicas", "2", "--gateways", "1", "--port", str(port),
-         "--data-dir", str(tmp_path_factory.mktemp("up"))],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("docparse ready"):
-            break
-    else:
-        pytest.fail(f"docparse up exited with {proc.wait()} before it was ready")
-    assert f"gateway=127.0.0.1:{port}" in line
-    yield proc, f"127.0.0.1:{port}"
-    if proc.poll() is None:
-        proc.kill()
+    stack = Up("--replicas", "2", "--gateways", "1", "--port", str(port),
+               "--http-port", str(free_port()), "--data-dir", str(tmp_path_factory.mktemp("up")),
+               cwd=ROOT)  # fmt: skip
+    assert stack.target == f"127.0.0.1:{port}"
+    yield stack.proc, stack.target
+    if stack.proc.poll() is None:
+        stack.proc.kill()
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -155,7 +147,14 @@ def test_demo_exits_zero_after_parsing_the_examples(tmp_path: Path) -> None:
     assert "port 50050 is taken" in demo.stdout
     examples = sorted(p.name for p in (ROOT / "examples").iterdir())
     summary = demo.stdout.split("replicas", 1)[1]
+    served: dict[str, set[str]] = {}  # job id -> replicas the gateway's access log names
+    for raw in (tmp_path / "logs" / "gateway-0.log").read_text().splitlines():
+        record = json.loads(raw) if raw.startswith("{") else {}
+        if record.get("event") == "rpc" and record.get("upstream") and record.get("job_id"):
+            served.setdefault(record["job_id"], set()).add(record["upstream"])
     for name in examples:
         line = next(line for line in summary.splitlines() if line.startswith(name[:28]))
         assert " SUCCEEDED " in line
+        job_id, replicas = line.split(maxsplit=5)[1], line.split(maxsplit=5)[5]
+        assert set(replicas.split(", ")) == served[job_id]  # every replica that answered
     assert "all documents parsed" in demo.stdout
