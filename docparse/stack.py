@@ -114,7 +114,8 @@ class Child:
 
     @property
     def tls(self) -> bool:
-        return bool(self.env.get("DOCPARSE_GATEWAY_TLS_CERT_FILE"))
+        """A gateway whose gRPC port speaks TLS."""
+        return bool(self.http_address and self.env.get("DOCPARSE_GATEWAY_TLS_CERT_FILE"))
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -289,10 +290,19 @@ class LocalStack:
             raise
 
     def _wait_ready(self, child: Child, timeout: float) -> None:
-        if child.tls:  # the gRPC port speaks TLS only: ask the HTTP side, which says SERVING
-            wait_healthz(child.http_address, timeout, child)
-        else:
-            wait_serving(child.address, timeout, child)
+        """DEADLINE_EXCEEDED NOT_READY when `child` is not serving within `timeout`."""
+        try:
+            if child.tls:  # the gRPC port speaks TLS only: ask the HTTP side, which says SERVING
+                wait_healthz(child.http_address, timeout, child)
+            else:
+                wait_serving(child.address, timeout, child)
+        except TimeoutError as err:
+            raise DocparseError(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                "NOT_READY",
+                f"{child.name} was not serving after {timeout:.0f} s ({err}); see {child.log}",
+                {"child": child.name, "log": str(child.log)},
+            ) from err
 
     def restart(self, child: Child, timeout: float = 60.0) -> None:
         """Starts a stopped or killed child again on its address (same environment)."""

@@ -8,10 +8,13 @@ whole module."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -181,3 +184,38 @@ def test_a_stack_that_stops_mid_watch_ends_it_with_exit_2(tmp_path: Path) -> Non
     assert watch.returncode == 2, err
     assert "UNAVAILABLE" in err and ("TARGET_UNREACHABLE" in err or "SHUTTING_DOWN" in err)
     assert "Traceback" not in out + err
+
+
+def test_a_local_stack_with_tls_and_api_keys(tmp_path: Path) -> None:
+    """README, "On a local stack": keys file, certificate, `docparse up` with both, clients."""
+    key = "local-stack-key"
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": [{"sha256": digest, "tenant": "me"}]}))
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(tmp_path / "gateway.key"), "-out", str(tmp_path / "gateway.pem")],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+    up = Up("--replicas", "1", "--port", str(free_port()), "--http-port", str(free_port()),
+            "--data-dir", str(tmp_path / "stack"), "--api-keys-file", "keys.json",
+            "--tls-cert", "gateway.pem", "--tls-key", "gateway.key", cwd=tmp_path)  # fmt: skip
+    try:
+        assert "API keys required" in "".join(up.output)
+        tls = ("--target", up.target, "--tls-ca", str(tmp_path / "gateway.pem"))
+        done, _ = cli("submit", str(MEMO), "--watch", "--api-key", key, *tls)
+        assert done.returncode == 0, done.stderr
+        job_id = done.stdout.strip().splitlines()[-1].split()[1]
+        refused, _ = cli("status", job_id, *tls)
+        assert refused.returncode == 2 and "UNAUTHENTICATED API_KEY_MISSING" in refused.stderr
+        plaintext, _ = cli("status", job_id, "--api-key", key, "--target", up.target)
+        assert plaintext.returncode == 2 and "UNAVAILABLE" in plaintext.stderr
+        http = up.ready["http"].split(",")[0]
+        request = urllib.request.Request(
+            f"{http}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {key}"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            assert json.loads(reply.read())["state"] == "STATE_SUCCEEDED"
+    finally:
+        assert up.stop() == 0
