@@ -167,11 +167,19 @@ def test_sweeper_enqueues_a_job_a_dead_replica_never_queued(
     assert not blobs.path(blobs.input_key(job_id)).exists()  # the job's own, after its parse
 
 
-def test_late_finish_reply_keeps_the_result(stack: LocalStack, proxy: FaultProxy) -> None:
+def test_late_finish_reply_keeps_the_result(
+    stack: LocalStack, proxy: FaultProxy, redis_server: EmbeddedRedis
+) -> None:
     """Point 2: the SUCCEEDED write went in, its reply came too late; the worker's retry is
     told DONE and the result blob stays (before: deleted, GetResult said RESULT_EXPIRED)."""
     fault = proxy.arm("delay", script(UPDATE_JOB.sha, op=b"finish"), delay_s=LATE_S)
     job = _submit(stack, uuid.uuid4().hex.encode())
+    # The record reads SUCCEEDED as soon as the write went in; the worker is done with the job
+    # only when the queue has it finished (after its retry of the late write).
+    client = redis.Redis.from_url(redis_server.url)
+    bull_job = f"docparse:test:bull:parse:{job.job_id}"
+    eventually(lambda: client.hget(bull_job, "finishedOn"), 60, "the worker done with it")
+    client.close()
     done = _succeeded_with_result(stack, job.job_id)
     assert fault.fired == 1 and done.attempt == 1
 
