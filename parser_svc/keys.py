@@ -79,8 +79,10 @@ class Keys:
         return self.batch_meta(batch_id) if batch_id else ""
 
     def batch_request(self, tenant: str, request_id: str) -> str:
+        """Idempotency record of one CreateBatch (a hash: batch id and content digest; the
+        `batchreq2` name keeps it apart from the plain strings of earlier versions)."""
         digest = hashlib.sha256(f"{tenant}\0{request_id}".encode()).hexdigest()
-        return f"{self.prefix}:batchreq:{digest}"
+        return f"{self.prefix}:batchreq2:{digest}"
 
     def request(self, tenant: str, request_id: str) -> str:
         """Idempotency record of one (tenant, request_id), kept 24 h."""
