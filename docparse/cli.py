@@ -114,11 +114,12 @@ def _pick_ports(explicit: int | None, default: int, count: int, flag: str) -> tu
             if not port_is_free(port):
                 raise port_in_use(f"127.0.0.1:{port}", f"docparse up {flag} {explicit}")
         return explicit, ""
-    if all(port_is_free(p) for p in range(default, default + count)):
+    taken = next((p for p in range(default, default + count) if not port_is_free(p)), None)
+    if taken is None:
         return default, ""
-    holder = port_holder(default)
+    holder = port_holder(taken)
     by = f" (by {holder})" if holder else ""
-    return 0, f"port {default} is taken{by}"
+    return 0, f"port {taken} is taken{by}"
 
 
 def cmd_up(args: argparse.Namespace) -> int:

@@ -21,6 +21,21 @@ from docparse.errors import DocparseError
 from docparse.ports import process_command
 
 
+def file_holders(path: Path) -> list[int]:
+    """Pids of the processes that have `path` open (readable in /proc: this user's)."""
+    target = str(path.resolve())
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) == target for fd in (proc / "fd").iterdir()):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return sorted(found)
+
+
 class DirLock:
     def __init__(self, directory: Path, what: str, name: str = ".lock") -> None:
         self.directory = directory
@@ -49,6 +64,11 @@ class DirLock:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             handle.close()
+            holders = file_holders(self.path)
+            if holders and not any(holder.startswith(f"pid {pid} ") for pid in holders):
+                # the process that took it is gone; what it started still runs
+                named = ", ".join(f"pid {pid} ({process_command(pid)})" for pid in holders)
+                holder = f"{named}, left running by {holder}"
             raise DocparseError(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 "DIR_IN_USE",

@@ -219,3 +219,7 @@ def test_a_local_stack_with_tls_and_api_keys(tmp_path: Path) -> None:
             assert json.loads(reply.read())["state"] == "STATE_SUCCEEDED"
     finally:
         assert up.stop() == 0
+    log = (tmp_path / "stack" / "logs" / "gateway-0.log").read_text().splitlines()
+    lines = [json.loads(line) for line in log if line.startswith("{")]
+    http = [r for r in lines if r.get("event") == "http" and r.get("job_id") == job_id]
+    assert http and http[0]["status"] == 200 and http[0]["upstream"]  # the HTTP call, logged
