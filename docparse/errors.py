@@ -78,6 +78,17 @@ def not_found(job_id: str) -> DocparseError:
     )
 
 
+def cursor_ahead(job_id: str, after_version: int, version: int) -> DocparseError:
+    """A watch cursor beyond the job's version: no version it could wait for is promised."""
+    return DocparseError(
+        grpc.StatusCode.OUT_OF_RANGE,
+        "AFTER_VERSION_AHEAD",
+        f"job {job_id} is at version {version}; after_version {after_version} is ahead of it "
+        "(resume with the last version you received)",
+        {"job_id": job_id, "version": str(version), "after_version": str(after_version)},
+    )
+
+
 def store_unavailable(detail: str) -> DocparseError:
     return DocparseError(
         grpc.StatusCode.UNAVAILABLE,

@@ -13,21 +13,11 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from docparse.errors import DocparseError
+from docparse.errors import DocparseError, cursor_ahead
 from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.events import CLOSING, RESYNC, EventHub, shutting_down
 from parser_svc.records import is_terminal, record_to_job
 from parser_svc.store import JobStore
-
-
-def cursor_ahead(job_id: str, after_version: int, version: int) -> DocparseError:
-    return DocparseError(
-        grpc.StatusCode.OUT_OF_RANGE,
-        "AFTER_VERSION_AHEAD",
-        f"job {job_id} is at version {version}; after_version {after_version} is ahead of it "
-        "(resume with the last version you received)",
-        {"job_id": job_id, "version": str(version), "after_version": str(after_version)},
-    )
 
 
 async def watch_job(

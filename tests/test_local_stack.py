@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,6 +151,11 @@ def test_a_cursor_beyond_the_job_is_answered_at_once(no_workers: Up) -> None:
         list(s.WatchJob(parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=9),
                         timeout=5))  # fmt: skip
     assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
+    events = f"{no_workers.ready['http'].split(',')[0]}/v1/jobs/{job_id}/events?after_version=9"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(events, timeout=10)
+    assert refused.value.code == 400
+    assert json.loads(refused.value.read())["reason"] == "AFTER_VERSION_AHEAD"
 
 
 def test_expected_failures_exit_2_with_a_code_and_a_reason(no_workers: Up, tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ import grpc
 from aiohttp import web
 from google.protobuf.message import Message
 
-from docparse.errors import DocparseError
+from docparse.errors import DocparseError, cursor_ahead
 from docparse.v1 import job_pb2, parser_service_pb2
 from gateway.http.api import TERMINAL, to_json
 from gateway.http.errors import bad_request, error_body
@@ -104,6 +104,8 @@ async def job_events(request: web.Request) -> web.StreamResponse:
     )
     if job_done(reply.job) and reply.job.version <= after:
         return web.Response(status=204, headers={"X-Served-By": served})
+    if after > reply.job.version:  # 400, before the stream starts
+        raise HttpError(cursor_ahead(job_id, after, reply.job.version), served)
     metadata = upstream.metadata(request)
 
     def open_(version: int) -> Any:
