@@ -11,8 +11,8 @@ import asyncio
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
 
 import grpc
 
@@ -28,6 +28,7 @@ from parser_svc.store import JobStore
 from parser_svc.submit import Submitter, invalid
 
 MAX_FILES = 1000
+T = TypeVar("T")
 
 
 def batch_not_found(batch_id: str) -> DocparseError:
@@ -58,17 +59,12 @@ class Batches:
             raise invalid("EMPTY_BATCH", "a batch needs at least one file")
         if len(files) > MAX_FILES:
             raise invalid("TOO_MANY_FILES", f"a batch holds at most {MAX_FILES} files")
-        records: list[dict[str, str]] = []
         for index, item in enumerate(files):  # all or nothing: reject before creating any
-            try:
-                content_type = self.submitter.validate(item.content)
-            except DocparseError as err:
-                raise DocparseError(
-                    err.code,
-                    err.reason,
-                    f"file {index} ({item.file_name!r}): {err.message}",
-                    {**err.metadata, "file_index": str(index), "file_name": item.file_name},
-                ) from None
+            self._check_file(index, item, self.submitter.check_size)
+        await self.submitter.check_rate(len(files))  # before anything reads the contents
+        records: list[dict[str, str]] = []
+        for index, item in enumerate(files):
+            content_type = self._check_file(index, item, self.submitter.content_type)
             records.append(
                 {
                     "file_name": item.file_name[:512],
@@ -77,7 +73,6 @@ class Batches:
                     "size_bytes": str(len(item.content)),
                 }
             )
-        await self.submitter.check_rate(len(files))
         batch_id = uuid.uuid4().hex
         job_ids = [batch_file_id(batch_id, index) for index in range(len(files))]
         blobs = self.submitter.blobs
@@ -120,6 +115,21 @@ class Batches:
             )
         await self.submitter.enqueue(job_ids)
         return await self.get(batch_id)
+
+    @staticmethod
+    def _check_file(
+        index: int, item: parser_service_pb2.BatchFile, check: Callable[[bytes], T]
+    ) -> T:
+        """`check(content)`, its error naming the file (index and name)."""
+        try:
+            return check(item.content)
+        except DocparseError as err:
+            raise DocparseError(
+                err.code,
+                err.reason,
+                f"file {index} ({item.file_name[:200]!r}): {err.message}",
+                {**err.metadata, "file_index": str(index), "file_name": item.file_name[:200]},
+            ) from None
 
     async def get(self, batch_id: str) -> parser_service_pb2.Batch:
         keys = self.store.keys

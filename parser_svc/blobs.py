@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -130,6 +131,23 @@ class BlobStore:
                     self._write(self.asset_key(job_id, item.name), item.read_bytes())
                     stored += 1
         return stored
+
+    def delete_job(self, job_id: str) -> int:
+        """Everything stored for a job whose retention ended: results, assets, the upload and
+        its password file. Returns how many files went."""
+        removed = 0
+        for folder in (
+            self.path(f"{self.env}/results/{job_id}"),
+            self.path(f"{self.env}/assets/{job_id}"),
+        ):
+            if folder.is_dir():
+                removed += sum(1 for item in folder.iterdir() if item.is_file())
+                shutil.rmtree(folder, ignore_errors=True)
+        for key in (self.input_key(job_id), self.secret_key(job_id)):
+            if self.path(key).exists():
+                self.delete(key)
+                removed += 1
+        return removed
 
     def read_asset(self, job_id: str, asset_id: str) -> bytes:
         return self.path(self.asset_key(job_id, asset_id)).read_bytes()

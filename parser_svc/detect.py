@@ -10,9 +10,8 @@ still be told is accepted: its parse then ends FAILED with CORRUPT_DOCUMENT.
 
 from __future__ import annotations
 
-import io
 import re
-import zipfile
+import zlib
 from dataclasses import dataclass
 
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -104,34 +103,33 @@ def _kind(kind: str) -> Detection:
     return Detection(kind, _LABELS[kind])
 
 
+# Sniffing runs in the API process on untrusted bytes, so it is bounded by construction: it
+# reads at most this many central-directory entries and inflates at most this many bytes of
+# any member (a zip bomb's 1 GiB part costs 64 KiB here; the parse child checks real sizes).
+_MAX_ENTRIES = 4096
+_MAX_INFLATE = 64 * 1024
+_EOCD = b"PK\x05\x06"
+_CENTRAL = b"PK\x01\x02"
+
+
+@dataclass(frozen=True)
+class _Member:
+    name: str
+    header_offset: int  # of its local file header
+
+
 def _sniff_zip(content: bytes) -> Detection:
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(content))
-        names = archive.namelist()
-    except (zipfile.BadZipFile, ValueError, OSError):
-        # Truncated or damaged: the local file headers still name the parts.
-        names = [
-            content[m.start() + 30 : m.start() + 30 + _u16(content, m.start() + 26)].decode(
-                "utf-8", "replace"
-            )
-            for m in re.finditer(re.escape(ZIP_MAGIC), content)
-            if m.start() + 30 <= len(content)
-        ]
-        archive = None
-    if archive is not None and "[Content_Types].xml" in names:
-        try:
-            types = archive.read("[Content_Types].xml")[:1_000_000].decode("utf-8", "replace")
-        except (zipfile.BadZipFile, OSError, ValueError, RuntimeError):
-            types = ""
+    members = _central_directory(content) or _local_headers(content)
+    names = [m.name for m in members]
+    by_name = {m.name: m for m in members}
+    if "[Content_Types].xml" in by_name:
+        types = _inflate_head(content, by_name["[Content_Types].xml"]).decode("utf-8", "replace")
         lowered = types.lower()
         for marker, kind in _MAIN_PART_TYPES:
             if marker in lowered:
                 return _kind(kind)
-    if "mimetype" in names[:3] and archive is not None:
-        try:
-            mimetype = archive.read("mimetype")[:200].decode("ascii", "replace")
-        except (zipfile.BadZipFile, OSError, ValueError, RuntimeError):
-            mimetype = ""
+    if "mimetype" in names[:3]:
+        mimetype = _inflate_head(content, by_name["mimetype"])[:200].decode("ascii", "replace")
         if "opendocument" in mimetype:
             return Detection(None, f"an OpenDocument file ({mimetype})")
         if "epub" in mimetype:
@@ -142,8 +140,61 @@ def _sniff_zip(content: bytes) -> Detection:
     return Detection(None, "a ZIP archive that is not an Office document")
 
 
+def _central_directory(content: bytes) -> list[_Member]:
+    """The first `_MAX_ENTRIES` members named by the central directory; [] when it cannot be
+    read (truncated, damaged, ZIP64)."""
+    end = content.rfind(_EOCD, max(0, len(content) - 65_557))
+    if end < 0 or end + 22 > len(content):
+        return []
+    offset = _u32(content, end + 16)
+    members: list[_Member] = []
+    while len(members) < _MAX_ENTRIES and content[offset : offset + 4] == _CENTRAL:
+        name_len, extra_len = _u16(content, offset + 28), _u16(content, offset + 30)
+        comment_len = _u16(content, offset + 32)
+        name = content[offset + 46 : offset + 46 + name_len].decode("utf-8", "replace")
+        members.append(_Member(name, _u32(content, offset + 42)))
+        offset += 46 + name_len + extra_len + comment_len
+    return members
+
+
+def _local_headers(content: bytes) -> list[_Member]:
+    """Truncated or damaged: the local file headers still name the parts."""
+    members: list[_Member] = []
+    for match in re.finditer(re.escape(ZIP_MAGIC), content):
+        start = match.start()
+        if start + 30 > len(content) or len(members) >= _MAX_ENTRIES:
+            break
+        name = content[start + 30 : start + 30 + _u16(content, start + 26)]
+        members.append(_Member(name.decode("utf-8", "replace"), start))
+    return members
+
+
+def _inflate_head(content: bytes, member: _Member) -> bytes:
+    """At most `_MAX_INFLATE` bytes of the member's start; b"" when it cannot be read."""
+    start = member.header_offset
+    if content[start : start + 4] != ZIP_MAGIC:
+        return b""
+    method, flags = _u16(content, start + 8), _u16(content, start + 6)
+    data = start + 30 + _u16(content, start + 26) + _u16(content, start + 28)
+    window = memoryview(content)[data : data + _MAX_INFLATE * 4]
+    if flags & 1:  # encrypted member
+        return b""
+    if method == 0:
+        return bytes(window[:_MAX_INFLATE])
+    if method != 8:
+        return b""
+    try:
+        return zlib.decompressobj(-15).decompress(window, _MAX_INFLATE)
+    except zlib.error:
+        return b""
+
+
 def _u16(data: bytes, offset: int) -> int:
     return int.from_bytes(data[offset : offset + 2], "little") if offset + 2 <= len(data) else 0
+
+
+def _u32(data: bytes, offset: int) -> int:
+    return int.from_bytes(data[offset : offset + 4], "little") if offset + 4 <= len(data) else 0
 
 
 _OLE_STREAMS = (

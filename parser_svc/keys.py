@@ -70,6 +70,12 @@ class Keys:
         return f"{self.prefix}:pending"
 
     @property
+    def retained(self) -> str:
+        """Sorted set of ended jobs by the time their record expires (ms): the sweeper deletes
+        their blobs (results, assets, upload) once the record is gone."""
+        return f"{self.prefix}:retained"
+
+    @property
     def sweeper_lease(self) -> str:
         return f"{self.prefix}:sweeper"
 

@@ -286,6 +286,7 @@ class JobStore:
             self.keys.batch_channel(batch_id) if batch_id else "",
             ttl.queued_ms,
             self.keys.batch_files(batch_id) if batch_id else "",
+            self.keys.retained,
         ]
         reply = await self.call(lambda: UPDATE_JOB(self.client, keys, args))
         return _write_result(reply)

@@ -68,9 +68,9 @@ class Submitter:
         self.blobs = blobs
         self._gates = KeyedLocks()
 
-    def validate(self, content: bytes) -> str:
-        """The detected content type, or the precise error for this upload (the caller's
-        tenant may have a lower size limit than the service)."""
+    def check_size(self, content: bytes) -> None:
+        """The precise error for an empty or too large upload (the caller's tenant may have a
+        lower size limit than the service). Costs nothing: it runs before the rate limit."""
         if not content:
             raise invalid("EMPTY_CONTENT", "the upload is empty")
         limit = self.settings.max_upload_bytes
@@ -84,6 +84,12 @@ class Submitter:
                 f"the upload has {len(content)} bytes; the limit is {limit}",
                 {"limit_bytes": str(limit)},
             )
+
+    @staticmethod
+    def content_type(content: bytes) -> str:
+        """The detected content type, or UNSUPPORTED_FORMAT. Sniffing is bounded (a few KB of
+        any zip member, see detect.py) but still reads the upload: it runs after the rate
+        limit."""
         detected = sniff(content)
         if detected.kind is None:
             raise invalid(
@@ -132,8 +138,9 @@ class Submitter:
         caller = current_caller.get()
         tenant = caller.tenant if caller else DEFAULT_TENANT
         content = request.content
-        content_type = self.validate(content)
+        self.check_size(content)
         await self.check_rate()
+        content_type = self.content_type(content)
         sha256 = hashlib.sha256(content).hexdigest()
         keys = self.store.keys
         request_key = keys.request(tenant, request.request_id) if request.request_id else ""

@@ -11,7 +11,9 @@ in Redis), looks at entries older than `sweep_enqueue_after_s`:
 - anything else (queued, ended, or gone): the entry is done.
 
 It also deletes uploads older than `sweep_uploads_after_s` whose job was never created (a
-create whose outcome was unknown keeps its upload until now) or has already ended.
+create whose outcome was unknown keeps its upload until now) or has already ended, and, driven
+by the retained index (every terminal write enters the job with its record's expiry), every
+blob of a job whose record has expired: results, assets, the upload and its password file.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class SweepReport:
     enqueued: int = 0
     confirmed: int = 0
     uploads_deleted: int = 0
+    expired_jobs: int = 0
 
 
 class Sweeper:
@@ -91,7 +94,41 @@ class Sweeper:
         report = SweepReport()
         await self._enqueue_pending(report)
         await self._delete_orphan_uploads(report)
+        await self._delete_expired_blobs(report)
         return report
+
+    async def _delete_expired_blobs(self, report: SweepReport) -> None:
+        keys, client = self.store.keys, self.store.client
+        now = now_ms()
+        ids = [
+            i.decode() if isinstance(i, bytes) else str(i)
+            for i in await self.store.call(
+                lambda: client.zrangebyscore(keys.retained, "-inf", now, start=0, num=BATCH)
+            )
+        ]
+        if not ids:
+            return
+
+        async def read() -> list[int]:
+            async with client.pipeline(transaction=False) as pipe:
+                for job_id in ids:
+                    pipe.pttl(keys.job(job_id))
+                return [int(ttl) for ttl in await pipe.execute()]
+
+        gone: list[str] = []
+        later: dict[str, int] = {}
+        for job_id, ttl_ms in zip(ids, await self.store.call(read), strict=True):
+            if ttl_ms > 0:  # its life was extended (its batch ended later): look again then
+                later[job_id] = now + ttl_ms
+            else:
+                await asyncio.to_thread(self.blobs.delete_job, job_id)
+                gone.append(job_id)
+        if later:
+            await self.store.call(lambda: client.zadd(keys.retained, later))
+        if gone:
+            await self.store.call(lambda: client.zrem(keys.retained, *gone))
+            observability.SWEEPER_REPAIRS.labels("expired_job_blobs").inc(len(gone))
+            report.expired_jobs += len(gone)
 
     async def _enqueue_pending(self, report: SweepReport) -> None:
         keys, client = self.store.keys, self.store.client

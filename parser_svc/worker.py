@@ -138,7 +138,7 @@ class ParseWorker:
         if not claim.ok:
             log.info("job %s not claimed: %s", job_id, claim.status, extra={"job_id": job_id})
             if claim.status in ("TERMINAL", "NOT_FOUND"):
-                self.blobs.delete_secret(job_id)  # ended (cancelled) before any parse
+                self.blobs.delete_upload(job_id)  # ended (cancelled) before any parse
             return claim.status
         record = await self._retrying(lambda: self.store.get(job_id))
         observability.job_claimed(job_id, record.attempt)
@@ -189,7 +189,7 @@ class ParseWorker:
                 return  # progress is best effort while Redis is away; the parse goes on
             if result.status in ("FENCED", "TERMINAL", "NOT_FOUND"):
                 if result.status != "FENCED":
-                    self.blobs.delete_secret(job_id)  # the job ended (cancelled) mid-parse
+                    self.blobs.delete_upload(job_id)  # the job ended (cancelled) mid-parse
                 raise LostOwnership(f"progress refused: {result.status}")
 
         s = self.settings

@@ -21,6 +21,8 @@
 -- ARGV[7] tombstone extra (ms)  ARGV[8] JSON patch  ARGV[9] inline result bytes ('' = none)
 -- ARGV[10] the batch's event channel ('' outside a batch)  ARGV[11] queued TTL (ms)
 -- ARGV[12] key prefix of the batch's files ('...:job:{batch}-'; '' outside a batch)
+-- ARGV[13] the retained index (sorted set): ended jobs by the time their record expires, for
+--          the sweeper that deletes their blobs after the retention
 -- Returns {status, version}: OK | DONE | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH.
 local cur = redis.call('HMGET', KEYS[1], 'state', 'version', 'done', 'total', 'stage', 'fence',
   'attempt')
@@ -156,6 +158,7 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('SET', KEYS[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tomb_extra)
 if terminal and ARGV[9] ~= '' then redis.call('SET', KEYS[3], ARGV[9], 'PX', ttl) end
 if terminal then
+  redis.call('ZADD', ARGV[13], now + ttl, redis.call('HGET', KEYS[1], 'job_id'))
   -- Dedupe is active-only: once this job has ended, the same upload makes a new job.
   local ids = redis.call('HMGET', KEYS[1], 'dedupe_key', 'job_id')
   local dedupe = ids[1]
@@ -177,6 +180,7 @@ if KEYS[4] ~= '' then
         redis.call('SET', key .. ':tomb', tostring(now + retention) .. ':' .. owner, 'PX',
           retention + tomb_extra)
         redis.call('PEXPIRE', key .. ':result', retention)
+        redis.call('ZADD', ARGV[13], now + retention, redis.call('HGET', key, 'job_id'))
       end
     end
   elseif not terminal then

@@ -1,0 +1,189 @@
+"""Hostile input against a real stack, measured where it matters: the API process's memory and
+event loop, the order of checks, and what stays on the volume (issue: hardening)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from docparse.stack import LocalStack
+from docparse.tenancy import key_digest
+from docparse.v1 import job_pb2, parser_service_pb2
+from tests.conftest import auth_env, make_stack
+from tests.fixtures import content_types_bomb_xlsx, pdf_with_table_and_image, wordperfect
+from tests.helpers import eventually, make_pdf, rpc_error, stub
+
+TOKEN = "internal-secret-for-hostile-tests"
+A, B = (("x-api-key", "key-of-a"),), (("x-api-key", "key-of-b"),)
+KEYS = {
+    "keys": [
+        {"sha256": key_digest("key-of-a"), "tenant": "tenant-a"},
+        {"sha256": key_digest("key-of-b"), "tenant": "tenant-b", "submits_per_minute": 2},
+    ]
+}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    with make_stack(
+        tmp_path_factory.mktemp("hostile"),
+        replicas=2,
+        gateways=1,
+        extra_env={
+            **auth_env(KEYS, TOKEN),
+            "DOCPARSE_RETENTION_S": "3",
+            "DOCPARSE_INLINE_RESULT_MAX_BYTES": "0",
+            "DOCPARSE_SWEEP_INTERVAL_S": "0.5",
+        },
+    ) as running:
+        yield running
+
+
+def status(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a process, in kB."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0])
+    return fields
+
+
+def finished(address: str, job_id: str, metadata: tuple[tuple[str, str], ...]) -> job_pb2.Job:
+    channel, s = stub(address)
+    with channel:
+        request = parser_service_pb2.WatchJobRequest(job_id=job_id)
+        events = s.WatchJob(request, metadata=metadata, timeout=120)
+        return [event.job for event in events if event.HasField("job")][-1]
+
+
+def test_a_zip_bomb_costs_the_api_process_nothing(stack: LocalStack) -> None:
+    """A 1 MB XLSX whose [Content_Types].xml inflates to 1 GiB: sniffing it in parser_svc
+    reads 64 KiB of it; the parse child refuses it by its declared size. Before: the replica
+    went from 91 MB to 2,143 MB and its event loop stalled 5 s."""
+    bomb = content_types_bomb_xlsx()
+    gateway = stack.gateway_addresses[0]
+    pids = [child.pid for child in stack.parsers]
+    for pid in pids:  # reset the peak: VmHWM then says what this test cost
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    before = {pid: status(pid)["VmRSS"] for pid in pids}
+
+    channel, s = stub(gateway)
+    own = s.SubmitJob(
+        parser_service_pb2.SubmitJobRequest(file_name="b.pdf", content=make_pdf(1)),
+        metadata=B,
+        timeout=30,
+    ).job
+    latencies: list[float] = []
+    stop = threading.Event()
+
+    def poll() -> None:  # another tenant's calls through the same gateway
+        request = parser_service_pb2.GetStatusRequest(job_id=own.job_id)
+        while not stop.is_set():
+            started = time.perf_counter()
+            s.GetStatus(request, metadata=B, timeout=10)
+            latencies.append(time.perf_counter() - started)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        request = parser_service_pb2.SubmitJobRequest(file_name="bomb.xlsx", content=bomb)
+        job = s.SubmitJob(request, metadata=A, timeout=30).job
+        ended = finished(gateway, job.job_id, A)
+    finally:
+        stop.set()
+        poller.join()
+        channel.close()
+    assert (ended.state, ended.error.reason) == (job_pb2.STATE_FAILED, "DOCUMENT_TOO_LARGE")
+    growth_mb = {pid: (status(pid)["VmHWM"] - before[pid]) / 1024 for pid in pids}
+    print(f"\nzip bomb: replica peak RSS growth {growth_mb} MB; another tenant's GetStatus "
+          f"max {max(latencies) * 1000:.0f} ms over {len(latencies)} calls")  # fmt: skip
+    assert max(growth_mb.values()) < 50, growth_mb
+
+
+def test_a_rate_limited_tenant_is_refused_before_any_inspection(stack: LocalStack) -> None:
+    """Tenant B may submit 2 documents a minute. Past that, even content that inspection
+    would refuse (a WordPerfect file, a zip bomb) answers RATE_LIMITED: nothing read it."""
+    eventually(lambda: time.time() % 60 < 45, 20, "a minute with room for the test")
+    channel, s = stub(stack.gateway_addresses[0])
+    with channel:
+        spent = 0
+        while spent < 2:
+            request = parser_service_pb2.SubmitJobRequest(file_name="x.pdf", content=make_pdf(1))
+            try:
+                s.SubmitJob(request, metadata=B, timeout=30)
+            except grpc.RpcError as err:
+                assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # earlier tests spent some
+                break
+            spent += 1
+        for content in (wordperfect(), content_types_bomb_xlsx(8)):
+            request = parser_service_pb2.SubmitJobRequest(file_name="x.doc", content=content)
+            error = rpc_error(lambda r=request: s.SubmitJob(r, metadata=B, timeout=30))
+            assert (error.code, error.reason) == (
+                grpc.StatusCode.RESOURCE_EXHAUSTED, "RATE_LIMITED")  # fmt: skip
+        files = [parser_service_pb2.BatchFile(file_name="w.doc", content=wordperfect())]
+        request = parser_service_pb2.CreateBatchRequest(files=files)
+        error = rpc_error(lambda: s.CreateBatch(request, metadata=B, timeout=30))
+        assert error.reason == "RATE_LIMITED"
+
+
+def files_of(stack: LocalStack, job_id: str) -> list[Path]:
+    return [path for path in (stack.data_dir / "blobs").rglob(f"*{job_id}*")]
+
+
+def test_nothing_of_an_ended_job_stays_on_the_volume(stack: LocalStack) -> None:
+    """A job with a stored result and image assets, and a cancelled job with a password: the
+    upload and password file go at cancel; everything else once the retention (3 s) has
+    passed and the sweeper has run."""
+    gateway = stack.gateway_addresses[0]
+    channel, s = stub(gateway)
+    with channel:
+        done = s.SubmitJob(
+            parser_service_pb2.SubmitJobRequest(
+                file_name="t.pdf", content=pdf_with_table_and_image()
+            ),
+            metadata=A,
+            timeout=30,
+        ).job
+        locked = s.SubmitJob(
+            parser_service_pb2.SubmitJobRequest(
+                file_name="p.pdf", content=make_pdf(40, "secret"), password="hunter2"
+            ),
+            metadata=A,
+            timeout=30,
+        ).job
+        s.CancelJob(parser_service_pb2.CancelJobRequest(job_id=locked.job_id), metadata=A)
+    assert not any(
+        p.name.endswith((".secret", locked.job_id)) for p in files_of(stack, locked.job_id)
+    )
+    succeeded = finished(gateway, done.job_id, A)
+    assert succeeded.state == job_pb2.STATE_SUCCEEDED
+    stored = files_of(stack, done.job_id)
+    assert any("results" in str(p) for p in stored) and any("assets" in str(p) for p in stored)
+
+    def expired(job_id: str) -> bool:
+        channel, s = stub(gateway)
+        with channel:
+            request = parser_service_pb2.GetStatusRequest(job_id=job_id)
+            error = rpc_error(lambda: s.GetStatus(request, metadata=A, timeout=10))
+        return error.reason == "JOB_EXPIRED"
+
+    for job_id in (done.job_id, locked.job_id):
+        eventually(lambda j=job_id: _fails(lambda: expired(j)), 30, f"{job_id} expired")
+        eventually(
+            lambda j=job_id: not [p for p in files_of(stack, j) if p.is_file()],
+            30,
+            f"no file of {job_id} left",
+        )
+
+
+def _fails(check: object) -> bool:
+    try:
+        return bool(check())  # type: ignore[operator]
+    except AssertionError:  # the call still succeeds: not expired yet
+        return False
