@@ -67,12 +67,14 @@ def _progress(done: int, total: int, stage: str) -> None:
         time.sleep(_PAGE_DELAY_S)
 
 
-def _die_with_parent() -> None:
-    """The parse must not outlive its worker (a killed worker's job is retried elsewhere)."""
+def die_with_parent(parent: int | None = None) -> None:
+    """The parse must not outlive its worker (a killed worker's job is retried elsewhere).
+    `parent` is the worker's pid when known: a parent that died before the signal was armed
+    shows as another parent (init or a subreaper)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:
+    if os.getppid() == 1 or (parent is not None and os.getppid() != parent):
         os._exit(1)
 
 
@@ -136,10 +138,26 @@ def run(
     marker = os.environ.get("DOCPARSE_FAULT_SEGV_MARKER", "")
     if marker and marker.encode() in data:
         os.kill(os.getpid(), signal.SIGSEGV)  # fault injection for crash-path tests
+    marker = os.environ.get("DOCPARSE_FAULT_CORRUPT_MARKER", "")
+    if marker and marker.encode() in data:
+        _corrupt_globals()  # fault injection for isolation tests
     package = parse(content_type, data, _progress, options)
     package.parser_version = f"docparse {__version__}"
     output_path.write_bytes(package.SerializeToString(deterministic=True))
     _emit(event="done", pages=units(package), chars=count_chars(package))
+
+
+_LEAKED: list[bytes] = []
+
+
+def _corrupt_globals() -> None:
+    """What a buggy parser or library might do to the process it runs in: keep 64 MB it never
+    frees, and replace a function every later PDF parse would call. A later job must see
+    neither (tests/test_warm_workers.py)."""
+    from parser_svc.parsers import pdf
+
+    _LEAKED.append(b"x" * (64 * 1024 * 1024))
+    setattr(pdf, "page_text", lambda blocks: "CORRUPTED BY AN EARLIER JOB")  # noqa: B010
 
 
 def _read_options() -> ParseOptions:
@@ -152,6 +170,14 @@ MEMORY_HIGH_FRACTION = 0.75
 M_ARENA_MAX = -8  # mallopt parameter (malloc.h)
 
 
+def _vm_size_kb() -> int:
+    with open("/proc/self/status", "rb") as status:
+        for line in status:
+            if line.startswith(b"VmSize:"):
+                return int(line.split()[1])
+    return 0
+
+
 def _watch_memory(limit_mb: int) -> None:
     """Says once, on stdout, when the address space passes 75% of the limit: if the child then
     dies in C code on a failed allocation, the worker knows it was memory (DOCUMENT_TOO_LARGE),
@@ -161,14 +187,10 @@ def _watch_memory(limit_mb: int) -> None:
         threshold_kb = limit_mb * 1024 * MEMORY_HIGH_FRACTION
         while True:
             try:
-                with open("/proc/self/status", "rb") as status:
-                    for line in status:
-                        if line.startswith(b"VmSize:"):
-                            vm_kb = int(line.split()[1])
-                            break
-                    else:
-                        return
+                vm_kb = _vm_size_kb()
             except (OSError, ValueError):
+                return
+            if not vm_kb:
                 return
             if vm_kb > threshold_kb:
                 _emit(event="memory_high", vm_mb=vm_kb // 1024, limit_mb=limit_mb)
@@ -184,15 +206,19 @@ def _watch_memory(limit_mb: int) -> None:
         threading.stack_size(0)
 
 
-def main() -> None:
-    _die_with_parent()
+def main(argv: list[str] | None = None, parent: int | None = None, forked: bool = False) -> None:
+    """`argv` is TYPE INPUT OUTPUT CPU_S MEMORY_MB (default: the command line). `forked`: this
+    process is a copy of the fork server (parser_svc.zygote), whose pre-imported runtime is
+    shared with every child: the memory limit counts what the parse adds to it."""
+    die_with_parent(parent)
     # numpy (pulled in by openpyxl, OCR) sizes OpenBLAS buffers per core: ~60 MB of address
     # space per thread against the memory limit, for no BLAS work. One thread is plenty.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    content_type, input_path, output_path, cpu_s, memory_mb = sys.argv[1:6]
+    content_type, input_path, output_path, cpu_s, limit_mb = (argv or sys.argv[1:])[:5]
     options = _read_options()
-    apply_limits(int(cpu_s), int(memory_mb))
-    _watch_memory(int(memory_mb))
+    memory_mb = int(limit_mb) + (_vm_size_kb() // 1024 if forked else 0)
+    apply_limits(int(cpu_s), memory_mb)
+    _watch_memory(memory_mb)
     try:
         run(content_type, Path(input_path), Path(output_path), options)
     except ParseFailure as failure:
@@ -201,7 +227,7 @@ def main() -> None:
         _emit(
             event="failed",
             reason="DOCUMENT_TOO_LARGE",
-            message=f"the parse exceeded its memory limit ({memory_mb} MB)",
+            message=f"the parse exceeded its memory limit ({limit_mb} MB)",
         )
     except RecursionError:
         _emit(event="failed", reason="CORRUPT_DOCUMENT", message="the document nests too deeply")
@@ -214,7 +240,7 @@ def main() -> None:
             _emit(
                 event="failed",
                 reason="DOCUMENT_TOO_LARGE",
-                message=f"the parse exceeded its memory limit ({memory_mb} MB): {text}",
+                message=f"the parse exceeded its memory limit ({limit_mb} MB): {text}",
             )
         else:
             _emit(

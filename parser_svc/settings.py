@@ -38,8 +38,11 @@ class Settings(BaseSettings):
     request_id_ttl_s: int = 24 * 3600
 
     # The shared secret the gateway sends with each caller's tenant identity; calls without it
-    # are refused (UNAUTHENTICATED). Empty = dev mode: every call is the tenant "default".
+    # are refused (UNAUTHENTICATED). Required: without it parser_svc refuses to start, unless
+    # `dev_mode` says so explicitly (then every call is the tenant "default", and it logs so).
     internal_token: str = ""
+    # A local single-tenant run without an internal token (`docparse up` without API keys).
+    dev_mode: bool = False
 
     # Results up to this size are kept inline in Redis; larger ones go to the blob store.
     inline_result_max_bytes: int = 256 * 1024
@@ -48,7 +51,9 @@ class Settings(BaseSettings):
 
     # Queue workers.
     queue_name: str = "parse"
-    worker_concurrency: int = 2
+    # Parses a replica runs at once; 0 = one per CPU this process may use (its cgroup's CPU
+    # quota rounded up, or its CPU affinity: never the node's core count).
+    worker_concurrency: int = 0
     # A worker holds a job's lock this long and renews it at half-time; a worker that stops
     # renewing (killed, frozen) loses the job to another replica after at most this long.
     lock_duration_ms: int = 30_000
@@ -68,9 +73,18 @@ class Settings(BaseSettings):
     # Fault injection for tests: a parse child whose document contains these bytes kills
     # itself with SIGSEGV (exercises the real crash path). Keep empty.
     fault_segv_marker: str = ""
+    # How each parse subprocess starts: "fork_server" forks it from a pre-imported process the
+    # worker keeps (parser_svc.zygote: a few ms per job); "spawn" starts a fresh interpreter
+    # per job (~0.3 s of CPU each). Isolation, limits and failure reasons are the same.
+    parse_launch: Literal["fork_server", "spawn"] = "fork_server"
+    # Fault injection for tests: a parse child whose document contains these bytes leaks
+    # 64 MB and corrupts a parser global (no later job may notice). Keep empty.
+    fault_corrupt_marker: str = ""
     # Limits of each parse subprocess. Over the wall clock or CPU time: PARSE_TIMEOUT; over the
     # address-space limit (RLIMIT_AS): DOCUMENT_TOO_LARGE; a child that dies of a signal:
     # PARSER_CRASHED. OCR needs ~1.3 GB of address space (onnxruntime): keep >= 1536 with OCR.
+    # A forked child's memory limit counts what it adds to the fork server's pre-imported
+    # runtime (about 110 MB of address space, shared by all children).
     parse_timeout_s: float = 300.0
     parse_cpu_s: int = 300
     parse_memory_mb: int = 2048

@@ -30,11 +30,13 @@ from bullmq.custom_errors import UnrecoverableError
 from docparse import observability
 from docparse.errors import DocparseError
 from parser_svc.blobs import BlobStore
+from parser_svc.cpus import usable_cpus
 from parser_svc.queue import JobQueue, bullmq_options
 from parser_svc.sandbox import Limits, Outcome, run_parse
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore
 from parser_svc.sweeper import Sweeper
+from parser_svc.zygote import ForkServer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,12 +59,16 @@ class ParseWorker:
         self._worker: Worker | None = None
         self._queue: JobQueue | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        # Parse children are forked from this (parser_svc.zygote), not the server process.
+        self._fork_server = ForkServer() if settings.parse_launch == "fork_server" else None
 
     def start(self) -> None:
         s = self.settings
+        if self._fork_server is not None:
+            self._fork_server.start()  # it imports the parsers while the worker starts
         opts: dict[str, Any] = {
             **bullmq_options(s),
-            "concurrency": s.worker_concurrency,
+            "concurrency": s.worker_concurrency or usable_cpus(),
             "lockDuration": s.lock_duration_ms,
             "stalledInterval": s.lock_duration_ms,
             # Stalls are counted on the record (attempt), which ends poison jobs itself.
@@ -83,13 +89,14 @@ class ParseWorker:
                 await self._sweeper
         if self._queue is not None:
             await self._queue.close()
-        if self._worker is None:
-            return
-        try:
-            await asyncio.wait_for(self._worker.close(), timeout_s)
-        except TimeoutError:
-            log.warning("jobs still running at shutdown; their locks will expire")
-            await self._worker.close(force=True)
+        if self._worker is not None:
+            try:
+                await asyncio.wait_for(self._worker.close(), timeout_s)
+            except TimeoutError:
+                log.warning("jobs still running at shutdown; their locks will expire")
+                await self._worker.close(force=True)
+        if self._fork_server is not None:
+            await asyncio.to_thread(self._fork_server.close)
 
     async def _process(self, queue_job: Any, token: str) -> str:
         job_id = str(queue_job.data["job_id"])
@@ -202,8 +209,9 @@ class ParseWorker:
             options = await asyncio.to_thread(self._parse_options, job_id, assets_dir)
             started = time.monotonic()
             outcome = await run_parse(
-                content_type, input_path, output_path, limits, on_progress, options
-            )
+                content_type, input_path, output_path, limits, on_progress, options,
+                self._fork_server,
+            )  # fmt: skip
             observability.parse_observed(content_type, time.monotonic() - started)
             if not outcome.reason:
                 # Assets first: a SUCCEEDED record must never point at missing images.
