@@ -194,8 +194,14 @@ def binding(listen: str) -> Iterator[None]:
 def exit_cannot_listen(service: str, err: DocparseError) -> NoReturn:
     """Ends a server that could not bind: one error line naming the address (and the process
     holding it), then exit code 2, no traceback."""
+    exit_on_startup_error(service, err)
+
+
+def exit_on_startup_error(service: str, err: DocparseError) -> NoReturn:
+    """Ends a server that must not start (a port taken, a secret missing): one error line with
+    the reason, then exit code 2, no traceback."""
     logging.getLogger(service).error(
-        "%s", err.message,
+        "%s %s: %s", err.code.name, err.reason, err.message,
         extra={"event": "startup.failed", "code": err.code.name, "reason": err.reason,
                **err.metadata},
     )  # fmt: skip

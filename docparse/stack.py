@@ -203,6 +203,9 @@ class LocalStack:
             "PYTHONUNBUFFERED": "1",
             **(extra_env or {}),
         }
+        if not self.auth_required and not self.base_env.get("DOCPARSE_INTERNAL_TOKEN"):
+            # No API keys: parser_svc runs without an internal token only when told by name.
+            self.base_env.setdefault("DOCPARSE_DEV_MODE", "true")
         if self.auth_required and not self.base_env.get("DOCPARSE_GATEWAY_INTERNAL_TOKEN"):
             # API keys on a local stack: the gateway and parser_svc share a secret of our own.
             token = secrets.token_hex(24)

@@ -64,6 +64,9 @@ class ApiKeys:
     {"keys": [{"sha256": "<hex>", "tenant": "acme", "max_upload_bytes": 0,
                "submits_per_minute": 0}, ...]}"""
 
+    def __len__(self) -> int:
+        return len(self._by_digest)
+
     def __init__(self, entries: Iterable[dict[str, object]]) -> None:
         self._by_digest: dict[str, Caller] = {}
         for entry in entries:

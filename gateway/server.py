@@ -16,6 +16,7 @@ from docparse.serving import (
     add_health_and_reflection,
     bind_grpc_or_exit,
     exit_cannot_listen,
+    exit_on_startup_error,
     set_serving,
 )
 from docparse.v1 import parser_service_pb2
@@ -93,11 +94,38 @@ async def serve(settings: GatewaySettings) -> None:
     await channel.close()
 
 
+def check_auth(settings: GatewaySettings) -> None:
+    """Fails closed: a gateway that must authenticate but has no keys, or no secret to vouch
+    for callers to parser_svc with, refuses to start. Dev mode (auth disabled) says so."""
+    if settings.auth != "required":
+        log.warning(
+            "dev mode: no authentication, every call runs as one tenant",
+            extra={"event": "startup.dev_mode"},
+        )
+        return
+    missing = []
+    if not len(GatewayAuth(settings).keys):
+        missing.append("API keys (DOCPARSE_GATEWAY_API_KEYS or DOCPARSE_GATEWAY_API_KEYS_FILE)")
+    if not settings.internal_token:
+        missing.append("the internal token (DOCPARSE_GATEWAY_INTERNAL_TOKEN)")
+    if missing:
+        exit_on_startup_error(
+            "gateway",
+            DocparseError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "AUTH_NOT_CONFIGURED",
+                f"DOCPARSE_GATEWAY_AUTH=required but {' and '.join(missing)} are missing: "
+                "refusing to start (DOCPARSE_GATEWAY_AUTH=disabled for a local dev run)",
+            ),
+        )
+
+
 def main() -> None:
     settings = GatewaySettings()
     observability.setup_logging(
         "gateway", settings.log_format, settings.log_level, access_log=settings.access_log
     )
+    check_auth(settings)
     asyncio.run(serve(settings))
 
 

@@ -14,7 +14,9 @@ import signal
 import grpc
 
 from docparse import observability, serving
+from docparse.errors import DocparseError
 from docparse.serving import ServedByInterceptor, add_health_and_reflection, set_serving
+from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
 from parser_svc.blobs import BlobStore
 from parser_svc.callers import CallerInterceptor, current_tenant
@@ -100,11 +102,35 @@ async def serve(settings: Settings) -> None:
     log.info("parser_svc stopped")
 
 
+def check_identity(settings: Settings) -> None:
+    """Fails closed: without the internal token any caller could claim any tenant, so a
+    replica started without one refuses to start, unless dev mode is asked for by name."""
+    if settings.internal_token:
+        return
+    if not settings.dev_mode:
+        serving.exit_on_startup_error(
+            "parser_svc",
+            DocparseError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "INTERNAL_TOKEN_MISSING",
+                "DOCPARSE_INTERNAL_TOKEN is not set: every call would run as one tenant. Set it "
+                "to the gateway's DOCPARSE_GATEWAY_INTERNAL_TOKEN, or DOCPARSE_DEV_MODE=true for "
+                "a local single-tenant run",
+            ),
+        )
+    log.warning(
+        "dev mode: no internal token, every call runs as the tenant %r",
+        DEFAULT_TENANT,
+        extra={"event": "startup.dev_mode"},
+    )
+
+
 def main() -> None:
     settings = Settings()
     observability.setup_logging(
         "parser_svc", settings.log_format, settings.log_level, access_log=settings.access_log
     )
+    check_identity(settings)
     asyncio.run(serve(settings))
 
 

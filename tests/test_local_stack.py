@@ -88,6 +88,8 @@ def test_a_lone_server_on_a_taken_port_exits_2_naming_it(no_workers: Up, module:
         "DOCPARSE_REDIS_URL": no_workers.ready["redis"],
         "DOCPARSE_ROLE": "api",  # never take a job of the running stack
         "DOCPARSE_ENV": "lone",
+        "DOCPARSE_DEV_MODE": "true",  # no internal token, on purpose
+        "DOCPARSE_GATEWAY_AUTH": "disabled",
     }
     start = time.monotonic()
     lone = subprocess.run(
