@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 from docparse.errors import store_unavailable
 from parser_svc.keys import Keys
 from parser_svc.settings import Settings
-from parser_svc.store import connect
+from parser_svc.store import connect, store_error
 
 
 def bullmq_options(settings: Settings) -> dict[str, Any]:
@@ -41,6 +41,8 @@ class JobQueue:
             async with asyncio.timeout(self.settings.redis_timeout_s):
                 await self._queue.add("parse", {"job_id": job_id}, opts)
         except (TimeoutError, OSError, RedisError) as err:
+            if isinstance(err, RedisError) and "OOM command not allowed" in str(err):
+                raise store_error(err) from err
             raise store_unavailable(f"enqueue failed: {type(err).__name__}") from err
 
     async def discard(self, job_id: str) -> None:

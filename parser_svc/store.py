@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from parser_svc.lifetimes import Lifetimes
 from parser_svc.records import decode_hash, record_to_job
 from parser_svc.settings import Settings
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 WriteStatus = Literal["OK", "DONE", "NOOP", "NOT_FOUND", "TERMINAL", "FENCED", "BAD_PATCH"]
 _UNAVAILABLE_ERRORS = (
@@ -109,6 +111,22 @@ def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.R
     )
 
 
+def store_error(err: RedisError) -> DocparseError:
+    """A Redis error reply. A full Redis (maxmemory with noeviction refuses writes with OOM)
+    is retryable: UNAVAILABLE STATE_STORE_FULL, so clients back off and retry instead of
+    treating it as a bug; anything else is INTERNAL STATE_STORE_ERROR."""
+    if "OOM command not allowed" in str(err):
+        return DocparseError(
+            grpc.StatusCode.UNAVAILABLE,
+            "STATE_STORE_FULL",
+            "the job state store is full and refuses writes; retry later (operators: "
+            "docs/operations.md, Redis memory)",
+        )
+    return DocparseError(
+        grpc.StatusCode.INTERNAL, "STATE_STORE_ERROR", "state store error (see the replica log)"
+    )
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -130,9 +148,8 @@ class JobStore:
             raise store_unavailable(type(err).__name__) from err
         except RedisError as err:
             observability.redis_error(err)
-            raise DocparseError(
-                grpc.StatusCode.INTERNAL, "STATE_STORE_ERROR", f"state store error: {err}"
-            ) from err
+            log.warning("state store error: %s", err, extra={"event": "redis.error"})
+            raise store_error(err) from err
 
     async def ping(self) -> bool:
         return bool(await self.call(self.client.ping))

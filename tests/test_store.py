@@ -150,3 +150,21 @@ async def test_unreachable_redis_is_unavailable_not_not_found(tmp_path: object) 
     server.start()
     assert (await store.get(job_id)).job_id == job_id
     server.stop()
+
+
+async def test_a_full_redis_is_unavailable_not_internal(redis_server: EmbeddedRedis) -> None:
+    """maxmemory reached with noeviction: Redis refuses writes with OOM. That is retryable
+    (UNAVAILABLE STATE_STORE_FULL), so clients back off instead of reporting a bug."""
+    store = new_store(redis_server)
+    admin = aioredis.Redis.from_url(redis_server.url)
+    used = int((await admin.info("memory"))["used_memory"])
+    await admin.config_set("maxmemory", used // 2)
+    try:
+        with pytest.raises(DocparseError) as refused:
+            await store.create(uuid.uuid4().hex, {"file_name": "a.pdf"})
+        assert (refused.value.code, refused.value.reason) == (
+            grpc.StatusCode.UNAVAILABLE, "STATE_STORE_FULL")  # fmt: skip
+    finally:
+        await admin.config_set("maxmemory", 0)
+        await admin.aclose()
+    assert (await store.create(uuid.uuid4().hex, {"file_name": "a.pdf"})).created
