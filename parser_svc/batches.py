@@ -11,8 +11,8 @@ import asyncio
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import grpc
 
@@ -25,10 +25,13 @@ from parser_svc.events import CLOSING, EventHub, shutting_down
 from parser_svc.keys import batch_file_id
 from parser_svc.records import decode_hash, is_terminal, record_to_job
 from parser_svc.store import JobStore
-from parser_svc.submit import Submitter, invalid
-
-MAX_FILES = 1000
-T = TypeVar("T")
+from parser_svc.submit import Submitter, invalid, unsupported
+from parser_svc.uploads import (
+    MAX_FILES,
+    StoredFile,
+    file_error,
+    sniff_stored,
+)
 
 
 def batch_not_found(batch_id: str) -> DocparseError:
@@ -51,33 +54,65 @@ class Batches:
         files: Sequence[parser_service_pb2.BatchFile],
         request_id: str = "",
     ) -> parser_service_pb2.Batch:
-        """Validates every file, stores the uploads, then creates the batch and all its file
-        records in one atomic script, and enqueues the files. A retry with the same request_id
-        gets the whole first batch (never a part of one); see docs/operations.md."""
-        tenant = current_tenant() or DEFAULT_TENANT
+        """CreateBatch: every file's size, then the tenant's rate, checked before anything reads
+        a file; then the uploads are stored and the batch created (`create_stored`)."""
         if not files:
             raise invalid("EMPTY_BATCH", "a batch needs at least one file")
         if len(files) > MAX_FILES:
             raise invalid("TOO_MANY_FILES", f"a batch holds at most {MAX_FILES} files")
         for index, item in enumerate(files):  # all or nothing: reject before creating any
-            self._check_file(index, item, self.submitter.check_size)
-        await self.submitter.check_rate(len(files))  # before anything reads the contents
+            try:
+                self.submitter.check_size(item.content)
+            except DocparseError as err:
+                raise file_error(index, item.file_name, err) from None
+        await self.submitter.check_rate(len(files))
+        batch_id = uuid.uuid4().hex
+        stored: list[StoredFile] = []
+        try:
+            for index, item in enumerate(files):
+                job_id = batch_file_id(batch_id, index)
+                await asyncio.to_thread(self.submitter.blobs.put_input, job_id, item.content)
+                size = len(item.content)
+                sha256 = hashlib.sha256(item.content).hexdigest()
+                stored.append(StoredFile(job_id, item.file_name[:512], size, sha256, size))
+        except BaseException:
+            for done in stored:
+                self.submitter.blobs.delete_upload(done.job_id)
+            raise
+        return await self.create_stored(batch_id, stored, request_id)
+
+    async def create_stored(
+        self, batch_id: str, files: list[StoredFile], request_id: str = ""
+    ) -> parser_service_pb2.Batch:
+        """Sniffs the stored uploads of `files` (bounded), then creates the batch and all its
+        file records in one atomic script and enqueues the files. A retry with the same
+        request_id gets the whole first batch (never a part of one); see docs/operations.md.
+        Whatever fails here, no upload of this call stays behind unless its outcome is unknown
+        (the sweeper decides then)."""
+        tenant = current_tenant() or DEFAULT_TENANT
+        blobs = self.submitter.blobs
+        job_ids = [item.job_id for item in files]
+
+        def drop_uploads() -> None:
+            for job_id in job_ids:
+                blobs.delete_upload(job_id)
+
+        if not files:
+            raise invalid("EMPTY_BATCH", "a batch needs at least one file")
         records: list[dict[str, str]] = []
         for index, item in enumerate(files):
-            content_type = self._check_file(index, item, self.submitter.content_type)
+            detected = await asyncio.to_thread(sniff_stored, blobs, item.job_id)
+            if detected.kind is None:
+                drop_uploads()
+                raise file_error(index, item.file_name, unsupported(detected.label))
             records.append(
                 {
-                    "file_name": item.file_name[:512],
-                    "content_sha256": hashlib.sha256(item.content).hexdigest(),
-                    "content_type": content_type,
-                    "size_bytes": str(len(item.content)),
+                    "file_name": item.file_name,
+                    "content_sha256": item.sha256,
+                    "content_type": detected.kind,
+                    "size_bytes": str(item.size_bytes),
                 }
             )
-        batch_id = uuid.uuid4().hex
-        job_ids = [batch_file_id(batch_id, index) for index in range(len(files))]
-        blobs = self.submitter.blobs
-        for job_id, item in zip(job_ids, files, strict=True):
-            await asyncio.to_thread(blobs.put_input, job_id, item.content)
         digest = hashlib.sha256(
             "".join(f"{r['file_name']}\0{r['content_sha256']}\n" for r in records).encode()
         ).hexdigest()
@@ -88,16 +123,15 @@ class Batches:
             )
         except DocparseError as err:
             if err.code != grpc.StatusCode.UNAVAILABLE:  # else: the sweeper decides
-                for job_id in job_ids:
-                    blobs.delete_upload(job_id)
+                drop_uploads()
             raise
         if not created.created:
-            for job_id in job_ids:
-                blobs.delete_upload(job_id)
+            drop_uploads()
             if created.status == "CONFLICT":
                 raise invalid(
                     "REQUEST_ID_REUSED",
-                    f"request_id {request_id!r} was used for other files (batch {created.job_id})",
+                    f"request_id {request_id[:200]!r} was used for other files "
+                    f"(batch {created.job_id})",
                 )
             batch = await self.get(created.job_id)
             # The first call may have lost its reply before enqueueing: enqueue what waits.
@@ -115,21 +149,6 @@ class Batches:
             )
         await self.submitter.enqueue(job_ids)
         return await self.get(batch_id)
-
-    @staticmethod
-    def _check_file(
-        index: int, item: parser_service_pb2.BatchFile, check: Callable[[bytes], T]
-    ) -> T:
-        """`check(content)`, its error naming the file (index and name)."""
-        try:
-            return check(item.content)
-        except DocparseError as err:
-            raise DocparseError(
-                err.code,
-                err.reason,
-                f"file {index} ({item.file_name[:200]!r}): {err.message}",
-                {**err.metadata, "file_index": str(index), "file_name": item.file_name[:200]},
-            ) from None
 
     async def get(self, batch_id: str) -> parser_service_pb2.Batch:
         keys = self.store.keys

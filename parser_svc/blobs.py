@@ -7,11 +7,28 @@ relative paths under the deployment's environment, e.g. `dev/results/<job>/<atte
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import BinaryIO
+
+
+class _RenamedOnClose(io.FileIO):
+    """Writes to a temporary file beside `target` and renames it into place on close."""
+
+    def __init__(self, target: Path) -> None:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        os.close(fd)
+        super().__init__(tmp, "wb")
+        self.target, self.tmp = target, tmp
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()
+            os.replace(self.tmp, self.target)
 
 
 class BlobStore:
@@ -37,6 +54,12 @@ class BlobStore:
             Path(tmp).unlink(missing_ok=True)
             raise
         return key
+
+    def open_input(self, job_id: str) -> BinaryIO:
+        """A file to stream an upload into; it appears under its key, whole, when closed."""
+        target = self.path(self.input_key(job_id))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return _RenamedOnClose(target)
 
     def put_input(self, job_id: str, data: bytes) -> str:
         return self._write(self.input_key(job_id), data)

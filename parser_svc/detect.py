@@ -13,6 +13,10 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import dataclass
+from mmap import mmap
+
+# What sniffing reads: an upload's bytes, or a memory map of a stored one.
+Buffer = bytes | mmap
 
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -72,18 +76,20 @@ def describe(content: bytes) -> str:
     return sniff(content).label
 
 
-def sniff(content: bytes) -> Detection:
+def sniff(content: Buffer) -> Detection:
+    """`content`: the upload's bytes, or a memory map of a stored upload (only the pages
+    looked at are read)."""
     if not content:
         return Detection(None, "empty content")
     head = content[:1024]
     if b"%PDF-" in head:
         return Detection("pdf", "a PDF document")
-    if content.startswith(OLE_MAGIC):
+    if content[: len(OLE_MAGIC)] == OLE_MAGIC:
         return _sniff_ole(content)
-    if content.startswith(ZIP_MAGIC):
+    if content[: len(ZIP_MAGIC)] == ZIP_MAGIC:
         return _sniff_zip(content)
     for magic, label in _OTHER_MAGIC:
-        if content.startswith(magic):
+        if content[: len(magic)] == magic:
             return Detection(None, label)
     return Detection(None, "content of an unrecognised type")
 
@@ -118,7 +124,7 @@ class _Member:
     header_offset: int  # of its local file header
 
 
-def _sniff_zip(content: bytes) -> Detection:
+def _sniff_zip(content: Buffer) -> Detection:
     members = _central_directory(content) or _local_headers(content)
     names = [m.name for m in members]
     by_name = {m.name: m for m in members}
@@ -140,7 +146,7 @@ def _sniff_zip(content: bytes) -> Detection:
     return Detection(None, "a ZIP archive that is not an Office document")
 
 
-def _central_directory(content: bytes) -> list[_Member]:
+def _central_directory(content: Buffer) -> list[_Member]:
     """The first `_MAX_ENTRIES` members named by the central directory; [] when it cannot be
     read (truncated, damaged, ZIP64)."""
     end = content.rfind(_EOCD, max(0, len(content) - 65_557))
@@ -157,7 +163,7 @@ def _central_directory(content: bytes) -> list[_Member]:
     return members
 
 
-def _local_headers(content: bytes) -> list[_Member]:
+def _local_headers(content: Buffer) -> list[_Member]:
     """Truncated or damaged: the local file headers still name the parts."""
     members: list[_Member] = []
     for match in re.finditer(re.escape(ZIP_MAGIC), content):
@@ -169,7 +175,7 @@ def _local_headers(content: bytes) -> list[_Member]:
     return members
 
 
-def _inflate_head(content: bytes, member: _Member) -> bytes:
+def _inflate_head(content: Buffer, member: _Member) -> bytes:
     """At most `_MAX_INFLATE` bytes of the member's start; b"" when it cannot be read."""
     start = member.header_offset
     if content[start : start + 4] != ZIP_MAGIC:
@@ -189,11 +195,11 @@ def _inflate_head(content: bytes, member: _Member) -> bytes:
         return b""
 
 
-def _u16(data: bytes, offset: int) -> int:
+def _u16(data: Buffer, offset: int) -> int:
     return int.from_bytes(data[offset : offset + 2], "little") if offset + 2 <= len(data) else 0
 
 
-def _u32(data: bytes, offset: int) -> int:
+def _u32(data: Buffer, offset: int) -> int:
     return int.from_bytes(data[offset : offset + 4], "little") if offset + 4 <= len(data) else 0
 
 
@@ -211,7 +217,7 @@ _OLE_OTHERS = (
 )
 
 
-def _sniff_ole(content: bytes) -> Detection:
+def _sniff_ole(content: Buffer) -> Detection:
     import olefile  # type: ignore[import-untyped]
 
     try:
@@ -221,7 +227,7 @@ def _sniff_ole(content: bytes) -> Detection:
         streams = set()
         # The directory may be cut off; its entries are UTF-16 names in the raw bytes.
         for name, kind in _OLE_STREAMS:
-            if name.encode("utf-16-le") in content.lower():
+            if re.search(re.escape(name.encode("utf-16-le")), content, re.IGNORECASE):
                 return _kind(kind)
         return _kind("ole")
     for name, kind in _OLE_STREAMS:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,7 +24,8 @@ from parser_svc.queue import JobQueue
 from parser_svc.records import is_terminal
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore
-from parser_svc.submit import Submitter, invalid, receive_upload
+from parser_svc.submit import Submitter, invalid
+from parser_svc.uploads import receive_batch_upload
 from parser_svc.watch import watch_job
 
 log = logging.getLogger(__name__)
@@ -255,10 +257,11 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         context: Context,
     ) -> parser_service_pb2.UploadBatchResponse:
         try:
-            request_id, files = await receive_upload(
-                request_iterator, self.settings.max_upload_bytes
+            batch_id = uuid.uuid4().hex
+            request_id, files = await receive_batch_upload(
+                request_iterator, batch_id, self.submitter
             )
-            batch = await self.batches.create(files, request_id)
+            batch = await self.batches.create_stored(batch_id, files, request_id)
             return parser_service_pb2.UploadBatchResponse(batch=batch)
         except DocparseError as err:
             await abort(context, err)

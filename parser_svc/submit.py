@@ -37,6 +37,14 @@ def invalid(reason: str, message: str) -> DocparseError:
     return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
 
 
+def unsupported(label: str) -> DocparseError:
+    return invalid(
+        "UNSUPPORTED_FORMAT",
+        f"the content is {label} (by its bytes, whatever its name); "
+        "supported: PDF, DOCX, DOC, XLSX, XLS, PPTX",
+    )
+
+
 class KeyedLocks:
     """One asyncio.Lock per key, dropped when nobody holds or waits for it."""
 
@@ -69,19 +77,25 @@ class Submitter:
         self._gates = KeyedLocks()
 
     def check_size(self, content: bytes) -> None:
-        """The precise error for an empty or too large upload (the caller's tenant may have a
-        lower size limit than the service). Costs nothing: it runs before the rate limit."""
+        """The precise error for an empty or too large upload. Costs nothing: it runs before
+        the rate limit."""
         if not content:
             raise invalid("EMPTY_CONTENT", "the upload is empty")
+        self.check_announced(len(content))
+
+    def check_announced(self, size: int, file_name: str = "") -> None:
+        """DOCUMENT_TOO_LARGE when `size` bytes are over the service's or the caller's tenant's
+        limit (checked before the bytes are received, for streamed uploads)."""
         limit = self.settings.max_upload_bytes
         caller = current_caller.get()
         if caller and caller.limits.max_upload_bytes:
             limit = min(limit, caller.limits.max_upload_bytes)
-        if len(content) > limit:
+        if size > limit:
+            named = f"{file_name[:200]!r} has" if file_name else "the upload has"
             raise DocparseError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 "DOCUMENT_TOO_LARGE",
-                f"the upload has {len(content)} bytes; the limit is {limit}",
+                f"{named} {size} bytes; the limit is {limit}",
                 {"limit_bytes": str(limit)},
             )
 
@@ -92,11 +106,7 @@ class Submitter:
         limit."""
         detected = sniff(content)
         if detected.kind is None:
-            raise invalid(
-                "UNSUPPORTED_FORMAT",
-                f"the content is {detected.label} (by its bytes, whatever its name); "
-                "supported: PDF, DOCX, DOC, XLSX, XLS, PPTX",
-            )
+            raise unsupported(detected.label)
         return detected.kind
 
     async def check_rate(self, files: int = 1) -> None:
@@ -218,55 +228,3 @@ class Submitter:
                     err.reason,
                     extra={"event": "job.enqueue_deferred", "job_id": job_id},
                 )
-
-
-async def receive_upload(
-    parts: AsyncIterator[parser_service_pb2.UploadBatchRequest], max_file_bytes: int
-) -> tuple[str, list[parser_service_pb2.BatchFile]]:
-    """Assembles an UploadBatch stream: a header, then per file a file header and chunks."""
-    request_id = ""
-    files: list[parser_service_pb2.BatchFile] = []
-    expected: list[int] = []
-    chunks: list[bytes] = []
-    size = 0
-
-    def close_file() -> None:
-        if files:
-            files[-1].content = b"".join(chunks)
-            if len(files[-1].content) != expected[-1]:
-                raise invalid(
-                    "UPLOAD_SIZE_MISMATCH",
-                    f"file {len(files) - 1} announced {expected[-1]} bytes and sent "
-                    f"{len(files[-1].content)}",
-                )
-        chunks.clear()
-
-    index = 0
-    async for part in parts:
-        kind = part.WhichOneof("part")
-        if index == 0 and kind != "header":
-            raise invalid("UPLOAD_PROTOCOL", "an UploadBatch stream starts with a header")
-        index += 1
-        if kind == "header":
-            request_id = part.header.request_id
-        elif kind == "file":
-            close_file()
-            if part.file.size_bytes > max_file_bytes:
-                raise DocparseError(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    "DOCUMENT_TOO_LARGE",
-                    f"{part.file.file_name!r} has {part.file.size_bytes} bytes; the limit is "
-                    f"{max_file_bytes}",
-                )
-            files.append(parser_service_pb2.BatchFile(file_name=part.file.file_name))
-            expected.append(part.file.size_bytes)
-            size = 0
-        elif kind == "chunk":
-            if not files:
-                raise invalid("UPLOAD_PROTOCOL", "content arrived before any file header")
-            size += len(part.chunk)
-            if size > expected[-1]:
-                raise invalid("UPLOAD_SIZE_MISMATCH", "a file sent more bytes than announced")
-            chunks.append(part.chunk)
-    close_file()
-    return request_id, files

@@ -187,3 +187,57 @@ def _fails(check: object) -> bool:
         return bool(check())  # type: ignore[operator]
     except AssertionError:  # the call still succeeds: not expired yet
         return False
+
+
+def test_a_batch_of_800_mib_never_sits_in_server_memory(stack: LocalStack) -> None:
+    """100 files of 8 MiB posted to /v1/batches: the gateway streams them to a replica one
+    chunk at a time, the replica streams each to the blob store as it arrives. The last file
+    is not a document, so the whole batch is refused after 792 MiB were stored, and nothing
+    stays on the volume. Before: the replica went from 423 to 1,266 MB."""
+    import http.client
+    from collections.abc import Iterator as Chunks
+
+    pids = [child.pid for child in stack.parsers + stack.gateways]
+    for pid in pids:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    before = {pid: status(pid)["VmRSS"] for pid in pids}
+    size = 8 * 1024 * 1024
+    document = make_pdf(1)
+    boundary = "hostile-batch-boundary"
+
+    def body() -> Chunks[bytes]:
+        for index in range(100):
+            content = wordperfect() if index == 99 else document
+            yield (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+                f'filename="f{index}.pdf"\r\nContent-Type: application/pdf\r\n\r\n'
+            ).encode()
+            yield content
+            padding = size - len(content)
+            for offset in range(0, padding, 1024 * 1024):  # after %%EOF: still a PDF
+                yield b" " * min(1024 * 1024, padding - offset)
+            yield b"\r\n"
+        yield f"--{boundary}--\r\n".encode()
+
+    host, port = stack.http_addresses[0].rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=300)
+    connection.request(
+        "POST",
+        "/v1/batches",
+        body=body(),
+        headers={
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "X-Api-Key": "key-of-a",
+        },
+        encode_chunked=True,
+    )
+    reply = connection.getresponse()
+    answer = reply.read().decode()
+    connection.close()
+    assert reply.status == 400 and "UNSUPPORTED_FORMAT" in answer, (reply.status, answer)
+    assert '"file_index": "99"' in answer or "file 99" in answer
+    growth_mb = {pid: (status(pid)["VmHWM"] - before[pid]) / 1024 for pid in pids}
+    print(f"\n800 MiB batch: peak RSS growth (MB) {growth_mb}")
+    assert max(growth_mb.values()) < 64, growth_mb
+    inputs = stack.data_dir / "blobs" / "test" / "inputs"
+    assert not [p for p in inputs.iterdir() if p.is_file()] if inputs.is_dir() else True
