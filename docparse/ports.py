@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+from collections.abc import Iterable
 from pathlib import Path
 
 import grpc
@@ -33,10 +34,26 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 def free_port() -> int:
     """A port nothing listens on right now (the kernel's choice)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1)[0]
+
+
+def free_ports(count: int, exclude: Iterable[int] = ()) -> list[int]:
+    """`count` different ports nothing listens on now, none in `exclude`. All are held at once
+    while they are chosen: one at a time, the kernel may hand out a port it just gave (a stack
+    whose gateway drew its replica's port would refuse to start)."""
+    held: list[socket.socket] = []  # an excluded draw stays bound too: the next one differs
+    avoid, ports = set(exclude), list[int]()
+    try:
+        while len(ports) < count:
+            sock = socket.socket()
+            held.append(sock)
+            sock.bind(("127.0.0.1", 0))
+            if (port := sock.getsockname()[1]) not in avoid:
+                ports.append(port)
+        return ports
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def listening_sockets(port: int) -> set[str]:

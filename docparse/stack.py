@@ -29,7 +29,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from docparse.embedded_redis import EmbeddedRedis
 from docparse.errors import DocparseError
 from docparse.locks import DirLock
-from docparse.ports import free_port
+from docparse.ports import free_ports
 
 STACK_LOCK = ".stack.lock"
 READY_PREFIX = "docparse ready"
@@ -211,24 +211,31 @@ class LocalStack:
             token = secrets.token_hex(24)
             self.base_env["DOCPARSE_GATEWAY_INTERNAL_TOKEN"] = token
             self.base_env["DOCPARSE_INTERNAL_TOKEN"] = token
+        # Every port of the stack is drawn at once: all different, none of the given ones.
+        given = [
+            *(range(port, port + gateways) if port else []),
+            *([http_port] if http_port else []),
+        ]
+        drawn = iter(free_ports(3 * replicas + 3 * gateways + 1, exclude=given))
+        self.redis_port = next(drawn)
         self.parsers = [
-            self._child("parser_svc", i, free_port(), "parser_svc", "DOCPARSE_LISTEN")
+            self._child("parser_svc", i, next(drawn), "parser_svc", "DOCPARSE_LISTEN")
             for i in range(replicas)
         ]
-        gateway_ports = [port + i if port else free_port() for i in range(gateways)]
+        gateway_ports = [port + i if port else next(drawn) for i in range(gateways)]
         self.gateways = [
             self._child("gateway", i, p, "gateway", "DOCPARSE_GATEWAY_LISTEN")
             for i, p in enumerate(gateway_ports)
         ]
         for i, gateway in enumerate(self.gateways):  # HTTP port: `http_port` for the first
-            gateway.http_address = f"127.0.0.1:{(http_port if i == 0 else None) or free_port()}"
+            gateway.http_address = f"127.0.0.1:{(http_port if i == 0 else None) or next(drawn)}"
             gateway.env["DOCPARSE_GATEWAY_HTTP_LISTEN"] = gateway.http_address
         for children, var in (
             (self.parsers, "DOCPARSE_METRICS_LISTEN"),
             (self.gateways, "DOCPARSE_GATEWAY_METRICS_LISTEN"),
         ):
             for child in children:
-                child.metrics_address = f"127.0.0.1:{free_port()}"
+                child.metrics_address = f"127.0.0.1:{next(drawn)}"
                 child.env[var] = child.metrics_address
 
     @property
@@ -273,7 +280,7 @@ class LocalStack:
         try:
             self.lock.acquire()
             if not self.redis_url:
-                self.redis = EmbeddedRedis(self.data_dir / "redis")
+                self.redis = EmbeddedRedis(self.data_dir / "redis", self.redis_port)
                 self.redis.start()
                 self.redis_url = self.redis.url
             backends = ",".join(self.parser_addresses)
