@@ -137,7 +137,9 @@ def _bbox(rect: Any) -> rp.BoundingBox:
 
 
 def _usable_chars(text: str) -> int:
-    return sum(1 for ch in text if not ch.isspace() and ch != "\ufffd")
+    """Characters that are neither whitespace nor U+FFFD (str.split() splits on exactly the
+    characters str.isspace() names; this runs in C, a per-character loop did not)."""
+    return len("".join(text.split())) - text.count("\ufffd")
 
 
 def _page(
@@ -162,10 +164,11 @@ def _page(
     try:
         textpage = page.get_textpage()
         texts = _text_blocks(page, textpage, out)
-        images = _images(doc, page, out, assets, state, _usable_chars("".join(texts)))
+        usable = _usable_chars("".join(texts))
+        images = _images(doc, page, out, assets, state, usable)
         if images:
             state.image_pages += 1
-        if images and _usable_chars("".join(texts)) < options.ocr_min_chars:
+        if images and usable < options.ocr_min_chars:
             if options.ocr:
                 progress(index, total, "ocr")
                 del out.blocks[:]
