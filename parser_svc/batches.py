@@ -17,13 +17,14 @@ from typing import Any
 import grpc
 
 from docparse import observability
-from docparse.errors import DocparseError
+from docparse.errors import DocparseError, cursor_ahead
 from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import job_pb2, parser_service_pb2
+from parser_svc.batch_watch import BatchFollowers, RawBatch
 from parser_svc.callers import current_tenant
-from parser_svc.events import CLOSING, EventHub, shutting_down
+from parser_svc.events import EventHub
 from parser_svc.keys import batch_file_id
-from parser_svc.records import decode_hash, is_terminal, record_to_job
+from parser_svc.records import decode_hash, is_terminal
 from parser_svc.store import JobStore
 from parser_svc.submit import Submitter, invalid, unsupported
 from parser_svc.uploads import (
@@ -43,11 +44,18 @@ def batch_not_found(batch_id: str) -> DocparseError:
     )
 
 
+def check_owner(batch_id: str, owner: str) -> None:
+    tenant = current_tenant()
+    if tenant is not None and owner != tenant:
+        raise batch_not_found(batch_id)
+
+
 class Batches:
     def __init__(self, store: JobStore, hub: EventHub, submitter: Submitter) -> None:
         self.store = store
         self.hub = hub
         self.submitter = submitter
+        self.followers = BatchFollowers(hub, store.keys, self)
 
     async def create(
         self,
@@ -151,54 +159,49 @@ class Batches:
         return await self.get(batch_id)
 
     async def get(self, batch_id: str) -> parser_service_pb2.Batch:
+        """The batch, if it is the caller's tenant's (another tenant's reads as not found)."""
+        owner, batch = await self.read(batch_id)
+        check_owner(batch_id, owner)
+        return batch
+
+    async def read(self, batch_id: str) -> tuple[str, parser_service_pb2.Batch]:
+        """The batch and its tenant, unscoped (the caller checks the tenant)."""
+        raw = await self.read_raw(batch_id)
+        return raw.tenant, raw.assemble()
+
+    async def read_raw(self, batch_id: str, indexes: Sequence[int] | None = None) -> RawBatch:
+        """The meta record and the file records (all, or those at `indexes`) in one MULTI/EXEC:
+        a snapshot where `completed` and the files' states disagree cannot be read (the update
+        script moves both at once)."""
         keys = self.store.keys
 
-        async def read() -> tuple[Any, list[Any]]:
-            total = await self.store.client.hget(keys.batch_meta(batch_id), "total")
-            if total is None:
-                return {}, []
-            # Counters and file records in one MULTI/EXEC: a snapshot where `completed` and
-            # the files' states disagree cannot be read (the update script moves both at once).
+        async def read() -> tuple[Any, list[Any], list[int]]:
+            wanted = list(indexes) if indexes is not None else None
+            if wanted is None:
+                total = await self.store.client.hget(keys.batch_meta(batch_id), "total")
+                if total is None:
+                    return {}, [], []
+                wanted = list(range(int(total)))
             async with self.store.client.pipeline(transaction=True) as pipe:
                 pipe.hgetall(keys.batch_meta(batch_id))
-                for index in range(int(total)):
+                for index in wanted:
                     pipe.hgetall(keys.job(batch_file_id(batch_id, index)))
                 meta, *files = await pipe.execute()
-            return meta, files
+            return meta, files, wanted
 
-        raw_meta, raw_files = await self.store.call(read)
+        raw_meta, raw_files, wanted = await self.store.call(read)
         if not raw_meta:
             raise batch_not_found(batch_id)
         meta = decode_hash(raw_meta)
-        tenant = current_tenant()
-        if tenant is not None and meta.get("tenant", DEFAULT_TENANT) != tenant:
-            raise batch_not_found(batch_id)
-        batch = parser_service_pb2.Batch(
-            batch_id=batch_id,
-            total=int(meta["total"]),
-            completed=int(meta["completed"]),
-            succeeded=int(meta["succeeded"]),
-            failed=int(meta["failed"]),
-            cancelled=int(meta["cancelled"]),
+        files = {i: decode_hash(f) for i, f in zip(wanted, raw_files, strict=True)}
+        return RawBatch(batch_id, meta, files)
+
+    async def meta_version(self, batch_id: str) -> int | None:
+        """The batch's version counter alone (one HGET): a cheap check that nothing changed."""
+        value = await self.store.call(
+            lambda: self.store.client.hget(self.store.keys.batch_meta(batch_id), "version")
         )
-        batch.create_time.FromMilliseconds(int(meta["create_ms"]))
-        for index, raw in enumerate(raw_files):
-            if raw:
-                batch.jobs.append(record_to_job(decode_hash(raw)))
-                continue
-            # A file record gone while its batch lives: it waited in the queue past its TTL
-            # (files of a batch otherwise live as long as the batch). It will never end, so
-            # the batch reports it as ended: FAILED JOB_EXPIRED.
-            job = batch.jobs.add(job_id=batch_file_id(batch_id, index), batch_id=batch_id)
-            job.state = job_pb2.STATE_FAILED
-            job.error.reason = "JOB_EXPIRED"
-            job.error.message = "the file's record expired before it ran"
-            batch.completed += 1
-            batch.failed += 1
-        # The batch's own version counter moves with every file write (same script), so it
-        # never goes back when files expire; older batches without it sum their files'.
-        batch.version = int(meta.get("version") or sum(job.version for job in batch.jobs))
-        return batch
+        return int(value) if value is not None else None
 
     async def watch(
         self,
@@ -208,32 +211,29 @@ class Batches:
         heartbeat_s: float,
         resync_s: float,
     ) -> AsyncIterator[parser_service_pb2.WatchBatchResponse]:
-        """Like WatchJob: subscribe, snapshot, then a new snapshot on every change of any file
-        (coalesced), strictly increasing versions, ending after all files are terminal."""
+        """Like WatchJob: strictly increasing snapshots, a heartbeat on idle, the end after all
+        files are terminal. Every watcher of one batch on this replica shares one follower
+        (batch_watch.py), so the Redis cost follows the batch's changes, not its watchers."""
         last = after_version
         last_sent = time.monotonic()
-        async with self.hub.subscribe(self.store.keys.batch_channel(batch_id)) as queue:
+        async with self.followers.follow(batch_id, resync_s) as follower:
+            seen, first = 0, True
             while True:
-                batch = await self.get(batch_id)
+                wait = max(0.0, last_sent + heartbeat_s - time.monotonic())
+                snapshot = await follower.next(seen, wait)
+                if snapshot is None:
+                    beat = parser_service_pb2.Heartbeat(last_version=last)
+                    beat.server_time.GetCurrentTime()
+                    yield parser_service_pb2.WatchBatchResponse(heartbeat=beat)
+                    last_sent = time.monotonic()
+                    continue
+                seen, (owner, batch) = snapshot
+                check_owner(batch_id, owner)
+                if first and after_version > batch.version:
+                    raise cursor_ahead(batch_id, after_version, batch.version)
+                first = False
                 if batch.version > last:
                     yield parser_service_pb2.WatchBatchResponse(batch=batch)
                     last, last_sent = batch.version, time.monotonic()
                 if all(is_terminal(job) for job in batch.jobs):
                     return
-                wait = max(0.0, min(resync_s, last_sent + heartbeat_s - time.monotonic()))
-                try:
-                    event = await asyncio.wait_for(queue.get(), wait)
-                except TimeoutError:
-                    if time.monotonic() - last_sent >= heartbeat_s:
-                        beat = parser_service_pb2.Heartbeat(last_version=last)
-                        beat.server_time.GetCurrentTime()
-                        yield parser_service_pb2.WatchBatchResponse(heartbeat=beat)
-                        last_sent = time.monotonic()
-                    continue
-                if event is CLOSING:
-                    raise shutting_down()
-                # Coalesce a burst of file events into one snapshot.
-                await asyncio.sleep(0.05)
-                while not queue.empty():
-                    if queue.get_nowait() is CLOSING:
-                        raise shutting_down()

@@ -25,7 +25,7 @@
 --          the sweeper that deletes their blobs after the retention
 -- Returns {status, version}: OK | DONE | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH.
 local cur = redis.call('HMGET', KEYS[1], 'state', 'version', 'done', 'total', 'stage', 'fence',
-  'attempt')
+  'attempt', 'tenant', 'job_id', 'dedupe_key')
 local state = cur[1]
 if not state then return {'NOT_FOUND', 0} end
 local version = tonumber(cur[2])
@@ -53,7 +53,7 @@ end
 local now = tonumber(ARGV[3])
 local running_ttl, retention = tonumber(ARGV[5]), tonumber(ARGV[6])
 local tomb_extra, queued_ttl = tonumber(ARGV[7]), tonumber(ARGV[11])
-local owner = redis.call('HGET', KEYS[1], 'tenant') or ''
+local owner, job_id, dedupe = cur[8] or '', cur[9], cur[10]
 
 -- A batch's meta record outlives every file that is still open by at least the retention, so
 -- a batch never loses its counters while a file can still end (lifetimes.py).
@@ -153,16 +153,16 @@ end
 set['version'] = tostring(version)
 set['update_ms'] = ARGV[3]
 set['expire_ms'] = tostring(now + ttl)
-for k, v in pairs(set) do redis.call('HSET', KEYS[1], k, v) end
+local fields = {}
+for k, v in pairs(set) do fields[#fields + 1] = k; fields[#fields + 1] = v end
+redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('SET', KEYS[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tomb_extra)
 if terminal and ARGV[9] ~= '' then redis.call('SET', KEYS[3], ARGV[9], 'PX', ttl) end
 if terminal then
-  redis.call('ZADD', ARGV[13], now + ttl, redis.call('HGET', KEYS[1], 'job_id'))
+  redis.call('ZADD', ARGV[13], now + ttl, job_id)
   -- Dedupe is active-only: once this job has ended, the same upload makes a new job.
-  local ids = redis.call('HMGET', KEYS[1], 'dedupe_key', 'job_id')
-  local dedupe = ids[1]
-  if dedupe and dedupe ~= '' and redis.call('GET', dedupe) == ids[2] then
+  if dedupe and dedupe ~= '' and redis.call('GET', dedupe) == job_id then
     redis.call('DEL', dedupe)
   end
 end
@@ -186,7 +186,7 @@ if KEYS[4] ~= '' then
   elseif not terminal then
     keep_meta_past(ttl)
   end
-  redis.call('PUBLISH', ARGV[10], cjson.encode({job_id = redis.call('HGET', KEYS[1], 'job_id'),
+  redis.call('PUBLISH', ARGV[10], cjson.encode({job_id = job_id,
     version = version, batch_version = batch_version}))
 end
 
