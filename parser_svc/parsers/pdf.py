@@ -95,6 +95,23 @@ def parse_pdf(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
         return package
 
 
+def warm_up() -> rp.ReadingPackage:
+    """The package of a small PDF made here (base-14 text, a ruled table): run once by the fork
+    server (parser_svc.zygote) so that its children start with mupdf set up."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 72), "Warm-up page 1", fontsize=14)
+    page.insert_textbox(pymupdf.Rect(72, 100, 520, 200), "Body text. " * 20, fontname="tiro")
+    for i in range(3):
+        page.draw_line((72, 220 + 20 * i), (300, 220 + 20 * i))
+        page.draw_line((72 + 114 * i, 220), (72 + 114 * i, 260))
+    page.insert_text((80, 235), "a", fontsize=9)
+    page.insert_text((200, 255), "b", fontsize=9)
+    data = doc.tobytes()
+    doc.close()
+    return parse_pdf(data, lambda *_: None, ParseOptions())
+
+
 class _State:
     def __init__(self) -> None:
         self.warnings: list[str] = []
