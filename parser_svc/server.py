@@ -52,13 +52,7 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    worker = None
-    if settings.role in ("all", "worker"):
-        worker = ParseWorker(settings, store, blobs)
-        worker.start()
-
     hub = EventHub(settings.redis_url, timeout_s=settings.redis_timeout_s)
-    await hub.start()
     queue = JobQueue(settings)
     interceptors = [
         observability.RpcObserver("parser_svc", tenant=current_tenant),
@@ -72,7 +66,14 @@ async def serve(settings: Settings) -> None:
         ParserService(settings, store, hub, queue, blobs), server
     )
     health = add_health_and_reflection(server, [SERVICE_NAME])
+    # The port first: a replica started on a taken port exits (code 2) before its worker could
+    # take a job from the queue and leave it to the lock expiry.
     port = serving.bind_grpc_or_exit("parser_svc", server, settings.listen)
+    worker = None
+    if settings.role in ("all", "worker"):
+        worker = ParseWorker(settings, store, blobs)
+        worker.start()
+    await hub.start()
     await server.start()
     refresher = None
     if observability.start_metrics_server(settings.metrics_listen, observability.PARSER_METRICS):
