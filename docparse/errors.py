@@ -39,11 +39,23 @@ class DocparseError(Exception):
         )
         detail = any_pb2.Any()
         detail.Pack(info)
+        details = [detail]
+        if (wait := self.retry_after_s) is not None:  # google.rpc.RetryInfo, as AIP-193 says
+            retry = error_details_pb2.RetryInfo()
+            retry.retry_delay.FromSeconds(wait)
+            details.append(any_pb2.Any())
+            details[-1].Pack(retry)
         proto = status_pb2.Status(
-            code=getattr(code_pb2, self.code.name), message=self.message, details=[detail]
+            code=getattr(code_pb2, self.code.name), message=self.message, details=details
         )
         status: grpc.Status = rpc_status.to_status(proto)
         return status
+
+    @property
+    def retry_after_s(self) -> int | None:
+        """Seconds to wait before retrying, when the error names them (a rate limit)."""
+        raw = self.metadata.get("retry_after_s", "")
+        return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 6 else None
 
     @property
     def expired(self) -> bool:

@@ -8,10 +8,11 @@ shared internal token. Keys are stored as sha256 digests, never in clear.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,17 +37,26 @@ class Limits:
 
     max_upload_bytes: int = 0
     submits_per_minute: int = 0
+    # Open watch streams (WatchJob, WatchBatch) per parser_svc replica, and open event streams
+    # (SSE) per gateway.
+    max_streams: int = 0
 
     def to_header(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
+    def from_mapping(cls, data: dict[str, object]) -> Limits:
+        return cls(*(int(str(data.get(name, 0))) for name in _LIMIT_FIELDS))
+
+    @classmethod
     def from_header(cls, value: str) -> Limits:
         try:
-            data = json.loads(value)
-            return cls(int(data.get("max_upload_bytes", 0)), int(data.get("submits_per_minute", 0)))
+            return cls.from_mapping(json.loads(value))
         except (ValueError, TypeError, AttributeError):
             return cls()
+
+
+_LIMIT_FIELDS = ("max_upload_bytes", "submits_per_minute", "max_streams")
 
 
 @dataclass(frozen=True)
@@ -62,7 +72,7 @@ def unauthenticated(reason: str, message: str) -> DocparseError:
 class ApiKeys:
     """API key digests → tenant and limits. Loaded from JSON:
     {"keys": [{"sha256": "<hex>", "tenant": "acme", "max_upload_bytes": 0,
-               "submits_per_minute": 0}, ...]}"""
+               "submits_per_minute": 0, "max_streams": 0}, ...]}"""
 
     def __len__(self) -> int:
         return len(self._by_digest)
@@ -70,10 +80,7 @@ class ApiKeys:
     def __init__(self, entries: Iterable[dict[str, object]]) -> None:
         self._by_digest: dict[str, Caller] = {}
         for entry in entries:
-            limits = Limits(
-                int(str(entry.get("max_upload_bytes", 0))),
-                int(str(entry.get("submits_per_minute", 0))),
-            )
+            limits = Limits.from_mapping(entry)
             self._by_digest[str(entry["sha256"]).lower()] = Caller(str(entry["tenant"]), limits)
 
     @classmethod
@@ -125,3 +132,40 @@ def caller_from_metadata(
     return Caller(
         values.get(TENANT_KEY) or DEFAULT_TENANT, Limits.from_header(values.get(LIMITS_KEY, ""))
     )
+
+
+class StreamSlots:
+    """Open streams per tenant in this process, at most the caller's `max_streams` (else
+    `default`; 0 = unlimited). A stream over the limit is refused before it costs anything:
+    RESOURCE_EXHAUSTED TOO_MANY_STREAMS with the limit. Holds one counter per tenant that has
+    a stream open, nothing else."""
+
+    def __init__(self, default: int, what: str) -> None:
+        self.default = default
+        self.what = what
+        self._open: dict[str, int] = {}
+
+    def open(self, tenant: str) -> int:
+        return self._open.get(tenant, 0)
+
+    @contextlib.contextmanager
+    def slot(self, caller: Caller) -> Iterator[None]:
+        limit = caller.limits.max_streams or self.default
+        held = self._open.get(caller.tenant, 0)
+        if limit > 0 and held >= limit:
+            raise DocparseError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "TOO_MANY_STREAMS",
+                f"this tenant already has {held} open {self.what}, its limit; close one "
+                "(or wait for one to end) and retry",
+                {"limit": str(limit), "retry_after_s": "1"},
+            )
+        self._open[caller.tenant] = held + 1
+        try:
+            yield
+        finally:
+            left = self._open[caller.tenant] - 1
+            if left:
+                self._open[caller.tenant] = left
+            else:
+                del self._open[caller.tenant]

@@ -33,12 +33,18 @@ class GatewaySettings(BaseSettings):
     # SSE: how long the gateway keeps resuming a broken upstream watch (UNAVAILABLE, a replica
     # draining) before it ends the event stream and leaves the reconnect to the browser.
     sse_resume_budget_s: float = 30.0
+    # SSE: event streams one tenant may hold open on this gateway (an API key's `max_streams`
+    # overrides it; 0 = unlimited). Beyond it: 429 TOO_MANY_STREAMS before anything is asked
+    # upstream. Each open one also holds a watch stream on a parser_svc replica (its
+    # DOCPARSE_MAX_STREAMS_PER_TENANT).
+    http_max_event_streams_per_tenant: int = 100
 
     # Authentication of docparse.v1 calls: "required" (API keys) or "disabled" (dev mode: every
     # call is the tenant "default"; `docparse up` runs this way and says so).
     auth: Literal["required", "disabled"] = "required"
     # API keys as JSON {"keys": [{"sha256": "<hex of sha256(key)>", "tenant": "acme",
-    # "max_upload_bytes": 0, "submits_per_minute": 0}]} — inline, or in a file (a mounted Secret).
+    # "max_upload_bytes": 0, "submits_per_minute": 0, "max_streams": 0}]} — inline, or in a
+    # file (a mounted Secret). 0 = the service-wide default.
     api_keys: str = ""
     api_keys_file: Path | None = None
     # Shared secret parser_svc requires with the tenant identity the gateway forwards

@@ -15,9 +15,11 @@ import grpc
 from docparse import observability
 from docparse.errors import DocparseError
 from docparse.serving import abort
+from docparse.tenancy import Caller, StreamSlots
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc, reading_package_pb2
 from parser_svc.batches import Batches
 from parser_svc.blobs import BlobStore
+from parser_svc.callers import current_caller
 from parser_svc.events import EventHub
 from parser_svc.parsers import mime_for_ext
 from parser_svc.queue import JobQueue
@@ -54,6 +56,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self.blobs = blobs
         self.submitter = Submitter(settings, store, queue, blobs)
         self.batches = Batches(store, hub, self.submitter)
+        self.streams = StreamSlots(settings.max_streams_per_tenant, "watch streams on this replica")
 
     async def SubmitJob(
         self, request: parser_service_pb2.SubmitJobRequest, context: Context
@@ -110,9 +113,10 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self, request: parser_service_pb2.WatchJobRequest, context: Context
     ) -> AsyncIterator[parser_service_pb2.WatchJobResponse]:
         try:
-            _check_job_id(request.job_id)
-            async for event in self._watch(request.job_id, request.after_version):
-                yield event
+            with self.streams.slot(current_caller.get() or Caller()):
+                _check_job_id(request.job_id)
+                async for event in self._watch(request.job_id, request.after_version):
+                    yield event
         except DocparseError as err:
             await abort(context, err)
 
@@ -283,13 +287,14 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self, request: parser_service_pb2.WatchBatchRequest, context: Context
     ) -> AsyncIterator[parser_service_pb2.WatchBatchResponse]:
         try:
-            _check_job_id(request.batch_id)
-            async for event in self.batches.watch(
-                request.batch_id,
-                request.after_version,
-                heartbeat_s=self.settings.watch_heartbeat_s,
-                resync_s=self.settings.watch_resync_s,
-            ):
-                yield event
+            with self.streams.slot(current_caller.get() or Caller()):
+                _check_job_id(request.batch_id)
+                async for event in self.batches.watch(
+                    request.batch_id,
+                    request.after_version,
+                    heartbeat_s=self.settings.watch_heartbeat_s,
+                    resync_s=self.settings.watch_resync_s,
+                ):
+                    yield event
         except DocparseError as err:
             await abort(context, err)

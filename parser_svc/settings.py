@@ -112,6 +112,11 @@ class Settings(BaseSettings):
     watch_resync_s: float = 5.0
     # ... and send a heartbeat on a stream idle this long.
     watch_heartbeat_s: float = 15.0
+    # Open WatchJob + WatchBatch streams one tenant may hold on this replica (an API key's
+    # `max_streams` overrides it; 0 = unlimited). Beyond it: RESOURCE_EXHAUSTED
+    # TOO_MANY_STREAMS, before the stream reads anything. The gateway's SSE streams hold one
+    # each on the replica that serves them.
+    max_streams_per_tenant: int = 100
 
     # Clients reconnect (and re-resolve) after this, so new replicas get traffic.
     max_connection_age_ms: int = 5 * 60 * 1000

@@ -32,10 +32,11 @@ from aiohttp import web
 
 from docparse.errors import DocparseError
 from docparse.serving import binding, served_by
+from docparse.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
 from gateway.http import api, sse
 from gateway.http.errors import error_response
-from gateway.http.keys import CLOSING, SERVING, SETTINGS, UPSTREAM
+from gateway.http.keys import CLOSING, SERVING, SETTINGS, STREAMS, UPSTREAM
 from gateway.http.upstream import HttpError, Upstream
 from gateway.settings import GatewaySettings
 
@@ -158,6 +159,9 @@ def build_app(
     app[UPSTREAM] = Upstream(channel, settings.default_unary_timeout_s, auth)
     app[CLOSING] = asyncio.Event()
     app[SERVING] = asyncio.Event()
+    app[STREAMS] = StreamSlots(
+        settings.http_max_event_streams_per_tenant, "event streams on this gateway"
+    )
 
     async def on_shutdown(app: web.Application) -> None:
         app[CLOSING].set()

@@ -58,11 +58,18 @@ def error_body(err: DocparseError) -> dict[str, object]:
     }
 
 
+def retry_after_s(err: DocparseError) -> int:
+    """The wait the error names (`retry_after_s` in its metadata: a rate limit's rest of the
+    minute), else RETRY_AFTER_S."""
+    wait = err.retry_after_s
+    return max(1, wait) if wait is not None else RETRY_AFTER_S
+
+
 def error_response(err: DocparseError, served_by: str = "") -> web.Response:
     status = http_status(err)
-    headers = {"Cache-Control": "no-store"}
+    headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
     if status in _RETRYABLE:
-        headers["Retry-After"] = str(RETRY_AFTER_S)
+        headers["Retry-After"] = str(retry_after_s(err))
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="docparse"'
     if served_by:

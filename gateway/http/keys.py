@@ -6,6 +6,7 @@ import asyncio
 
 from aiohttp import web
 
+from docparse.tenancy import StreamSlots
 from gateway.http.upstream import Upstream
 from gateway.settings import GatewaySettings
 
@@ -15,3 +16,5 @@ UPSTREAM = web.AppKey("upstream", Upstream)
 CLOSING = web.AppKey("closing", asyncio.Event)
 # Set once the gRPC side is SERVING: /healthz answers 503 before it.
 SERVING = web.AppKey("serving", asyncio.Event)
+# Open event streams (SSE) per tenant on this gateway.
+STREAMS = web.AppKey("streams", StreamSlots)

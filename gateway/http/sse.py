@@ -40,7 +40,7 @@ from docparse.errors import DocparseError, cursor_ahead
 from docparse.v1 import job_pb2, parser_service_pb2
 from gateway.http.api import TERMINAL, to_json
 from gateway.http.errors import bad_request, error_body
-from gateway.http.keys import CLOSING, SETTINGS, UPSTREAM
+from gateway.http.keys import CLOSING, SETTINGS, STREAMS, UPSTREAM
 from gateway.http.upstream import HttpError
 
 # Upstream failures the gateway resumes from (the stream is fine to reopen with after_version).
@@ -96,6 +96,18 @@ def resume_cursor(request: web.Request) -> int:
 
 
 async def job_events(request: web.Request) -> web.StreamResponse:
+    """GET /v1/jobs/{id}/events; one of the tenant's event-stream slots while it is open."""
+    with request.app[STREAMS].slot(request.app[UPSTREAM].caller(request)):
+        return await _job_events(request)
+
+
+async def batch_events(request: web.Request) -> web.StreamResponse:
+    """GET /v1/batches/{id}/events; one of the tenant's event-stream slots while it is open."""
+    with request.app[STREAMS].slot(request.app[UPSTREAM].caller(request)):
+        return await _batch_events(request)
+
+
+async def _job_events(request: web.Request) -> web.StreamResponse:
     job_id = request.match_info["job_id"]
     after = resume_cursor(request)
     upstream = request.app[UPSTREAM]
@@ -120,7 +132,7 @@ async def job_events(request: web.Request) -> web.StreamResponse:
     return await _relay(request, Watch("job", open_, record, job_done), after, served)
 
 
-async def batch_events(request: web.Request) -> web.StreamResponse:
+async def _batch_events(request: web.Request) -> web.StreamResponse:
     batch_id = request.match_info["batch_id"]
     after = resume_cursor(request)
     upstream = request.app[UPSTREAM]

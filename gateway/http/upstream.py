@@ -15,6 +15,7 @@ from aiohttp import web
 
 from docparse.errors import DocparseError
 from docparse.serving import SERVED_BY_KEY, served_by
+from docparse.tenancy import Caller
 from docparse.v1 import parser_service_pb2_grpc
 from gateway.auth import GatewayAuth
 from gateway.proxy import no_replica
@@ -52,9 +53,7 @@ class Upstream:
         self.unary_timeout_s = unary_timeout_s
         self.auth = auth
 
-    def metadata(self, request: web.Request) -> Metadata:
-        """What goes upstream with each call; DocparseError UNAUTHENTICATED (→ 401) without a
-        valid key when the gateway requires one."""
+    def _incoming(self, request: web.Request) -> list[tuple[str, str | bytes]]:
         incoming: list[tuple[str, str | bytes]] = [("x-forwarded-for", request.remote or "")]
         if value := request.headers.get("Authorization"):
             incoming.append(("authorization", value))
@@ -62,7 +61,17 @@ class Upstream:
             incoming.append(("x-api-key", value))
         if request.method == "GET" and (value := request.query.get("access_token")):
             incoming.append(("x-api-key", value))
-        return self.auth.upstream_metadata(incoming)
+        return incoming
+
+    def caller(self, request: web.Request) -> Caller:
+        """The request's tenant and limits; DocparseError UNAUTHENTICATED (→ 401) without a
+        valid key when the gateway requires one."""
+        return self.auth.caller(self._incoming(request))
+
+    def metadata(self, request: web.Request) -> Metadata:
+        """What goes upstream with each call; DocparseError UNAUTHENTICATED (→ 401) without a
+        valid key when the gateway requires one."""
+        return self.auth.upstream_metadata(self._incoming(request))
 
     async def unary(
         self,
