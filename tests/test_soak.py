@@ -15,6 +15,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -149,7 +150,7 @@ def test_soak_with_killed_workers(stack: LocalStack) -> None:
     # One result per SUCCEEDED job, none for others; the sweeper already deleted those whose
     # retention ended during the run (checked to the end below).
     succeeded = {job for job, state in counter.states.items() if state == "SUCCEEDED"}
-    per_job = Counter(p.parent.name for p in results_dir.rglob("*.pb.gz"))
+    per_job = Counter(path.parent.name for path in _result_files(results_dir))
     assert set(per_job) <= succeeded and max(per_job.values(), default=1) == 1, per_job
     assert outcomes["SUCCEEDED"] >= JOBS * 0.99, outcomes  # a few may be poisoned by kills
     print(f"\nsoak: {JOBS} jobs, {killer.kills} kills, {elapsed:.0f} s, outcomes {dict(outcomes)}")
@@ -166,4 +167,15 @@ def test_soak_with_killed_workers(stack: LocalStack) -> None:
     assert not list(client.scan_iter(match="docparse:test:active:*"))
     client.close()
     # The blob lifecycle: with every record expired, the sweeper leaves no result on the volume.
-    eventually(lambda: not list(results_dir.rglob("*.pb.gz")), 60, "results deleted")
+    eventually(lambda: not _result_files(results_dir), 60, "results deleted")
+
+
+def _result_files(results_dir: Path) -> list[Path]:
+    """The stored results; the sweeper may delete folders while this walks (os.walk skips
+    what vanished)."""
+    return [
+        Path(folder) / name
+        for folder, _, names in os.walk(results_dir)
+        for name in names
+        if name.endswith(".pb.gz")
+    ]
