@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from google.protobuf import json_format
+
 from docparse.v1 import reading_package_pb2 as rp
 
 
@@ -68,3 +70,23 @@ def to_markdown(package: rp.ReadingPackage) -> str:
         out.append(f"## Sheet {sheet.name}")
         out.append(_markdown_table(_sheet_rows(sheet)))
     return "\n\n".join(part for part in out if part) + "\n"
+
+
+def to_json(package: rp.ReadingPackage) -> str:
+    """The package in its protobuf JSON form, as the HTTP API answers it: proto field names,
+    enums by name, 64-bit integers as strings, every scalar field present."""
+    return json_format.MessageToJson(
+        package,
+        preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+        indent=None,
+    )
+
+
+RENDERERS = {"json": to_json, "text": to_text, "markdown": to_markdown}
+
+
+def render(data: bytes, fmt: str) -> bytes:
+    """A serialized ReadingPackage rendered as `fmt` (json, text or markdown), UTF-8. Pure
+    function of its arguments, so it can run in another process."""
+    return RENDERERS[fmt](rp.ReadingPackage.FromString(data)).encode()

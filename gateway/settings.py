@@ -26,6 +26,9 @@ class GatewaySettings(BaseSettings):
     # host:port of the HTTP side (JSON API, Server-Sent Events, the upload page at /); "" turns
     # it off.
     http_listen: str = "127.0.0.1:8080"
+    # Worker processes that render results as JSON, text or Markdown (GET /v1/jobs/{id}/result),
+    # off the event loop: at most this many renders run at once, the rest wait their turn.
+    http_render_workers: int = 1
     # Largest file an HTTP upload may carry (each file of a batch counts on its own).
     http_max_upload_bytes: int = 64 * 1024 * 1024
     # SSE: the `retry:` a browser waits before reconnecting (it resumes with Last-Event-ID).

@@ -5,9 +5,11 @@ same gateway while one tenant does its worst."""
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 
 import aiohttp
@@ -18,8 +20,10 @@ from docparse.errors import DocparseError
 from docparse.stack import LocalStack
 from docparse.tenancy import key_digest
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from tests import fixtures
 from tests.conftest import auth_env, make_stack
 from tests.helpers import eventually, make_pdf, stub
+from tests.test_hostile import finished
 
 TOKEN = "internal-secret-for-hostile-http-tests"
 A, B, C = (("x-api-key", "key-of-a"),), (("x-api-key", "key-of-b"),), (("x-api-key", "key-c"),)
@@ -230,3 +234,48 @@ def test_an_api_key_sets_its_own_stream_limit(api_only: LocalStack) -> None:
         "3",
     )
     assert (status, body["reason"], body["metadata"]["limit"]) == (429, "TOO_MANY_STREAMS", "3")
+
+
+@pytest.fixture(scope="module")
+def parsing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    with make_stack(
+        tmp_path_factory.mktemp("render"), replicas=1, gateways=1, extra_env=auth_env(KEYS, TOKEN)
+    ) as running:
+        yield running
+
+
+def test_a_million_cell_json_result_does_not_stall_the_gateway(
+    parsing: LocalStack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """GET /v1/jobs/{id}/result?format=json of a 1M-cell workbook (45 MB of JSON) while
+    another tenant polls GetStatus through the same gateway. Before: the JSON was built on the
+    gateway's only event loop and every other call waited up to 6.6 s."""
+    path = tmp_path_factory.mktemp("big") / "big-1M.xlsx"
+    fixtures.big_xlsx(path)
+    gateway, http = parsing.gateway_addresses[0], parsing.http_addresses[0]
+    channel, s = stub(gateway)
+    with channel:
+        request = parser_service_pb2.SubmitJobRequest(
+            file_name="big.xlsx", content=path.read_bytes()
+        )
+        job = s.SubmitJob(request, metadata=A, timeout=60).job
+    done = finished(gateway, job.job_id, A)
+    assert done.state == job_pb2.STATE_SUCCEEDED, done.error
+    job_b = queued_job(parsing, B)
+    url = f"http://{http}/v1/jobs/{job.job_id}/result?format=json"
+
+    with Poller(parsing, job_b, B) as poller:
+        started = time.perf_counter()
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers={"X-Api-Key": "key-of-a"}), timeout=300
+        ) as response:
+            headers, body = response.headers, response.read()
+        seconds = time.perf_counter() - started
+        eventually(lambda: len(poller.latencies) > 20, 30, "a few more polls")
+    print(f"\nrender: {len(body) / 1e6:.1f} MB of JSON in {seconds:.1f} s; another tenant's "
+          f"GetStatus through the same gateway: {poller.summary()}")  # fmt: skip
+    assert headers["Cache-Control"] == "no-store" and headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Content-Type"].startswith("application/json")
+    package = json.loads(body)
+    assert len(package["sheets"][0]["rows"]) == 50_000
+    assert p99(poller.latencies) < 0.1, poller.summary()

@@ -36,7 +36,8 @@ from docparse.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
 from gateway.http import api, sse
 from gateway.http.errors import error_response
-from gateway.http.keys import CLOSING, SERVING, SETTINGS, STREAMS, UPSTREAM
+from gateway.http.keys import CLOSING, RENDERER, SERVING, SETTINGS, STREAMS, UPSTREAM
+from gateway.http.rendering import Renderer
 from gateway.http.upstream import HttpError, Upstream
 from gateway.settings import GatewaySettings
 
@@ -163,10 +164,20 @@ def build_app(
         settings.http_max_event_streams_per_tenant, "event streams on this gateway"
     )
 
+    app[RENDERER] = Renderer(settings.http_render_workers)
+
     async def on_shutdown(app: web.Application) -> None:
         app[CLOSING].set()
 
+    async def on_cleanup(app: web.Application) -> None:
+        app[RENDERER].close()
+
+    async def nosniff(request: web.Request, response: web.StreamResponse) -> None:
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+
     app.on_shutdown.append(on_shutdown)
+    app.on_cleanup.append(on_cleanup)
+    app.on_response_prepare.append(nosniff)
     app.router.add_post("/v1/jobs", api.submit_job)
     app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}", api.get_job)
     app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/result", api.get_result)

@@ -5,17 +5,18 @@ strings, every scalar field present)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 from aiohttp import BodyPartReader, MultipartReader, web
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from docparse.errors import ContractError, DocparseError
-from docparse.render import to_markdown, to_text
 from docparse.results import ResultAssembler
 from docparse.v1 import job_pb2, parser_service_pb2
 from gateway.http.errors import bad_request
-from gateway.http.keys import SETTINGS, UPSTREAM
+from gateway.http.keys import RENDERER, SETTINGS, UPSTREAM
 from gateway.http.upstream import HttpError, rpc_failure, served_by_header
 
 TERMINAL = frozenset({job_pb2.STATE_SUCCEEDED, job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED})
@@ -184,7 +185,7 @@ RESULT_FORMATS = {
 }
 
 
-async def get_result(request: web.Request) -> web.Response:
+async def get_result(request: web.Request) -> web.StreamResponse:
     """GET /v1/jobs/{id}/result[?format=json|text|markdown|proto]: the reading package,
     checked against the sha256 its ResultRef announces before anything is sent."""
     job_id = request.match_info["job_id"]
@@ -204,7 +205,7 @@ async def get_result(request: web.Request) -> web.Response:
         async for message in call:
             assembler.add(message)
         served = served_by_header(await call.trailing_metadata())
-        data = assembler.verified_bytes()
+        data = await asyncio.to_thread(assembler.verified_bytes)  # sha256 of MBs: off the loop
     except grpc.aio.AioRpcError as err:
         raise rpc_failure(err) from err
     except ContractError as err:
@@ -215,15 +216,22 @@ async def get_result(request: web.Request) -> web.Response:
         raise HttpError(err) from err
     finally:
         call.cancel()
-    headers = {"X-Served-By": served, "ETag": f'"{assembler.ref.sha256}"'}
-    if fmt == "proto":
-        return web.Response(body=data, content_type=RESULT_FORMATS[fmt], headers=headers)
-    package = assembler.package()
-    if fmt == "json":
-        text = to_json(package)
-    else:
-        text = to_text(package) if fmt == "text" else to_markdown(package)
-    return web.Response(text=text, content_type=RESULT_FORMATS[fmt], headers=headers)
+    headers = {
+        "X-Served-By": served,
+        "ETag": f'"{assembler.ref.sha256}"',
+        "Cache-Control": "no-store",
+        "Content-Type": RESULT_FORMATS[fmt] + ("" if fmt == "proto" else "; charset=utf-8"),
+    }
+    if fmt != "proto":  # seconds of CPU for a big package: never on this loop
+        data = await request.app[RENDERER].render(data, fmt)
+    response = web.StreamResponse(headers=headers)
+    response.content_length = len(data)
+    await response.prepare(request)
+    view = memoryview(data)
+    for offset in range(0, len(data), CHUNK_BYTES):
+        await response.write(view[offset : offset + CHUNK_BYTES])
+    await response.write_eof()
+    return response
 
 
 async def create_batch(request: web.Request) -> web.Response:

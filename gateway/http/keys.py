@@ -7,6 +7,7 @@ import asyncio
 from aiohttp import web
 
 from docparse.tenancy import StreamSlots
+from gateway.http.rendering import Renderer
 from gateway.http.upstream import Upstream
 from gateway.settings import GatewaySettings
 
@@ -18,3 +19,5 @@ CLOSING = web.AppKey("closing", asyncio.Event)
 SERVING = web.AppKey("serving", asyncio.Event)
 # Open event streams (SSE) per tenant on this gateway.
 STREAMS = web.AppKey("streams", StreamSlots)
+# Renders results (JSON, text, Markdown) in worker processes.
+RENDERER = web.AppKey("renderer", Renderer)
