@@ -28,6 +28,8 @@ run one after the other so active-only dedupe never joins two submits of a file.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib
 import json
 import os
 import random
@@ -53,6 +55,8 @@ from docparse.stack import LocalStack  # noqa: E402
 from docparse.v1 import job_pb2, parser_service_pb2  # noqa: E402
 from parser_svc.parse_child import parse  # noqa: E402
 from parser_svc.parsers import ParseOptions  # noqa: E402
+from parser_svc.sandbox import Limits, run_parse  # noqa: E402
+from parser_svc.zygote import MODULES, ForkServer  # noqa: E402
 from tests import fixtures  # noqa: E402
 from tests.helpers import make_pdf, stub, wait_terminal  # noqa: E402
 
@@ -362,6 +366,60 @@ def redis_per_job(stack: LocalStack, paths: list[Path]) -> dict[str, float]:
     return per_job
 
 
+def launch_costs(work: Path, jobs: int) -> dict[str, float]:
+    """One one-page PDF parsed `jobs` times through parser_svc.sandbox.run_parse, one at a
+    time, forked from a fork server and spawned fresh: wall ms per parse and the children's
+    CPU ms per parse (start-up or fork, the parse, exit); plus a bare fork + exit of the
+    fork server's process size, to split the fork from the parse."""
+    source = work / "launch.pdf"
+    source.write_bytes(make_pdf(1, "launch"))
+    limits = Limits(60, 60, 2048)
+
+    async def no_progress(done: int, total: int, stage: str) -> None:
+        return None
+
+    async def measure(server: ForkServer | None) -> tuple[float, float]:
+        walls = []
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for _ in range(jobs):
+            started = time.perf_counter()
+            outcome = await run_parse(
+                "pdf", source, work / "launch.pb", limits, no_progress, {}, server
+            )
+            walls.append(time.perf_counter() - started)
+            assert not outcome.reason, outcome
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        return statistics.median(walls) * 1000, cpu / jobs * 1000
+
+    async def both() -> dict[str, float]:
+        server = ForkServer()
+        server.start()
+        await measure(server)  # waits for the fork server's imports
+        out: dict[str, list[float]] = {}
+        for _ in range(2):
+            for name, chosen in (("fork_server", server), ("spawn", None)):
+                wall, cpu = await measure(chosen)
+                out.setdefault(f"{name}_wall_ms", []).append(wall)
+                out.setdefault(f"{name}_child_cpu_ms", []).append(cpu)
+        server.close()
+        return {key: round(statistics.median(values), 1) for key, values in out.items()}
+
+    costs = asyncio.run(both())
+    # A bare fork + exit of a process as large as the fork server: this process, after
+    # importing what the fork server imports.
+    for module in MODULES:
+        importlib.import_module(module)
+    started = time.perf_counter()
+    for _ in range(20):
+        pid = os.fork()  # the child only calls _exit: safe whatever threads this process has
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+    costs["bare_fork_exit_ms"] = round((time.perf_counter() - started) / 20 * 1000, 2)
+    return costs
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
@@ -404,6 +462,9 @@ def main() -> None:
             "xlsx_1m_seconds": round(xlsx_s, 2),
             "xlsx_1m_child_said": xlsx_event,
         }
+
+    # Before any stack starts, so that nothing else competes with these one-at-a-time parses.
+    result["launch"] = launch_costs(work, 15)
 
     env = {"DOCPARSE_PDF_TABLES": "true" if tables else "false"}
     stacks = {
@@ -508,6 +569,12 @@ def main() -> None:
             print(f"  replica {i} at idle               : parser_svc "
                   f"{replica['parser_svc_kb'] / 1024:.0f} MB + fork server "
                   f"{replica['fork_server_kb'] / 1024:.0f} MB RSS")  # fmt: skip
+    launch = result["launch"]
+    assert isinstance(launch, dict)
+    print(f"one parse of a one-page PDF, alone (run_parse): forked {launch['fork_server_wall_ms']}"
+          f" ms wall / {launch['fork_server_child_cpu_ms']} ms child CPU; spawned "
+          f"{launch['spawn_wall_ms']} / {launch['spawn_child_cpu_ms']}; bare fork + exit of "
+          f"the fork server's size {launch['bare_fork_exit_ms']} ms")  # fmt: skip
     if "redis_fork_server" in result:
         print(f"Redis per one-page job (fork_server): {result['redis_fork_server']}")
     if "ocr_pages_per_s" in result:
