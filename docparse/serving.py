@@ -58,11 +58,14 @@ async def abort(context: grpc.aio.ServicerContext[Any, Any], err: DocparseError)
     await context.abort(status.code, status.details, trailers)
 
 
-def rebuild_handler(handler: Handler, unary: Any, stream: Any) -> Handler:
+def rebuild_handler(
+    handler: Handler, unary: Any, stream: Any, request_deserializer: Any = None
+) -> Handler:
     """`handler` with its behaviour function replaced by `unary(fn)` (unary responses) or
-    `stream(fn)` (streamed responses), same (de)serializers."""
+    `stream(fn)` (streamed responses), same (de)serializers unless `request_deserializer`
+    replaces the request's."""
     kwargs = {
-        "request_deserializer": handler.request_deserializer,
+        "request_deserializer": request_deserializer or handler.request_deserializer,
         "response_serializer": handler.response_serializer,
     }
     if handler.unary_unary:

@@ -8,7 +8,11 @@ handler can forget to. Work outside a call (queue workers) has no caller and no 
 from __future__ import annotations
 
 import contextvars
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
 
 from docparse.errors import DocparseError
 from docparse.serving import Handler, WrappingInterceptor, abort, rebuild_handler
@@ -26,6 +30,41 @@ current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
 SCOPED_PREFIX = "/docparse.v1."
 _CALLER_KEYS = frozenset((TENANT_KEY, LIMITS_KEY, INTERNAL_TOKEN_KEY))
 _MAX_CALLERS = 1024
+
+
+# What a request deserializes to when its bytes are not the method's message: grpc.aio would
+# answer UNKNOWN naming the Python exception and log an ERROR with a traceback per call.
+MALFORMED = object()
+
+
+def tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def parse(raw: bytes) -> Any:
+        try:
+            return deserializer(raw)
+        except DecodeError:
+            return MALFORMED
+
+    return parse
+
+
+def malformed(method: str) -> DocparseError:
+    name = method.rpartition("/")[2][:64]
+    return DocparseError(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "MALFORMED_REQUEST",
+        f"the request is not a valid {name} request message (protobuf that does not parse)",
+        {"method": name},
+    )
+
+
+async def _checked(requests: AsyncIterator[Any], method: str) -> AsyncIterator[Any]:
+    async for request in requests:
+        if request is MALFORMED:
+            raise malformed(method)
+        yield request
 
 
 def current_tenant() -> str | None:
@@ -61,14 +100,24 @@ class CallerInterceptor(WrappingInterceptor):
             return handler
         get_caller = self.caller
 
+        streaming = handler.request_streaming
+
+        def begin(request: Any, context: Any) -> Any:
+            """The caller set for the call and the request checked (DocparseError if not)."""
+            current_caller.set(get_caller(context.invocation_metadata()))
+            if streaming:
+                return _checked(request, method)
+            if request is MALFORMED:
+                raise malformed(method)
+            return request
+
         def unary(fn: Any) -> Any:
             async def call(request: Any, context: Any) -> Any:
                 try:
-                    caller = get_caller(context.invocation_metadata())
+                    request = begin(request, context)
                 except DocparseError as err:
                     await abort(context, err)
                     return None
-                current_caller.set(caller)
                 return await fn(request, context)
 
             return call
@@ -76,14 +125,13 @@ class CallerInterceptor(WrappingInterceptor):
         def stream(fn: Any) -> Any:
             async def call(request: Any, context: Any) -> Any:
                 try:
-                    caller = get_caller(context.invocation_metadata())
+                    request = begin(request, context)
                 except DocparseError as err:
                     await abort(context, err)
                     return
-                current_caller.set(caller)
                 async for item in fn(request, context):
                     yield item
 
             return call
 
-        return rebuild_handler(handler, unary, stream)
+        return rebuild_handler(handler, unary, stream, tolerant(handler.request_deserializer))
