@@ -101,6 +101,22 @@ def cursor_ahead(job_id: str, after_version: int, version: int) -> DocparseError
     )
 
 
+# A request_id is an idempotency key (AIP-155: a UUID is 36 characters), never a payload.
+MAX_REQUEST_ID_BYTES = 256
+
+
+def check_request_id(request_id: str) -> None:
+    """INVALID_ARGUMENT REQUEST_ID_TOO_LONG for a request_id over MAX_REQUEST_ID_BYTES."""
+    size = len(request_id.encode("utf-8", "surrogatepass"))
+    if size > MAX_REQUEST_ID_BYTES:
+        raise DocparseError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "REQUEST_ID_TOO_LONG",
+            f"request_id is {size} bytes; at most {MAX_REQUEST_ID_BYTES} (a UUID is 36)",
+            {"limit_bytes": str(MAX_REQUEST_ID_BYTES), "size_bytes": str(size)},
+        )
+
+
 def store_unavailable(detail: str) -> DocparseError:
     return DocparseError(
         grpc.StatusCode.UNAVAILABLE,

@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 
 from docparse import observability
-from docparse.errors import DocparseError
+from docparse.errors import DocparseError, check_request_id
 from docparse.serving import abort
 from docparse.tenancy import Caller, StreamSlots
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc, reading_package_pb2
@@ -33,11 +33,23 @@ from parser_svc.watch import watch_job
 log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
 CHUNK_BYTES = 64 * 1024
+# Assets are named <32 hex digits>.<extension>: png, jpeg, jp2, ...
+MAX_ASSET_EXT = 8
 
 
 def _check_job_id(job_id: str) -> None:
     if not job_id or len(job_id) > 64 or not all(c.isalnum() or c in "-_" for c in job_id):
         raise invalid("INVALID_JOB_ID", f"not a job id: {job_id[:80]!r}")
+
+
+async def _checked_header(
+    requests: AsyncIterator[parser_service_pb2.UploadBatchRequest],
+) -> AsyncIterator[parser_service_pb2.UploadBatchRequest]:
+    """An upload's messages, its header's request_id bounded before anything is stored."""
+    async for request in requests:
+        if request.HasField("header"):
+            check_request_id(request.header.request_id)
+        yield request
 
 
 class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
@@ -62,6 +74,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self, request: parser_service_pb2.SubmitJobRequest, context: Context
     ) -> parser_service_pb2.SubmitJobResponse:
         try:
+            check_request_id(request.request_id)
             job = await self.submitter.submit(request)
             if request.wait_timeout_ms and not is_terminal(job):
                 job = await self._wait(job, request.wait_timeout_ms / 1000, context)
@@ -171,7 +184,9 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             _check_job_id(request.job_id)
             asset = await self._asset(request)
             data = await asyncio.to_thread(self.blobs.read_asset, request.job_id, asset.asset_id)
-        except FileNotFoundError:
+        except OSError as err:  # missing, or unreadable: the path stays in the server's log
+            if not isinstance(err, FileNotFoundError):
+                log.warning("asset unreadable: %s", err, extra={"job_id": request.job_id})
             await abort(
                 context,
                 DocparseError(
@@ -201,14 +216,21 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             raise DocparseError(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 "ASSET_OTHER_DEPLOYMENT",
-                f"the asset belongs to deployment {request.deployment!r}; this is {env!r}: "
+                f"the asset belongs to deployment {request.deployment[:80]!r}; this is {env!r}: "
                 "ask that deployment",
-                {"deployment": request.deployment, "this_deployment": env},
+                {"deployment": request.deployment[:80], "this_deployment": env},
             )
         name = request.asset_id
         stem, _, ext = name.partition(".")
-        if len(stem) != 32 or not all(c in "0123456789abcdef" for c in stem) or not ext.isalnum():
-            raise invalid("INVALID_ASSET_ID", f"not an asset id: {name[:80]!r}")
+        if (
+            len(stem) != 32
+            or not all(c in "0123456789abcdef" for c in stem)
+            or not (ext.isascii() and ext.isalnum() and len(ext) <= MAX_ASSET_EXT)
+        ):
+            raise invalid(
+                "INVALID_ASSET_ID",
+                f"not an asset id: {name[:80]!r} (32 hex digits, a dot, an extension)",
+            )
         job = await self.store.get(request.job_id)
         if job.state != job_pb2.STATE_SUCCEEDED:
             await self._result_bytes(job)  # raises the precise FAILED_PRECONDITION
@@ -249,6 +271,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self, request: parser_service_pb2.CreateBatchRequest, context: Context
     ) -> parser_service_pb2.CreateBatchResponse:
         try:
+            check_request_id(request.request_id)
             batch = await self.batches.create(request.files, request.request_id)
             return parser_service_pb2.CreateBatchResponse(batch=batch)
         except DocparseError as err:
@@ -263,7 +286,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         try:
             batch_id = uuid.uuid4().hex
             request_id, files = await receive_batch_upload(
-                request_iterator, batch_id, self.submitter
+                _checked_header(request_iterator), batch_id, self.submitter
             )
             batch = await self.batches.create_stored(batch_id, files, request_id)
             return parser_service_pb2.UploadBatchResponse(batch=batch)

@@ -12,10 +12,10 @@ from aiohttp import BodyPartReader, MultipartReader, web
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from docparse.errors import ContractError, DocparseError
+from docparse.errors import ContractError, DocparseError, check_request_id
 from docparse.results import ResultAssembler
 from docparse.v1 import job_pb2, parser_service_pb2
-from gateway.http.errors import bad_request
+from gateway.http.errors import bad_request, echo, parse_uint
 from gateway.http.keys import RENDERER, SETTINGS, UPSTREAM
 from gateway.http.upstream import HttpError, rpc_failure, served_by_header
 
@@ -49,8 +49,8 @@ def too_large(file_name: str, limit: int) -> DocparseError:
     return DocparseError(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         "DOCUMENT_TOO_LARGE",
-        f"{file_name!r} is larger than the gateway's upload limit of {limit} bytes",
-        {"file_name": file_name, "limit_bytes": str(limit)},
+        f"{echo(file_name)} is larger than the gateway's upload limit of {limit} bytes",
+        {"file_name": file_name[:200], "limit_bytes": str(limit)},
     )
 
 
@@ -69,7 +69,9 @@ async def _parts(request: web.Request) -> MultipartReader:
     try:
         return await request.multipart()
     except (AssertionError, ValueError) as err:  # not multipart, or no boundary
-        raise HttpError(bad_request("BAD_MULTIPART", f"unreadable multipart body: {err}")) from err
+        raise HttpError(
+            bad_request("BAD_MULTIPART", "unreadable multipart body (no boundary?)")
+        ) from err
 
 
 class Upload:
@@ -96,18 +98,18 @@ class Upload:
 
 
 def _wait_ms(request: web.Request, fields: dict[str, str]) -> int:
-    raw = request.query.get("wait_ms", fields.get("wait_ms", "0")) or "0"
-    if not raw.isdigit():
-        raise HttpError(bad_request("INVALID_WAIT", f"wait_ms must be a number, not {raw!r}"))
-    return min(int(raw), MAX_WAIT_MS)
+    raw = request.query.get("wait_ms", fields.get("wait_ms", "0")).strip() or "0"
+    return min(parse_uint(raw, "wait_ms", "INVALID_WAIT"), MAX_WAIT_MS)
 
 
 def _request_id(request: web.Request, fields: dict[str, str]) -> str:
-    return (
+    request_id = (
         request.headers.get("Idempotency-Key")
         or request.query.get("request_id")
         or fields.get("request_id", "")
     )
+    check_request_id(request_id)
+    return request_id
 
 
 async def submit_job(request: web.Request) -> web.Response:

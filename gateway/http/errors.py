@@ -85,3 +85,25 @@ def error_response(err: DocparseError, served_by: str = "") -> web.Response:
 def bad_request(reason: str, message: str, **metadata: str) -> DocparseError:
     """An error the gateway finds itself, before any replica is asked."""
     return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata)
+
+
+def echo(value: str, limit: int = 80) -> str:
+    """A client's value quoted in a message: bounded, so an error never echoes a payload."""
+    return repr(value[:limit]) + ("..." if len(value) > limit else "")
+
+
+# Integer parameters are ASCII digits only (str.isdigit() also takes superscripts and other
+# scripts' digits), and short: int() of 5,000 digits raises (CPython's limit) and a value
+# >= 2**64 fails upstream.
+MAX_UINT64 = 2**64 - 1
+
+
+def parse_uint(raw: str, name: str, reason: str, maximum: int = MAX_UINT64) -> int:
+    """`raw` as a non-negative integer <= maximum; DocparseError INVALID_ARGUMENT `reason`
+    (HTTP 400) otherwise."""
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= len(str(maximum))):
+        raise bad_request(reason, f"{name} must be a whole number: {echo(raw)}", parameter=name)
+    value = int(raw)
+    if value > maximum:
+        raise bad_request(reason, f"{name} must be at most {maximum}: {echo(raw)}", parameter=name)
+    return value

@@ -39,7 +39,7 @@ from google.protobuf.message import Message
 from docparse.errors import DocparseError, cursor_ahead
 from docparse.v1 import job_pb2, parser_service_pb2
 from gateway.http.api import TERMINAL, to_json
-from gateway.http.errors import bad_request, error_body
+from gateway.http.errors import error_body, parse_uint
 from gateway.http.keys import CLOSING, SETTINGS, STREAMS, UPSTREAM
 from gateway.http.upstream import HttpError
 
@@ -85,13 +85,8 @@ def resume_cursor(request: web.Request) -> int:
         ("after_version", request.query.get("after_version", "")),
     ):
         raw = raw.strip()
-        if not raw:
-            continue
-        if not raw.isdigit():
-            raise HttpError(
-                bad_request("INVALID_RESUME_CURSOR", f"{name} must be a record version: {raw!r}")
-            )
-        cursor = max(cursor, int(raw))
+        if raw:  # a uint64, as WatchJobRequest.after_version
+            cursor = max(cursor, parse_uint(raw, name, "INVALID_RESUME_CURSOR"))
     return cursor
 
 
