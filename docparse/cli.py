@@ -38,6 +38,8 @@ from docparse.v1 import job_pb2
 from docparse.waiting import TERMINAL, WaitPolicy, state_name
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_ERROR, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# The reader of our output went away (`| head`): quiet, as a tool killed by SIGPIPE (128 + 13).
+EXIT_BROKEN_PIPE = 141
 DEFAULT_PORT = 50050
 DEFAULT_HTTP_PORT = 8080
 # A wait or a submit ends with exit 2 after this long without any answer (the stack stopped).
@@ -453,6 +455,11 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
         code = _run(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then one more case below
+    except BrokenPipeError:
+        # stdout now goes nowhere, so the interpreter's own flush at exit can't fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_BROKEN_PIPE
     except JobFailed as err:
         print(f"failed: {err}", file=sys.stderr)
         code = EXIT_JOB_FAILED

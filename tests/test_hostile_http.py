@@ -6,15 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 
 import aiohttp
 import grpc
 import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from docparse.errors import DocparseError
 from docparse.stack import LocalStack
@@ -22,7 +29,7 @@ from docparse.tenancy import key_digest
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from tests import fixtures
 from tests.conftest import auth_env, make_stack
-from tests.helpers import eventually, make_pdf, stub
+from tests.helpers import eventually, make_pdf, rpc_error, stub
 from tests.test_hostile import finished
 
 TOKEN = "internal-secret-for-hostile-http-tests"
@@ -32,6 +39,7 @@ KEYS = {
         {"sha256": key_digest("key-of-a"), "tenant": "tenant-a"},
         {"sha256": key_digest("key-of-b"), "tenant": "tenant-b"},
         {"sha256": key_digest("key-c"), "tenant": "tenant-c", "max_streams": 3},
+        {"sha256": key_digest("key-d"), "tenant": "tenant-d", "submits_per_minute": 1},
     ]
 }
 REPLICA_STREAMS, GATEWAY_STREAMS = 150, 50
@@ -279,3 +287,250 @@ def test_a_million_cell_json_result_does_not_stall_the_gateway(
     package = json.loads(body)
     assert len(package["sheets"][0]["rows"]) == 50_000
     assert p99(poller.latencies) < 0.1, poller.summary()
+
+
+def http_call(
+    method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+def clean_message(message: str, stack: LocalStack) -> None:
+    """What a client may see: no server path, no Python class name, no long echo."""
+    assert str(stack.data_dir) not in message and "/blobs/" not in message, message
+    assert "<class" not in message and "Error:" not in message and "Traceback" not in message
+    assert len(message) < 400, len(message)
+
+
+BAD_NUMBERS = ["\u00b2", "\u0661\u0662", "9" * 5000, str(2**64), "-1", "1e3", "0x10", " 7 7"]
+
+
+def test_malformed_numbers_are_400_with_a_reason(parsing: LocalStack) -> None:
+    """wait_ms, after_version and Last-Event-ID: superscript and Arabic-Indic digits, 5,000
+    digits, 2**64 and other non-numbers answer 400 with a reason before anything else is
+    done. Before: 500 for the first three kinds, and 200 then a cut stream for 2**64."""
+    http = parsing.http_addresses[0]
+    key = {"X-Api-Key": "key-of-a"}
+    job_id = queued_job(parsing, A)
+    pdf = make_pdf(1)
+    seen = []
+    for raw in BAD_NUMBERS:
+        quoted = urllib.parse.quote(raw)
+        cursor = "INVALID_RESUME_CURSOR"
+        resume = {**key, "Last-Event-ID": raw.encode().decode("latin-1")}  # UTF-8 on the wire
+        for method, url, headers, reason in [
+            ("POST", f"/v1/jobs?file_name=a.pdf&wait_ms={quoted}", key, "INVALID_WAIT"),
+            ("GET", f"/v1/jobs/{job_id}/events?after_version={quoted}", key, cursor),
+            ("GET", f"/v1/batches/{job_id}/events?after_version={quoted}", key, cursor),
+            ("GET", f"/v1/jobs/{job_id}/events", resume, cursor),
+        ]:
+            body = pdf if method == "POST" else None
+            status, _, answer = http_call(method, f"http://{http}{url}", body, headers)
+            error = json.loads(answer)
+            seen.append((raw[:6], url[:30], status, error["reason"]))
+            assert (status, error["code"], error["reason"]) == (400, "INVALID_ARGUMENT", reason), (
+                raw[:20],
+                url,
+                answer[:300],
+            )
+            clean_message(error["message"], parsing)
+    # The largest uint64 is a number: a cursor that far ahead is AFTER_VERSION_AHEAD, still 400.
+    status, _, answer = http_call(
+        "GET", f"http://{http}/v1/jobs/{job_id}/events?after_version={2**64 - 1}", None, key
+    )
+    assert (status, json.loads(answer)["reason"]) == (400, "AFTER_VERSION_AHEAD")
+    print(f"\n{len(seen)} malformed numbers, all 400: {sorted({s[3] for s in seen})}")
+
+
+def test_results_and_errors_are_not_cached_or_sniffed(parsing: LocalStack) -> None:
+    """Results say Cache-Control: no-store (the docs promise it) in every format; every
+    answer, errors included, says X-Content-Type-Options: nosniff."""
+    http, gateway = parsing.http_addresses[0], parsing.gateway_addresses[0]
+    channel, s = stub(gateway)
+    with channel:
+        request = parser_service_pb2.SubmitJobRequest(file_name="a.pdf", content=make_pdf(2))
+        job = s.SubmitJob(request, metadata=A, timeout=30).job
+    assert finished(gateway, job.job_id, A).state == job_pb2.STATE_SUCCEEDED
+    key = {"X-Api-Key": "key-of-a"}
+    for fmt in ("json", "text", "markdown", "proto"):
+        url = f"http://{http}/v1/jobs/{job.job_id}/result?format={fmt}"
+        status, headers, body = http_call("GET", url, None, key)
+        assert status == 200 and body
+        assert headers["Cache-Control"] == "no-store", (fmt, headers)
+        assert headers["X-Content-Type-Options"] == "nosniff", (fmt, headers)
+    for url in (f"/v1/jobs/{job.job_id}", "/v1/jobs/nope", "/v1/nothing", "/"):
+        status, headers, _ = http_call("GET", f"http://{http}{url}", None, key)
+        assert headers.get("X-Content-Type-Options") == "nosniff", (url, status, headers)
+
+
+def test_asset_ids_are_checked_and_no_path_is_ever_shown(parsing: LocalStack) -> None:
+    """A long asset id (a valid stem, then 5,000 characters of 'extension'), a non-ASCII one,
+    and a well-formed one that does not exist: INVALID_ARGUMENT INVALID_ASSET_ID or NOT_FOUND
+    ASSET_NOT_FOUND, and no message names a server path. Before: UNKNOWN carrying the blob
+    store's absolute path (the file name was too long for the file system)."""
+    gateway = parsing.gateway_addresses[0]
+    channel, s = stub(gateway)
+    with channel:
+        request = parser_service_pb2.SubmitJobRequest(file_name="a.pdf", content=make_pdf(1))
+        job = s.SubmitJob(request, metadata=A, timeout=30).job
+        assert finished(gateway, job.job_id, A).state == job_pb2.STATE_SUCCEEDED
+        stem = "0" * 32
+        cases = {
+            f"{stem}.{'a' * 5000}": ("INVALID_ARGUMENT", "INVALID_ASSET_ID"),
+            f"{stem}.p\u00e9ng": ("INVALID_ARGUMENT", "INVALID_ASSET_ID"),
+            f"{stem}.png/../../x": ("INVALID_ARGUMENT", "INVALID_ASSET_ID"),
+            f"{stem}.png": ("NOT_FOUND", "ASSET_NOT_FOUND"),
+        }
+        for asset_id, expected in cases.items():
+            request = parser_service_pb2.GetAssetRequest(job_id=job.job_id, asset_id=asset_id)
+            error = rpc_error(lambda r=request: list(s.GetAsset(r, metadata=A, timeout=30)))
+            assert (error.code.name, error.reason) == expected, (asset_id[:50], error)
+            clean_message(error.message, parsing)
+            assert all(len(v) < 200 for v in error.metadata.values())
+
+
+def log_lines(stack: LocalStack, level: str) -> int:
+    return sum(
+        f'"level": "{level}"' in line or "Traceback" in line
+        for child in stack.parsers
+        for line in child.log.read_text(errors="replace").splitlines()
+    )
+
+
+def test_malformed_protobuf_is_invalid_argument_and_logs_no_error(parsing: LocalStack) -> None:
+    """Bytes that are not the method's message, unary and client-streamed, 50 times through
+    the gateway: INVALID_ARGUMENT MALFORMED_REQUEST naming the method, no Python class name,
+    and not one ERROR line or traceback in the replica's log. Before: UNKNOWN "Unexpected
+    <class 'google.protobuf.message.DecodeError'>" and an ERROR with a traceback per call."""
+    gateway = parsing.gateway_addresses[0]
+    errors_before = log_lines(parsing, "ERROR")
+    channel = grpc.insecure_channel(gateway)
+    with channel:
+        garbage = b"\xff\xff\xff\xff\xff"
+        unary = channel.unary_unary("/docparse.v1.ParserService/GetStatus")
+        upload = channel.stream_unary("/docparse.v1.ParserService/UploadBatch")
+        for _ in range(25):
+            for call in (
+                lambda: unary(garbage, metadata=A, timeout=10),
+                lambda: upload(iter([garbage]), metadata=A, timeout=10),
+            ):
+                error = rpc_error(call)
+                assert (error.code, error.reason) == (
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "MALFORMED_REQUEST",
+                ), error
+                clean_message(error.message, parsing)
+                assert "DecodeError" not in error.message
+    assert log_lines(parsing, "ERROR") == errors_before
+
+
+def test_a_long_request_id_is_refused_up_front(parsing: LocalStack) -> None:
+    """A request_id of 5 KB: INVALID_ARGUMENT REQUEST_ID_TOO_LONG on SubmitJob, CreateBatch,
+    UploadBatch and over HTTP (Idempotency-Key), every time; one of 256 bytes is fine, and
+    reusing it for other content is REQUEST_ID_REUSED. Before: the reuse answer echoed the id
+    and came back RESOURCE_EXHAUSTED (the trailers outgrew their limit)."""
+    gateway, http = parsing.gateway_addresses[0], parsing.http_addresses[0]
+    long_id = "r" * 5000
+    channel, s = stub(gateway)
+    with channel:
+        submit = parser_service_pb2.SubmitJobRequest(
+            file_name="a.pdf", content=make_pdf(1), request_id=long_id
+        )
+        batch = parser_service_pb2.CreateBatchRequest(
+            files=[parser_service_pb2.BatchFile(file_name="a.pdf", content=make_pdf(1))],
+            request_id=long_id,
+        )
+        header = parser_service_pb2.UploadBatchRequest(
+            header=parser_service_pb2.UploadBatchHeader(request_id=long_id)
+        )
+        for call in (
+            lambda: s.SubmitJob(submit, metadata=A, timeout=30),
+            lambda: s.SubmitJob(submit, metadata=A, timeout=30),
+            lambda: s.CreateBatch(batch, metadata=A, timeout=30),
+            lambda: s.UploadBatch(iter([header]), metadata=A, timeout=30),
+        ):
+            error = rpc_error(call)
+            assert (error.code, error.reason) == (
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "REQUEST_ID_TOO_LONG",
+            ), error
+            assert error.metadata["limit_bytes"] == "256"
+            clean_message(error.message, parsing)
+        ok_id = "k" * 256
+        first = s.SubmitJob(
+            parser_service_pb2.SubmitJobRequest(
+                file_name="a.pdf", content=make_pdf(1), request_id=ok_id
+            ),
+            metadata=A,
+            timeout=30,
+        ).job
+        assert first.job_id
+        other = parser_service_pb2.SubmitJobRequest(
+            file_name="b.pdf", content=make_pdf(2), request_id=ok_id
+        )
+        error = rpc_error(lambda: s.SubmitJob(other, metadata=A, timeout=30))
+        assert error.reason == "REQUEST_ID_REUSED", error
+    status, _, body = http_call(
+        "POST",
+        f"http://{http}/v1/jobs?file_name=a.pdf",
+        make_pdf(1),
+        {"X-Api-Key": "key-of-a", "Idempotency-Key": long_id},
+    )
+    assert (status, json.loads(body)["reason"]) == (400, "REQUEST_ID_TOO_LONG")
+
+
+def test_a_rate_limit_says_the_real_wait(parsing: LocalStack) -> None:
+    """Tenant D may submit once a minute. The refusal's Retry-After (HTTP) and RetryInfo
+    (gRPC) carry the wait its body names (the rest of the minute), not always 1 s."""
+    gateway, http = parsing.gateway_addresses[0], parsing.http_addresses[0]
+    eventually(lambda: time.time() % 60 < 50, 20, "a minute with room for the test")
+    url = f"http://{http}/v1/jobs?file_name=a.pdf"
+    key = {"X-Api-Key": "key-d"}
+    statuses = [http_call("POST", url, make_pdf(1), key) for _ in range(2)]
+    status, headers, body = statuses[-1]
+    error = json.loads(body)
+    assert (status, error["reason"]) == (429, "RATE_LIMITED"), body
+    wait = int(error["metadata"]["retry_after_s"])
+    assert wait > 5 and headers["Retry-After"] == str(wait), (wait, headers)
+
+    channel, s = stub(gateway)
+    with channel:
+        request = parser_service_pb2.SubmitJobRequest(file_name="a.pdf", content=make_pdf(1))
+        try:
+            s.SubmitJob(request, metadata=(("x-api-key", "key-d"),), timeout=30)
+        except grpc.RpcError as err:
+            status_proto = rpc_status.from_call(err)  # type: ignore[arg-type]
+        else:
+            raise AssertionError("a submit over the rate limit was accepted")
+    assert status_proto is not None
+    retry = error_details_pb2.RetryInfo()
+    infos = [d for d in status_proto.details if d.Is(retry.DESCRIPTOR)]
+    assert len(infos) == 1 and infos[0].Unpack(retry)
+    assert 5 < retry.retry_delay.seconds <= 60, retry
+
+
+def test_cli_output_into_a_closed_pipe_exits_quietly(parsing: LocalStack) -> None:
+    """`docparse status ID --json | head -c 1`, with the reader gone before anything was
+    written: exit 141 and nothing on stderr. Before: a BrokenPipeError traceback."""
+    job_id = queued_job(parsing, A)
+    read, write = os.pipe()
+    os.close(read)  # the reader has already gone
+    proc = subprocess.run(
+        [sys.executable, "-m", "docparse", "status", job_id, "--json"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "DOCPARSE_TARGET": parsing.gateway_addresses[0],
+            "DOCPARSE_API_KEY": "key-of-a",
+        },
+    )
+    os.close(write)
+    assert (proc.returncode, proc.stderr) == (141, "")
