@@ -171,10 +171,17 @@ def cmd_up(args: argparse.Namespace) -> int:
             print(f"use it with: export DOCPARSE_TARGET={target}", flush=True)
         if stack.redis is not None:
             print(f"embedded redis-server at {stack.redis_url} (no --redis-url given)")
-        if stack.auth_required:
+        if stack.auth_enforced():
             print("authentication: API keys required (--api-key or DOCPARSE_API_KEY)")
         else:
-            print("dev mode: no authentication")
+            keys = [k for k in ("DOCPARSE_GATEWAY_API_KEYS", "DOCPARSE_GATEWAY_API_KEYS_FILE")
+                    if stack.base_env.get(k)]  # fmt: skip
+            ignored = f" ({' and '.join(keys)} set but not checked)" if keys else ""
+            print(
+                f"dev mode: no authentication{ignored}: every call is the tenant 'default'; "
+                "served on 127.0.0.1 only, and the HTTP side refuses other sites' browser "
+                "posts; --api-keys-file requires keys"
+            )
         if stack.tls:
             print("gRPC over TLS: clients need --tls-ca with the certificate's CA")
         print(stack.table())

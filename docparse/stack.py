@@ -323,6 +323,20 @@ class LocalStack:
         child.start()
         self._wait_ready(child, timeout)
 
+    def auth_enforced(self) -> bool:
+        """Whether the first gateway refuses a call without an API key, asked of the running
+        gateway itself (a call with no key: 401, or an answer), not inferred from settings."""
+        if not self.gateways or not self.gateways[0].http_address:
+            return self.auth_required
+        url = f"http://{self.gateways[0].http_address}/v1/jobs/auth-probe"
+        try:
+            with urllib.request.urlopen(url, timeout=10):
+                return False
+        except urllib.error.HTTPError as err:
+            return err.code == 401
+        except OSError:
+            return self.auth_required
+
     def ready_line(self) -> str:
         """One line for scripts: `docparse ready key=value ...`; lists in the order of
         `gateway=` and `parser_svc=` (metrics: the replicas', then the gateways')."""

@@ -102,6 +102,14 @@ def check_auth(settings: GatewaySettings) -> None:
             "dev mode: no authentication, every call runs as one tenant",
             extra={"event": "startup.dev_mode"},
         )
+        host = settings.http_listen.rpartition(":")[0].strip("[]")
+        if settings.http_listen and host not in ("127.0.0.1", "::1", "localhost"):
+            log.warning(
+                "dev mode: the HTTP side listens on %s, not loopback only: anyone who reaches "
+                "it may submit and read documents without a key",
+                settings.http_listen,
+                extra={"event": "startup.dev_mode_exposed"},
+            )
         return
     missing = []
     if not len(GatewayAuth(settings).keys):

@@ -135,6 +135,46 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         )
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Sec-Fetch-Site values of a request a user made on this origin (or typed/bookmarked).
+OWN_SITE = frozenset({"same-origin", "none"})
+
+
+def cross_site(request: web.Request) -> str:
+    """Why a browser request comes from another site ("" when it does not). A plain form
+    post or `fetch(..., {mode: "no-cors"})` from any page open in the user's browser needs no
+    CORS preflight, so the gateway itself refuses them: Sec-Fetch-Site where the browser sends
+    it (every current one), else Origin against Host. Non-browser clients send neither."""
+    site = request.headers.get("Sec-Fetch-Site", "").strip().lower()
+    if site:
+        return "" if site in OWN_SITE else f"Sec-Fetch-Site: {site[:20]}"
+    origin = request.headers.get("Origin", "").strip()
+    if not origin:
+        return ""
+    host = origin.partition("://")[2].rstrip("/")
+    # The scheme is not compared: behind a TLS proxy the browser's origin is https while the
+    # gateway sees http.
+    return "" if host and host.lower() == request.host.lower() else "Origin of another site"
+
+
+@web.middleware
+async def same_origin_writes(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """POSTs from another site's page are refused (403 PERMISSION_DENIED CROSS_SITE_REQUEST)
+    before anything is read: without API keys (`docparse up`'s dev mode) any web page could
+    otherwise upload to, or cancel on, the developer's local service."""
+    if request.method not in SAFE_METHODS and (why := cross_site(request)):
+        raise HttpError(
+            DocparseError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "CROSS_SITE_REQUEST",
+                f"a browser request from another site ({why}) may not change anything here; "
+                "use the page this gateway serves, or call it from a server",
+                {"method": request.method},
+            )
+        )
+    return await handler(request)
+
+
 async def index(request: web.Request) -> web.FileResponse:
     return web.FileResponse(
         STATIC_DIR / "index.html",
@@ -154,7 +194,8 @@ def build_app(
     channel: grpc.aio.Channel, settings: GatewaySettings, auth: GatewayAuth
 ) -> web.Application:
     app = web.Application(
-        middlewares=[access_lines, json_errors], client_max_size=settings.max_message_bytes
+        middlewares=[access_lines, json_errors, same_origin_writes],
+        client_max_size=settings.max_message_bytes,
     )
     app[SETTINGS] = settings
     app[UPSTREAM] = Upstream(channel, settings.default_unary_timeout_s, auth)
