@@ -53,7 +53,7 @@ RUN pip wheel --no-deps --wheel-dir /wheels . \
  && pip --python /opt/venv/bin/python install --no-index --find-links /wheels docparse \
  && pip --python /opt/venv/bin/python uninstall -y opencv-python \
  && pip --python /opt/venv/bin/python install --no-index --find-links /wheels --no-deps opencv-python-headless \
- && /opt/venv/bin/python -c "import cv2, onnxruntime, rapidocr_onnxruntime, pymupdf, parser_svc.server, gateway.server" \
+ && /opt/venv/bin/python -c "import cv2, onnxruntime, rapidocr_onnxruntime, tesserocr, pymupdf, parser_svc.server, gateway.server" \
  && ls /opt/venv/lib/python3.11/site-packages/rapidocr_onnxruntime/models/*.onnx
 
 # ---------------------------------------------------------------------------------------------
@@ -61,12 +61,18 @@ FROM ${PYTHON_IMAGE} AS runtime
 
 ARG DOCPARSE_UID=10001
 
-# antiword: DOC (Word 97-2003) parsing. tini: PID 1 that forwards SIGTERM to the service (and
+# antiword: DOC (Word 97-2003) parsing. tesseract-ocr + language packs: OCR (the models that
+# tesserocr reads in-process; the same list as OCR_LANG_PACKS in the Makefile). tini: PID 1
+# that forwards SIGTERM to the service (and
 # only to it, so parse children are not killed before the drain) and reaps orphaned children.
 # No compiler, no pip-built artefacts beyond the virtualenv. (Not version-pinned: see above.)
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends antiword tini \
+      tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-spa \
+      tesseract-ocr-ita tesseract-ocr-por tesseract-ocr-nld tesseract-ocr-pol tesseract-ocr-rus \
+      tesseract-ocr-ukr tesseract-ocr-chi-sim tesseract-ocr-chi-tra tesseract-ocr-jpn \
+      tesseract-ocr-kor tesseract-ocr-ara \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid "${DOCPARSE_UID}" docparse \
  && useradd --system --uid "${DOCPARSE_UID}" --gid docparse --home-dir /home/docparse \

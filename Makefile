@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/docparse/v1/*.proto)
 
-.PHONY: setup antiword browser-deps run test test-fast soak proto proto-check lint format typecheck bench ci clean k8s-validate
+.PHONY: setup antiword tesseract browser-deps run test test-fast soak proto proto-check lint format typecheck bench ci clean k8s-validate
 
 setup: $(STAMP)
 
@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[dev]"
 	@$(MAKE) --no-print-directory antiword
+	@$(MAKE) --no-print-directory tesseract
 	@rm -f $(VENV)/.installed-* && touch $@
 
 # DOC (Word 97-2003) parsing uses antiword: installed on Debian when we are root with apt-get;
@@ -24,6 +25,23 @@ antiword:
 	@if ! command -v antiword >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  (apt-get install -y -qq antiword >/dev/null 2>&1 || \
 	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq antiword >/dev/null 2>&1)) || true; \
+	fi
+
+# OCR reads pages with tesseract (in-process through tesserocr) and these Debian language packs;
+# the Dockerfile installs the same list. Installed when we are root with apt-get; skipped
+# otherwise (OCR then falls back to RapidOCR, Chinese + English only, and language hints other
+# than installed ones are refused).
+OCR_LANG_PACKS := eng deu fra spa ita por nld pol rus ukr chi-sim chi-tra jpn kor ara
+tesseract:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  pkgs="tesseract-ocr $(addprefix tesseract-ocr-,$(OCR_LANG_PACKS))"; \
+	  missing="$$(for p in $$pkgs; do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done)"; \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing OCR packages:" $$missing; \
+	    (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 || \
+	     (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1)) \
+	      || echo "tesseract install failed: OCR falls back to RapidOCR"; \
+	  fi; \
 	fi
 
 # buf (lint + `buf curl` in tests) comes from the npm registry; skipped where npm is absent.

@@ -67,6 +67,8 @@ class ParseOptions:
     # A page is OCR'd when its text layer has fewer usable characters than this.
     ocr_min_chars: int = 8
     pdf_tables: bool = True
+    # BCP-47 language hints for OCR (the job's `languages`); empty = detect the script per page.
+    languages: list[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ParseOptions:

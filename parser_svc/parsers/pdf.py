@@ -33,6 +33,8 @@ from parser_svc.parsers import (
 )
 from parser_svc.parsers.password import candidates
 from parser_svc.parsers.pdf_tables import find_tables
+from parser_svc.parsers.textlayer import fonts_without_unicode, strip_replacements
+from parser_svc.parsers.textlayer import judge_page as judge_text_layer
 
 TEXT_BLOCK = 0
 PDF_PERM_COPY = 1 << 4  # bit 5 of /P: copy or extract text
@@ -80,6 +82,8 @@ def parse_pdf(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
                     f"first: {lines[0]})"
                 )
             )
+        if state.garbage_pages:
+            package.warnings.append(_garbage_warning(state.garbage_pages))
         package.warnings.extend(safe(w) for w in state.warnings)
         chars = sum(len(page.text) for page in package.pages)
         if chars == 0:
@@ -120,6 +124,10 @@ class _State:
         self.ocr_pages = 0
         # xref → (asset id or "", mime type): each image is stored once per document.
         self.extracted: dict[int, tuple[str, str]] = {}
+        # Pages whose text layer was garbage (fonts without a Unicode map), read by OCR instead.
+        self.garbage_pages: list[tuple[int, str]] = []  # (page number, why)
+        self.reader: Any = None  # ocr.PageReader, made by the first page that needs OCR
+        self.font_unicode: dict[int, bool] = {}  # font xref -> has no Unicode map
 
 
 def _authenticate(doc: pymupdf.Document, password: str) -> None:
@@ -185,15 +193,22 @@ def _page(
         images = _images(doc, page, out, assets, state, usable)
         if images:
             state.image_pages += 1
-        if images and usable < options.ocr_min_chars:
+        garbage = judge_text_layer(
+            "".join(texts), lambda: fonts_without_unicode(doc, page, state.font_unicode)
+        )
+        if (images and usable < options.ocr_min_chars) or garbage:
             if options.ocr:
                 progress(index, total, "ocr")
                 del out.blocks[:]
-                texts = _ocr(page, out, options)
+                texts = _ocr(page, out, options, state)
                 out.ocr = True
                 state.ocr_pages += 1
+                if garbage:
+                    state.garbage_pages.append((index + 1, garbage))
             else:
                 state.warnings.append(f"page {index + 1} needs OCR, which is disabled")
+                if garbage:
+                    texts = [strip_replacements(t) for t in texts]
         if options.pdf_tables and not out.ocr:
             for table in _tables(page, textpage, state):
                 out.tables.append(table)
@@ -275,22 +290,34 @@ def _images(
     return shown
 
 
-def _ocr(page: pymupdf.Page, out: rp.Page, options: ParseOptions) -> list[str]:
+def _garbage_warning(pages: list[tuple[int, str]]) -> str:
+    numbers = [str(n) for n, _why in pages]
+    shown = ", ".join(numbers[:20]) + (", ..." if len(numbers) > 20 else "")
+    return (
+        f"{len(pages)} page{'s' if len(pages) > 1 else ''} ({shown}) had an unreadable text "
+        f"layer and {'were' if len(pages) > 1 else 'was'} read by OCR instead (page "
+        f"{pages[0][0]}: {pages[0][1]})"
+    )
+
+
+def _ocr(page: pymupdf.Page, out: rp.Page, options: ParseOptions, state: _State) -> list[str]:
     import numpy as np
 
-    from parser_svc.parsers.ocr import recognise
+    from parser_svc.parsers.ocr import PageReader
+
+    if state.reader is None:
+        state.reader = PageReader(options.languages, options.ocr_threads)
 
     rect = page.rect
     zoom = options.ocr_dpi / 72
     longest = max(rect.width, rect.height) * zoom
     if longest > options.ocr_max_side_px:
         zoom *= options.ocr_max_side_px / longest
-    pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), colorspace=pymupdf.csRGB, alpha=False)
-    image = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width, 3)
-    bgr = np.ascontiguousarray(image[:, :, ::-1])
+    pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), colorspace=pymupdf.csGRAY, alpha=False)
+    image = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width)
     derotate = page.derotation_matrix
     texts = []
-    for line in recognise(bgr, options.ocr_threads):
+    for line in state.reader.read(image):
         shown = pymupdf.Rect(line.x0 / zoom, line.y0 / zoom, line.x1 / zoom, line.y1 / zoom)
         unrotated = (shown * derotate).normalize()
         out.blocks.append(

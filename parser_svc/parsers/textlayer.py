@@ -1,0 +1,81 @@
+"""Is a PDF page's text layer readable? Fonts without a Unicode map (no ToUnicode CMap, a custom
+encoding) come out of text extraction as U+FFFD, private-use code points or control
+characters: the page looks like text but is garbage, and only OCR of the rendered page reads it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+# Judged bad: U+FFFD (a glyph without Unicode), private use, control characters, unassigned
+# code points (whitespace is not counted at all).
+_BAD_CATEGORIES = frozenset({"Co", "Cc", "Cn", "Cs"})
+# A page is garbage when at least this share of its visible characters is bad...
+GARBAGE_SHARE = 0.10
+# ...and there are at least this many of them (one odd symbol is not a broken font).
+GARBAGE_MIN = 8
+
+_REPLACEMENT_RUN = re.compile("\ufffd+")
+
+
+def bad_chars(text: str) -> int:
+    """Characters of `text` that are no readable text."""
+    return sum(
+        1
+        for char in "".join(text.split())
+        if not char.isprintable() and unicodedata.category(char) in _BAD_CATEGORIES
+    ) + text.count("\ufffd")
+
+
+def judge(text: str) -> str:
+    """Why the text layer is unreadable ("" when it is fine)."""
+    visible_text = "".join(text.split())
+    if "\ufffd" not in visible_text and visible_text.isprintable():
+        return ""  # the common case, decided in C
+    visible = len(visible_text)
+    bad = bad_chars(text)
+    if bad >= GARBAGE_MIN and bad >= GARBAGE_SHARE * max(1, visible):
+        return f"{bad} of {visible} characters of its text layer have no Unicode meaning"
+    return ""
+
+
+def strip_replacements(text: str) -> str:
+    """`text` without U+FFFD runs (what is left when a garbage page cannot be OCR'd)."""
+    return _REPLACEMENT_RUN.sub("", text)
+
+
+def fonts_without_unicode(doc: Any, page: Any, known: dict[int, bool]) -> list[str]:
+    """Names of the page's fonts whose glyphs have no Unicode: composite fonts with an
+    Identity encoding (codes are glyph ids) and no ToUnicode map. Text extraction turns their
+    glyph ids into arbitrary letters and control characters. `known` caches per font xref."""
+    names = []
+    for xref, _ext, kind, basefont, _name, encoding, *_ in page.get_fonts(full=True):
+        if xref not in known:
+            known[xref] = (
+                kind == "Type0"
+                and str(encoding).startswith("Identity")
+                and doc.xref_get_key(xref, "ToUnicode")[0] in ("null", "none")
+            )
+        if known[xref]:
+            names.append(str(basefont))
+    return names
+
+
+def judge_page(text: str, unmapped_fonts: Callable[[], list[str]]) -> str:
+    """Why the page's text layer is unreadable ("" when it is fine): `judge`, or fonts without a
+    Unicode map (asked for only when the text shows bad characters) whose text shows at least
+    a few of them."""
+    visible_text = "".join(text.split())
+    if "\ufffd" not in visible_text and visible_text.isprintable():
+        return ""
+    reason = judge(text)
+    if reason:
+        return reason
+    if bad_chars(text) >= GARBAGE_MIN:
+        fonts = unmapped_fonts()
+        if fonts:
+            return f"font {fonts[0]!r} has no Unicode map"
+    return ""
