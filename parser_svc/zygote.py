@@ -283,10 +283,11 @@ class ForkServer:
         self._control = ours
 
     async def launch(self, argv: list[str]) -> ForkedChild | None:
+        """A forked child running parse_child with `argv`, or None: spawn one instead."""
         if self.unavailable:
             return None
         async with self._lock:
-            for attempt in (1, 2):
+            for _attempt in (1, 2):
                 if self._control is None:
                     self.start()
                 try:
@@ -294,9 +295,10 @@ class ForkServer:
                 except (OSError, TimeoutError, ValueError) as err:
                     log.warning("the parse fork server failed (%s); starting a new one", err)
                     self._stop_zygote()
-                    if attempt == 2:
-                        raise
-        return None  # not reached
+        # Twice in a row: this job's child is spawned (the next job tries a fork server again),
+        # so a broken fork server never costs a job an attempt.
+        log.error("the parse fork server failed twice in a row; spawning this parse instead")
+        return None
 
     async def _fork(self, argv: list[str]) -> ForkedChild | None:
         assert self._control is not None
