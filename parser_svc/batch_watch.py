@@ -188,4 +188,8 @@ class BatchFollowers:
                 return await self.reader.read_raw(batch_id)
             partial = await self.reader.read_raw(batch_id, sorted(changed))
             raw.update(partial)
+            if int(raw.meta.get("completed", 0)) >= int(raw.meta.get("total", 0)):
+                # The last file's write also gave every file of the batch its final expiry
+                # (no version bump): the final snapshot is read whole, as GetBatch reads it.
+                return await self.reader.read_raw(batch_id)
             return raw
