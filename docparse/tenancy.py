@@ -28,7 +28,9 @@ DEFAULT_TENANT = "default"
 
 
 def key_digest(api_key: str) -> str:
-    return hashlib.sha256(api_key.encode()).hexdigest()
+    # surrogatepass: a header with bytes that are not UTF-8 (decoded with surrogates) is a key
+    # that matches nothing, not an exception.
+    return hashlib.sha256(api_key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import grpc
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from docparse.errors import DocparseError
 from docparse.serving import binding, served_by
@@ -182,6 +183,18 @@ async def index(request: web.Request) -> web.FileResponse:
     )
 
 
+# The page's files, listed once: a request names one of them or is 404, so no client-chosen
+# path ever reaches the file system (a 5,000-character name made aiohttp's static route 500).
+STATIC_FILES = {path.name: path for path in STATIC_DIR.iterdir() if path.is_file()}
+
+
+async def static_file(request: web.Request) -> web.FileResponse:
+    path = STATIC_FILES.get(request.match_info["name"])
+    if path is None:
+        raise web.HTTPNotFound()
+    return web.FileResponse(path, headers={"Cache-Control": "no-cache"})
+
+
 async def healthz(request: web.Request) -> web.Response:
     if request.app[CLOSING].is_set():
         return web.Response(status=503, text="shutting down\n")
@@ -229,13 +242,35 @@ def build_app(
     app.router.add_get(f"/v1/batches/{{batch_id:{ID}}}/events", sse.batch_events)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/", index)
-    app.router.add_static("/static/", STATIC_DIR)
+    app.router.add_get("/static/{name}", static_file)
     return app
 
 
 def split_host_port(listen: str) -> tuple[str, int]:
     host, _, port = listen.rpartition(":")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class MalformedHttpLines(logging.Filter):
+    """aiohttp logs a request it cannot even parse (a request line over 8,190 bytes, a bad
+    header) at ERROR with a traceback and answers 400 itself: a log flood anyone can cause.
+    Such a record becomes one WARNING line naming the problem, without the traceback or the
+    request's bytes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg = "malformed HTTP request from %s: %s"
+            record.args = (
+                record.args[0] if isinstance(record.args, tuple) and record.args else "?",
+                type(exc).__name__,
+            )
+            record.exc_info = record.exc_text = None
+        return True
+
+
+_MALFORMED_FILTER = MalformedHttpLines()
 
 
 class HttpServer:
@@ -247,6 +282,7 @@ class HttpServer:
     ) -> None:
         self.settings = settings
         self.app = build_app(channel, settings, auth)
+        logging.getLogger("aiohttp.server").addFilter(_MALFORMED_FILTER)
         self.runner = web.AppRunner(
             self.app,
             handler_cancellation=True,  # a browser that leaves cancels its upstream watch

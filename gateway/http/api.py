@@ -9,6 +9,7 @@ import asyncio
 
 import grpc
 from aiohttp import BodyPartReader, MultipartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
@@ -83,7 +84,16 @@ class Upload:
         self.fields: dict[str, str] = {}
 
     async def next_file(self) -> tuple[str, bytes] | None:
-        """The next part that is a file (name, content); plain fields are kept in `fields`."""
+        """The next part that is a file (name, content); plain fields are kept in `fields`.
+        A body that is not the multipart it claims to be: BAD_MULTIPART."""
+        try:
+            return await self._next_file()
+        except (ValueError, AssertionError, LookupError, HttpProcessingError) as err:
+            raise HttpError(
+                bad_request("BAD_MULTIPART", "unreadable multipart body (boundary, headers?)")
+            ) from err
+
+    async def _next_file(self) -> tuple[str, bytes] | None:
         while True:
             part = await self.reader.next()
             if part is None:
@@ -92,9 +102,16 @@ class Upload:
                 raise HttpError(bad_request("BAD_MULTIPART", "nested multipart is not supported"))
             if part.filename is None:
                 value = await _read_limited(part, FIELD_LIMIT_BYTES, part.name or "field")
-                self.fields[part.name or ""] = value.decode("utf-8", "replace")
+                self.fields[text(part.name or "")] = value.decode("utf-8", "replace")
                 continue
-            return part.filename, await _read_limited(part, self.limit, part.filename)
+            name = text(part.filename)
+            return name, await _read_limited(part, self.limit, name)
+
+
+def text(value: str) -> str:
+    """A client's string as protobuf can carry it: lone surrogates (what undecodable bytes in
+    a URL, header or part name become) replaced, so building the request cannot fail."""
+    return value.encode("utf-8", "replace").decode("utf-8")
 
 
 def _wait_ms(request: web.Request, fields: dict[str, str]) -> int:
@@ -103,7 +120,7 @@ def _wait_ms(request: web.Request, fields: dict[str, str]) -> int:
 
 
 def _request_id(request: web.Request, fields: dict[str, str]) -> str:
-    request_id = (
+    request_id = text(
         request.headers.get("Idempotency-Key")
         or request.query.get("request_id")
         or fields.get("request_id", "")
@@ -129,9 +146,9 @@ async def submit_job(request: web.Request) -> web.Response:
             )
         file_name, content = found
         fields = upload.fields
-        password = fields.get("password", "")
+        password = text(fields.get("password", ""))
     else:
-        file_name = request.query.get("file_name", "")
+        file_name = text(request.query.get("file_name", ""))
         if request.content_length is not None and request.content_length > limit:
             raise HttpError(too_large(file_name, limit))
         content = await request.content.read(limit + 1)
@@ -139,7 +156,7 @@ async def submit_job(request: web.Request) -> web.Response:
             content += more
         if len(content) > limit:
             raise HttpError(too_large(file_name, limit))
-        password = request.headers.get("X-Docparse-Password", "")
+        password = text(request.headers.get("X-Docparse-Password", ""))
     wait_ms = _wait_ms(request, fields)
     upstream = request.app[UPSTREAM]
     reply, served = await upstream.unary(
@@ -163,7 +180,7 @@ async def get_job(request: web.Request) -> web.Response:
     upstream = request.app[UPSTREAM]
     reply, served = await upstream.unary(
         upstream.stub.GetStatus,
-        parser_service_pb2.GetStatusRequest(job_id=request.match_info["job_id"]),
+        parser_service_pb2.GetStatusRequest(job_id=text(request.match_info["job_id"])),
         request,
     )
     return json_response(reply.job, served)
@@ -173,7 +190,7 @@ async def cancel_job(request: web.Request) -> web.Response:
     upstream = request.app[UPSTREAM]
     reply, served = await upstream.unary(
         upstream.stub.CancelJob,
-        parser_service_pb2.CancelJobRequest(job_id=request.match_info["job_id"]),
+        parser_service_pb2.CancelJobRequest(job_id=text(request.match_info["job_id"])),
         request,
     )
     return json_response(reply.job, served)
@@ -190,7 +207,7 @@ RESULT_FORMATS = {
 async def get_result(request: web.Request) -> web.StreamResponse:
     """GET /v1/jobs/{id}/result[?format=json|text|markdown|proto]: the reading package,
     checked against the sha256 its ResultRef announces before anything is sent."""
-    job_id = request.match_info["job_id"]
+    job_id = text(request.match_info["job_id"])
     fmt = request.query.get("format", "json")
     if fmt not in RESULT_FORMATS:
         raise HttpError(
@@ -290,7 +307,7 @@ async def get_batch(request: web.Request) -> web.Response:
     upstream = request.app[UPSTREAM]
     reply, served = await upstream.unary(
         upstream.stub.GetBatch,
-        parser_service_pb2.GetBatchRequest(batch_id=request.match_info["batch_id"]),
+        parser_service_pb2.GetBatchRequest(batch_id=text(request.match_info["batch_id"])),
         request,
     )
     return json_response(reply.batch, served)

@@ -38,7 +38,7 @@ from google.protobuf.message import Message
 
 from docparse.errors import DocparseError, cursor_ahead
 from docparse.v1 import job_pb2, parser_service_pb2
-from gateway.http.api import TERMINAL, to_json
+from gateway.http.api import TERMINAL, text, to_json
 from gateway.http.errors import error_body, parse_uint
 from gateway.http.keys import CLOSING, SETTINGS, STREAMS, UPSTREAM
 from gateway.http.upstream import HttpError
@@ -103,7 +103,7 @@ async def batch_events(request: web.Request) -> web.StreamResponse:
 
 
 async def _job_events(request: web.Request) -> web.StreamResponse:
-    job_id = request.match_info["job_id"]
+    job_id = text(request.match_info["job_id"])
     after = resume_cursor(request)
     upstream = request.app[UPSTREAM]
     reply, served = await upstream.unary(
@@ -128,7 +128,7 @@ async def _job_events(request: web.Request) -> web.StreamResponse:
 
 
 async def _batch_events(request: web.Request) -> web.StreamResponse:
-    batch_id = request.match_info["batch_id"]
+    batch_id = text(request.match_info["batch_id"])
     after = resume_cursor(request)
     upstream = request.app[UPSTREAM]
     reply, served = await upstream.unary(
