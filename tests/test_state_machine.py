@@ -20,6 +20,7 @@ from hypothesis.stateful import (
 )
 
 from docparse.embedded_redis import EmbeddedRedis
+from docparse.errors import DocparseError
 from docparse.v1 import job_pb2
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect, now_ms
@@ -76,6 +77,7 @@ class JobRecordMachine(RuleBasedStateMachine):
         self.attempt = 0
         self.terminal_record: job_pb2.Job | None = None
         self.last_status = ""
+        self.expired = False
         self.last_write: tuple[str, tuple[Any, ...]] | None = None
 
     def run(self, coro: Any) -> Any:
@@ -141,6 +143,19 @@ class JobRecordMachine(RuleBasedStateMachine):
         assert result.ok or result.status == "NOOP", (op, args, result)
         assert self.run(self.store.get(self.job_id)) == before
 
+    @rule()
+    def its_lifetime_passes(self) -> None:
+        """Time runs past the record's TTL (as if the job waited, ran or was retained that
+        long): the record goes, the tombstone stays. A write after that never brings the job
+        back (NOT_FOUND), and a read answers JOB_EXPIRED, never a bare not-found."""
+        if self.expired:
+            return
+        client, key = self.store.client, self.store.keys.job(self.job_id)
+        self.run(client.pexpire(key, 1))
+        while self.run(client.exists(key)):
+            pass  # it goes within a millisecond or so
+        self.expired = True
+
     # --- the model of update_job.lua ----------------------------------------------------
 
     def _send(self, op: str, args: tuple[Any, ...]) -> Any:
@@ -162,6 +177,9 @@ class JobRecordMachine(RuleBasedStateMachine):
         self.writes.append((op, args))
         result = self._send(op, args)
         self.last_write, self.last_status = (op, args), result.status
+        if self.expired:
+            assert result.status == "NOT_FOUND", (op, args, result)
+            return
         fence = args[0] if args else None
         # A write whose effect is already in answers DONE: the same writer's claim, release
         # or terminal write, or a second cancel.
@@ -206,6 +224,11 @@ class JobRecordMachine(RuleBasedStateMachine):
 
     @invariant()
     def record_matches_the_model(self) -> None:
+        if self.expired:
+            with pytest.raises(DocparseError) as gone:
+                self.run(self.store.get(self.job_id))
+            assert gone.value.reason == "JOB_EXPIRED"
+            return
         job = self.run(self.store.get(self.job_id))
         assert STATE_NAMES[job.state] == self.state
         assert job.version == self.version
@@ -218,6 +241,8 @@ class JobRecordMachine(RuleBasedStateMachine):
 
     @invariant()
     def keys_live_as_long_as_the_rules_say(self) -> None:
+        if self.expired:
+            return
         keys = self.store.keys
         record_ms = self.run(self.store.client.pttl(keys.job(self.job_id)))
         tomb_ms = self.run(self.store.client.pttl(keys.tombstone(self.job_id)))
