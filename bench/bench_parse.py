@@ -57,6 +57,7 @@ from parser_svc.parse_child import parse  # noqa: E402
 from parser_svc.parsers import ParseOptions  # noqa: E402
 from parser_svc.sandbox import Limits, run_parse  # noqa: E402
 from parser_svc.zygote import MODULES, ForkServer  # noqa: E402
+from parser_svc.zygote import warm_up as zygote_warm_up  # noqa: E402
 from tests import fixtures  # noqa: E402
 from tests.helpers import make_pdf, stub, wait_terminal  # noqa: E402
 
@@ -407,9 +408,14 @@ def launch_costs(work: Path, jobs: int) -> dict[str, float]:
 
     costs = asyncio.run(both())
     # A bare fork + exit of a process as large as the fork server: this process, after
-    # importing what the fork server imports.
+    # importing and warming up what the fork server does. The cost grows with its anonymous
+    # memory (page tables copied at fork, torn down at exit).
     for module in MODULES:
         importlib.import_module(module)
+    zygote_warm_up()
+    rollup = Path("/proc/self/smaps_rollup").read_text().splitlines()
+    anon_kb = next(int(line.split()[1]) for line in rollup if line.startswith("Anonymous:"))
+    costs["fork_server_size_anon_mb"] = round(anon_kb / 1024, 1)
     started = time.perf_counter()
     for _ in range(20):
         pid = os.fork()  # the child only calls _exit: safe whatever threads this process has
@@ -574,7 +580,8 @@ def main() -> None:
     print(f"one parse of a one-page PDF, alone (run_parse): forked {launch['fork_server_wall_ms']}"
           f" ms wall / {launch['fork_server_child_cpu_ms']} ms child CPU; spawned "
           f"{launch['spawn_wall_ms']} / {launch['spawn_child_cpu_ms']}; bare fork + exit of "
-          f"the fork server's size {launch['bare_fork_exit_ms']} ms")  # fmt: skip
+          f"the fork server's size ({launch['fork_server_size_anon_mb']} MB anonymous) "
+          f"{launch['bare_fork_exit_ms']} ms")  # fmt: skip
     if "redis_fork_server" in result:
         print(f"Redis per one-page job (fork_server): {result['redis_fork_server']}")
     if "ocr_pages_per_s" in result:

@@ -170,13 +170,13 @@ def serve(control: socket.socket) -> None:
         control.send(json.dumps(reply).encode())
 
 
-def _warm_up() -> None:
+def warm_up() -> None:
     """mupdf's lazy set-up (font library, built-in fonts, caches) happens once, here, on a
     PDF made here, instead of in every child: about 7 ms of CPU less per one-page job. It is
     no job's document, so nothing of a user's document is in what the children inherit."""
-    from parser_svc.parsers.pdf import warm_up
+    from parser_svc.parsers import pdf
 
-    warm_up().SerializeToString()
+    pdf.warm_up().SerializeToString()
 
 
 def main() -> None:
@@ -189,7 +189,7 @@ def main() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     for module in MODULES:
         importlib.import_module(module)
-    _warm_up()
+    warm_up()
     # What the imports allocated is shared copy-on-write with every child: keep the collector
     # from touching it (a collection writes to every object header it walks, which would copy
     # the pages into each child).
