@@ -25,6 +25,12 @@ class Settings(BaseSettings):
 
     # A state store call that takes longer than this fails with STATE_STORE_UNAVAILABLE.
     redis_timeout_s: float = 2.0
+    # Durability across a Redis failover (replication is asynchronous): creates and terminal
+    # writes wait (WAIT) until this many replicas have them, up to `redis_replica_wait_ms`;
+    # short of that the call answers UNAVAILABLE STATE_STORE_NOT_REPLICATED and is retried.
+    # 0 (default): the primary's acknowledgement is enough (the loss window of a failover).
+    redis_min_replicas_ack: int = 0
+    redis_replica_wait_ms: int = 500
     # Terminal jobs stay readable this long after they end; then only a tombstone remains.
     retention_s: int = 24 * 3600
     # The tombstone (GetStatus answers JOB_EXPIRED) outlives the record by this much.

@@ -82,13 +82,46 @@ class LuaScript:
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
 
     async def __call__(
-        self, client: aioredis.Redis, keys: list[str], args: list[str | bytes | int]
+        self,
+        client: aioredis.Redis,
+        keys: list[str],
+        args: list[str | bytes | int],
+        *,
+        replicas: int = 0,
+        wait_ms: int = 0,
     ) -> list[bytes | int]:
-        try:
-            reply = await client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            reply = await client.eval(self.source, len(keys), *keys, *args)
-        return list(reply)
+        """The script's reply. With `replicas`, the script and a WAIT go on one connection
+        (a pipeline): the reply is returned once that many replicas have the write, else
+        NotReplicated (the primary has it; a failover now could lose it)."""
+        if not replicas:
+            try:
+                reply = await client.evalsha(self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                reply = await client.eval(self.source, len(keys), *keys, *args)
+            return list(reply)
+        for use_source in (False, True):
+            async with client.pipeline(transaction=False) as pipe:
+                if use_source:
+                    pipe.eval(self.source, len(keys), *keys, *args)
+                else:
+                    pipe.evalsha(self.sha, len(keys), *keys, *args)
+                pipe.execute_command("WAIT", replicas, wait_ms)
+                reply, acked = await pipe.execute(raise_on_error=False)
+            if isinstance(reply, NoScriptError):
+                continue
+            if isinstance(reply, Exception):
+                raise reply
+            if int(acked) < replicas:
+                raise NotReplicated(int(acked), replicas)
+            return list(reply)
+        raise NoScriptError("the script could not be loaded")
+
+
+class NotReplicated(RedisError):
+    """WAIT saw fewer replicas acknowledge the write than asked for."""
+
+    def __init__(self, acked: int, wanted: int) -> None:
+        super().__init__(f"{acked} of {wanted} replicas acknowledged the write in time")
 
 
 CREATE_JOB = LuaScript("create_job.lua")
@@ -111,10 +144,20 @@ def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.R
     )
 
 
+_ENDING_OPS = frozenset({"finish", "cancel", "give_up"})
+
+
 def store_error(err: RedisError) -> DocparseError:
     """A Redis error reply. A full Redis (maxmemory with noeviction refuses writes with OOM)
     is retryable: UNAVAILABLE STATE_STORE_FULL, so clients back off and retry instead of
     treating it as a bug; anything else is INTERNAL STATE_STORE_ERROR."""
+    if isinstance(err, NotReplicated):
+        return DocparseError(
+            grpc.StatusCode.UNAVAILABLE,
+            "STATE_STORE_NOT_REPLICATED",
+            f"the write is on the Redis primary but {err}: retry the call (with the same "
+            "request_id), it answers with what the first one did",
+        )
     if "OOM command not allowed" in str(err):
         return DocparseError(
             grpc.StatusCode.UNAVAILABLE,
@@ -137,6 +180,11 @@ class JobStore:
         self.settings = settings
         self.keys = Keys(settings.env)
         self.ttl = Lifetimes.of(settings)
+        # Creates and terminal writes wait for this many replicas (0: the primary's word).
+        self._durable = {
+            "replicas": settings.redis_min_replicas_ack,
+            "wait_ms": settings.redis_replica_wait_ms,
+        }
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Runs `fn` against Redis with the store's deadline and error mapping."""
@@ -187,7 +235,7 @@ class JobStore:
             dedupe_key,
             self.keys.pending,
         ]
-        reply = await self.call(lambda: CREATE_JOB(self.client, keys, args))
+        reply = await self.call(lambda: CREATE_JOB(self.client, keys, args, **self._durable))
         status, other = _text(reply[0]), _text(reply[1])
         return CreateResult(status, other, created=other == job_id)  # type: ignore[arg-type]
 
@@ -222,7 +270,7 @@ class JobStore:
             args += [item["file_name"], item["content_sha256"], item["content_type"]]
             args.append(item["size_bytes"])
         keys = [self.keys.batch_meta(batch_id), request_key, self.keys.pending]
-        reply = await self.call(lambda: CREATE_BATCH(self.client, keys, args))
+        reply = await self.call(lambda: CREATE_BATCH(self.client, keys, args, **self._durable))
         status, other = _text(reply[0]), _text(reply[1])
         return CreateResult(status, other, created=other == batch_id)  # type: ignore[arg-type]
 
@@ -305,7 +353,8 @@ class JobStore:
             self.keys.batch_files(batch_id) if batch_id else "",
             self.keys.retained,
         ]
-        reply = await self.call(lambda: UPDATE_JOB(self.client, keys, args))
+        durable = self._durable if op in _ENDING_OPS else {}
+        reply = await self.call(lambda: UPDATE_JOB(self.client, keys, args, **durable))
         return _write_result(reply)
 
     async def claim(
