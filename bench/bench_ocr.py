@@ -1,0 +1,218 @@
+"""OCR benchmark: run with `.venv/bin/python bench/bench_ocr.py [--pages N] [--dpi 200]`.
+
+Generated ground truth (tests/fixtures/scans.py: known text in en, de, fr, es, ru, zh, ja, ar,
+scanned at --dpi with skew, noise and JPEG artefacts) read by each candidate on the same page
+images in the same run, one page at a time:
+
+- `tesseract-cli`: Debian's `tesseract` command, one thread (OMP_THREAD_LIMIT=1), told the
+  page's language: what a user would run instead of docparse (process start and model load
+  included, as a user pays them);
+- `tesseract`: the same engine in-process through tesserocr, model loaded once, one thread,
+  told the language: the raw engine speed;
+- `rapidocr`: RapidOCR (PP-OCRv4 Chinese + English, the wheel's models), one thread, no
+  idle spinning: the engine docparse used before;
+- `docparse`: the PDF parser as the parse child runs it (render, script detection without a
+  hint, tesseract), in this process;
+- `stack`: a local stack (1 replica, its default parse concurrency = the CPUs it may use),
+  every page submitted as a one-page PDF at once through the gateway: pages/s end to end.
+
+CER = character edit distance / reference length (whitespace collapsed; no whitespace for zh
+and ja); WER = word edit distance / reference words (split on whitespace: glued words are
+errors). Prints a table and writes var/bench/ocr.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OMP_THREAD_LIMIT", "1")
+
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from docparse.stack import LocalStack  # noqa: E402
+from docparse.v1 import job_pb2, parser_service_pb2  # noqa: E402
+from parser_svc.parse_child import parse  # noqa: E402
+from parser_svc.parsers import ParseOptions, ocr  # noqa: E402
+from tests.fixtures.scans import NO_SPACES, TEXTS, Scan, cer, scan, wer  # noqa: E402
+from tests.helpers import stub, wait_terminal  # noqa: E402
+
+LATIN = ("en", "de", "fr", "es")
+
+
+def grey(page: Scan) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(page.image)).convert("L"))
+
+
+def tesseract_cli(pages: list[Scan], work: Path) -> list[tuple[str, float]]:
+    out = []
+    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    for i, page in enumerate(pages):
+        path = work / f"page-{i}.png"
+        Image.open(io.BytesIO(page.image)).save(path)
+        model = ocr.model_for(page.language) or "eng"
+        started = time.perf_counter()
+        text = subprocess.run(
+            ["tesseract", str(path), "-", "-l", model],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
+        out.append((text, time.perf_counter() - started))
+    return out
+
+
+def tesseract_api(pages: list[Scan]) -> list[tuple[str, float]]:
+    out = []
+    for page in pages:
+        models = (ocr.model_for(page.language) or "eng",)
+        image = grey(page)
+        ocr._tesseract(image, models)  # the model loaded, as in a warm worker
+        started = time.perf_counter()
+        lines, _confidence = ocr._tesseract(image, models)
+        out.append(("\n".join(line.text for line in lines), time.perf_counter() - started))
+    return out
+
+
+def rapidocr(pages: list[Scan]) -> list[tuple[str, float]]:
+    out = []
+    ocr.rapidocr_lines(grey(pages[0]), threads=1)  # load the models
+    for page in pages:
+        image = grey(page)
+        started = time.perf_counter()
+        lines = ocr.rapidocr_lines(image, threads=1)
+        joiner = "" if page.language in NO_SPACES else " "
+        out.append((joiner.join(line.text for line in lines), time.perf_counter() - started))
+    return out
+
+
+def docparse_in_process(pages: list[Scan]) -> list[tuple[str, float]]:
+    out = []
+    parse("pdf", pages[0].pdf, lambda *_: None, ParseOptions())  # load the Latin models
+    for page in pages:
+        started = time.perf_counter()
+        package = parse("pdf", page.pdf, lambda *_: None, ParseOptions())
+        out.append((package.pages[0].text, time.perf_counter() - started))
+    return out
+
+
+def through_stack(address: str, pages: list[Scan]) -> tuple[float, list[str]]:
+    def one(item: tuple[int, Scan]) -> job_pb2.Job:
+        channel, s = stub(address)
+        with channel:
+            job = s.SubmitJob(
+                parser_service_pb2.SubmitJobRequest(
+                    file_name=f"scan-{item[0]}-{item[1].language}.pdf", content=item[1].pdf
+                ),
+                timeout=60,
+            ).job
+        return wait_terminal(address, job.job_id, timeout=600)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=len(pages)) as pool:
+        jobs = list(pool.map(one, enumerate(pages)))
+    seconds = time.perf_counter() - started
+    failures = [
+        f"{j.file_name}: {j.error.reason}" for j in jobs if j.state != job_pb2.STATE_SUCCEEDED
+    ]
+    return sum(j.result.page_count for j in jobs) / seconds, failures
+
+
+def summarise(pages: list[Scan], results: list[tuple[str, float]]) -> dict[str, dict[str, float]]:
+    by_language: dict[str, dict[str, list[float]]] = {}
+    for page, (text, seconds) in zip(pages, results, strict=True):
+        row = by_language.setdefault(page.language, {"cer": [], "wer": [], "s": []})
+        row["cer"].append(cer(page.truth, text, page.language))
+        row["wer"].append(wer(page.truth, text, page.language))
+        row["s"].append(seconds)
+    return {
+        language: {
+            "cer": statistics.mean(row["cer"]),
+            "wer": statistics.mean(row["wer"]),
+            "pages_per_s": len(row["s"]) / sum(row["s"]),
+        }
+        for language, row in by_language.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--pages", type=int, default=2, help="pages per language (seeds)")
+    parser.add_argument("--dpi", type=int, default=200)
+    parser.add_argument("--languages", default=",".join(TEXTS))
+    parser.add_argument("--skip-rapidocr", action="store_true")
+    parser.add_argument("--skip-stack", action="store_true")
+    args = parser.parse_args()
+    languages = args.languages.split(",")
+    pages = [scan(lang, args.dpi, seed) for lang in languages for seed in range(args.pages)]
+    latin = [p for p in pages if p.language in LATIN]
+    work = Path(tempfile.mkdtemp(prefix="bench-ocr-"))
+    load_start = os.getloadavg()[0]
+
+    engines = {
+        "tesseract-cli": lambda: tesseract_cli(pages, work),
+        "tesseract": lambda: tesseract_api(pages),
+        "docparse": lambda: docparse_in_process(pages),
+    }
+    if not args.skip_rapidocr:
+        engines["rapidocr"] = lambda: rapidocr(pages)
+    table = {name: summarise(pages, run()) for name, run in engines.items()}
+
+    result: dict[str, object] = {"dpi": args.dpi, "pages_per_language": args.pages, "table": table}
+    if not args.skip_stack and latin:
+        # Raw engine speed on the Latin pages, measured right before the stack run.
+        raw = tesseract_api(latin)
+        cli = tesseract_cli(latin, work)
+        raw_pps = len(raw) / sum(s for _t, s in raw)
+        cli_pps = len(cli) / sum(s for _t, s in cli)
+        with LocalStack(work / "stack", replicas=1, gateways=1, env="bench") as stack:
+            address = stack.gateway_addresses[0]
+            through_stack(address, latin[:2])  # warm: connections, fork server, first models
+            stack_pps, failures = through_stack(address, latin)
+            stack_all, failures_all = through_stack(address, pages)
+        result["latin_stack"] = {
+            "pages": len(latin),
+            "stack_pages_per_s": round(stack_pps, 3),
+            "tesseract_api_one_thread_pages_per_s": round(raw_pps, 3),
+            "tesseract_cli_one_thread_pages_per_s": round(cli_pps, 3),
+            "stack_vs_engine": round(stack_pps / raw_pps, 2),
+            "stack_vs_cli": round(stack_pps / cli_pps, 2),
+            "all_languages_stack_pages_per_s": round(stack_all, 3),
+            "failures": failures + failures_all,
+        }
+    result["load"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]
+    result["cpus"] = len(os.sched_getaffinity(0))
+
+    names = list(table)
+    print(f"OCR at {args.dpi} DPI, {args.pages} pages per language, load {result['load']}")
+    print("| language | " + " | ".join(f"{n} CER / WER / pages/s" for n in names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for language in languages:
+        cells = []
+        for name in names:
+            row = table[name][language]
+            wer_text = "-" if language in NO_SPACES else f"{row['wer']:.1%}"
+            cells.append(f"{row['cer']:.1%} / {wer_text} / {row['pages_per_s']:.2f}")
+        print(f"| {language} | " + " | ".join(cells) + " |")
+    if "latin_stack" in result:
+        print(json.dumps(result["latin_stack"], indent=2))
+    out = ROOT / "var" / "bench" / "ocr.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
