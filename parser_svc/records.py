@@ -49,6 +49,7 @@ def record_to_job(rec: Mapping[str, str]) -> job_pb2.Job:
         content_sha256=rec.get("content_sha256", ""),
         content_type=rec.get("content_type", ""),
         size_bytes=num("size_bytes"),
+        languages=[tag for tag in rec.get("languages", "").split(",") if tag],
     )
     job.create_time.FromMilliseconds(num("create_ms"))
     job.update_time.FromMilliseconds(num("update_ms"))

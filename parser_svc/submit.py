@@ -26,6 +26,7 @@ from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.blobs import BlobStore
 from parser_svc.callers import current_caller
 from parser_svc.detect import sniff
+from parser_svc.parsers import ocr
 from parser_svc.queue import JobQueue
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore
@@ -43,6 +44,26 @@ def unsupported(label: str) -> DocparseError:
         f"the content is {label} (by its bytes, whatever its name); "
         "supported: PDF, DOCX, DOC, XLSX, XLS, PPTX",
     )
+
+
+# Language hints per job at most, and the longest tag accepted (BCP-47 tags are short).
+MAX_LANGUAGES = 8
+MAX_LANGUAGE_TAG = 35
+
+
+def check_languages(tags: list[str]) -> list[str]:
+    """The OCR language hints, each installed in this image; INVALID_ARGUMENT otherwise."""
+    if not tags:
+        return []
+    if len(tags) > MAX_LANGUAGES or any(len(t) > MAX_LANGUAGE_TAG or "," in t for t in tags):
+        raise invalid(
+            "LANGUAGE_NOT_INSTALLED",
+            f"at most {MAX_LANGUAGES} language tags of at most {MAX_LANGUAGE_TAG} characters",
+        )
+    try:
+        return ocr.check_languages(tags)
+    except ValueError as err:
+        raise invalid("LANGUAGE_NOT_INSTALLED", str(err)) from err
 
 
 class KeyedLocks:
@@ -151,14 +172,20 @@ class Submitter:
         self.check_size(content)
         await self.check_rate()
         content_type = self.content_type(content)
+        languages = check_languages(list(request.languages))
         sha256 = hashlib.sha256(content).hexdigest()
         keys = self.store.keys
         request_key = keys.request(tenant, request.request_id) if request.request_id else ""
         # Password-protected uploads are never joined: another caller's password may differ.
+        # Other language hints are another parse.
+        hints = ",".join(languages)
         dedupe_key = (
             ""
             if request.password
-            else keys.active_upload(tenant, f"{PARSER_VERSION}\0{content_type}\0{sha256}")
+            else keys.active_upload(
+                tenant,
+                f"{PARSER_VERSION}\0{content_type}\0{sha256}" + (f"\0{hints}" if hints else ""),
+            )
         )
         fields = {
             "file_name": request.file_name[:512],
@@ -168,6 +195,8 @@ class Submitter:
             "tenant": tenant,
             "batch_id": "",
         }
+        if hints:
+            fields["languages"] = hints
         async with self._gates.hold(dedupe_key or request_key or sha256):
             job_id = uuid.uuid4().hex
             await asyncio.to_thread(self.blobs.put_input, job_id, content)

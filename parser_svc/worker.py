@@ -160,7 +160,9 @@ class ParseWorker:
                     "while parsing it",
                 )
             else:
-                outcome = await self._parse(job_id, fence, record.attempt, record.content_type)
+                outcome = await self._parse(
+                    job_id, fence, record.attempt, record.content_type, list(record.languages)
+                )
             created_ms = record.create_time.ToMilliseconds()
             if not outcome.reason:
                 observability.job_finished(
@@ -182,7 +184,9 @@ class ParseWorker:
             log.warning("job %s: %s", job_id, lost, extra={"event": "job.lost", "job_id": job_id})
             return "LOST"
 
-    async def _parse(self, job_id: str, fence: str, attempt: int, content_type: str) -> Outcome:
+    async def _parse(
+        self, job_id: str, fence: str, attempt: int, content_type: str, languages: list[str]
+    ) -> Outcome:
         input_path = self.blobs.path(self.blobs.input_key(job_id))
 
         async def on_progress(done: int, total: int, stage: str) -> None:
@@ -206,7 +210,7 @@ class ParseWorker:
             assets_dir = Path(tmp) / "assets"
             if not input_path.exists():
                 return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
-            options = await asyncio.to_thread(self._parse_options, job_id, assets_dir)
+            options = await asyncio.to_thread(self._parse_options, job_id, assets_dir, languages)
             started = time.monotonic()
             outcome = await run_parse(
                 content_type, input_path, output_path, limits, on_progress, options,
@@ -220,7 +224,9 @@ class ParseWorker:
                 self.blobs.delete_upload(job_id)
         return outcome
 
-    def _parse_options(self, job_id: str, assets_dir: Path) -> dict[str, object]:
+    def _parse_options(
+        self, job_id: str, assets_dir: Path, languages: list[str]
+    ) -> dict[str, object]:
         """What the parse child needs besides the document (sent on its stdin)."""
         s = self.settings
         return {
@@ -239,6 +245,7 @@ class ParseWorker:
             "ocr_min_chars": s.ocr_min_chars,
             "ocr_threads": s.ocr_threads,
             "pdf_tables": s.pdf_tables,
+            "languages": languages,
         }
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:

@@ -3,9 +3,11 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -191,6 +193,7 @@ class Job(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     EXPIRE_TIME_FIELD_NUMBER: _builtins.int
     SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    LANGUAGES_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     state: Global___State.ValueType
     version: _builtins.int
@@ -224,6 +227,10 @@ class Job(_message.Message):
     def expire_time(self) -> _timestamp_pb2.Timestamp:
         """When the record will be deleted (terminal jobs: end of the retention window)."""
 
+    @_builtins.property
+    def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The OCR language hints the job was submitted with (BCP-47), as given; empty = detected."""
+
     def __init__(
         self,
         *,
@@ -242,10 +249,11 @@ class Job(_message.Message):
         update_time: _timestamp_pb2.Timestamp | None = ...,
         expire_time: _timestamp_pb2.Timestamp | None = ...,
         size_bytes: _builtins.int = ...,
+        languages: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "error", b"error", "expire_time", b"expire_time", "progress", b"progress", "result", b"result", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "batch_id", b"batch_id", "content_sha256", b"content_sha256", "content_type", b"content_type", "create_time", b"create_time", "error", b"error", "expire_time", b"expire_time", "file_name", b"file_name", "job_id", b"job_id", "progress", b"progress", "result", b"result", "size_bytes", b"size_bytes", "state", b"state", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "batch_id", b"batch_id", "content_sha256", b"content_sha256", "content_type", b"content_type", "create_time", b"create_time", "error", b"error", "expire_time", b"expire_time", "file_name", b"file_name", "job_id", b"job_id", "languages", b"languages", "progress", b"progress", "result", b"result", "size_bytes", b"size_bytes", "state", b"state", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

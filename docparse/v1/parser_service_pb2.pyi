@@ -30,6 +30,7 @@ class SubmitJobRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     WAIT_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
     PASSWORD_FIELD_NUMBER: _builtins.int
+    LANGUAGES_FIELD_NUMBER: _builtins.int
     file_name: _builtins.str
     """The upload's original name; informative only, the type is detected from the content."""
     content: _builtins.bytes
@@ -46,6 +47,14 @@ class SubmitJobRequest(_message.Message):
     upload in the blob store until the parse ends. Without it an encrypted document ends FAILED
     with PASSWORD_REQUIRED; a wrong one ends FAILED with WRONG_PASSWORD.
     """
+    @_builtins.property
+    def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Languages of the document's text for OCR, as BCP-47 tags ("en", "de-AT", "zh-Hant",
+        "ja"); scanned pages and pages with an unreadable text layer are read with these models.
+        Empty: the script is detected per page. A language that is not installed answers
+        INVALID_ARGUMENT (reason LANGUAGE_NOT_INSTALLED) naming the installed ones. At most 8.
+        """
+
     def __init__(
         self,
         *,
@@ -54,10 +63,11 @@ class SubmitJobRequest(_message.Message):
         request_id: _builtins.str = ...,
         wait_timeout_ms: _builtins.int = ...,
         password: _builtins.str = ...,
+        languages: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "file_name", b"file_name", "password", b"password", "request_id", b"request_id", "wait_timeout_ms", b"wait_timeout_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "file_name", b"file_name", "languages", b"languages", "password", b"password", "request_id", b"request_id", "wait_timeout_ms", b"wait_timeout_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
