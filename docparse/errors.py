@@ -117,6 +117,16 @@ def check_request_id(request_id: str) -> None:
         )
 
 
+def store_failure(err: BaseException) -> str:
+    """What a client may be told about a failed store call: how it failed, in words, never
+    the exception's class or text (the server's log has those)."""
+    if isinstance(err, TimeoutError):
+        return "timed out"
+    if isinstance(err, OSError):
+        return "connection failed"
+    return "the call failed"
+
+
 def store_unavailable(detail: str) -> DocparseError:
     return DocparseError(
         grpc.StatusCode.UNAVAILABLE,

@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from docparse import observability
-from docparse.errors import DocparseError, store_unavailable
+from docparse.errors import DocparseError, store_failure, store_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class EventHub:
                     await entry.confirmed.wait()
             except (TimeoutError, OSError, RedisError) as err:
                 # Redis did not confirm in time: the same answer as any store outage.
-                raise store_unavailable(f"pub/sub subscribe failed: {type(err).__name__}") from err
+                raise store_unavailable(f"pub/sub subscribe {store_failure(err)}") from err
             yield queue
         finally:
             entry.queues.discard(queue)
