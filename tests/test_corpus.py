@@ -2,7 +2,7 @@
 running stack. Each ends SUCCEEDED with the text its notes lead one to expect, or FAILED with
 the reason that fits its description; nothing SUCCEEDED is empty unless the document is.
 Encrypted files run twice: without a password (PASSWORD_REQUIRED) and with the one the notes
-give. Prints a table: file → state/reason → pages → chars → seconds."""
+give. Prints a table: file → state/reason → pages → chars → OCR'd pages → seconds."""
 
 from __future__ import annotations
 
@@ -276,15 +276,19 @@ def test_corpus(stack: LocalStack) -> None:
             zip(map(id, ordered), pool.map(lambda c: _run(address, c), ordered), strict=True)
         )
     results = [done[id(case)] for case in cases]
-    lines = [f"{'file':<58} {'state/reason':<28} {'pages':>6} {'chars':>9} {'seconds':>8}"]
+    lines = [
+        f"{'file':<58} {'state/reason':<28} {'pages':>6} {'chars':>9} {'ocr pages':>9} "
+        f"{'seconds':>8}"
+    ]
     problems = []
     for r in results:
         label = r.case.name + (" (password)" if r.case.password else "")
         state = job_pb2.State.Name(r.job.state).removeprefix("STATE_")
         outcome = state + (f"/{r.job.error.reason}" if r.job.error.reason else "")
+        ocr_pages = sum(p.ocr for p in r.package.pages) if r.package else 0
         lines.append(
             f"{label:<58} {outcome:<28} {r.job.result.page_count:>6} "
-            f"{r.job.result.char_count:>9} {r.seconds:>8.2f}"
+            f"{r.job.result.char_count:>9} {ocr_pages:>9} {r.seconds:>8.2f}"
         )
         try:
             _verify(r)
