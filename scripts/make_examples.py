@@ -1,13 +1,21 @@
 """Writes the example documents `make run` parses and the documentation's commands use
-(committed in examples/; rerun to refresh): three PDFs and a Word document."""
+(committed in examples/; rerun to refresh): three PDFs, a Word document, scanned pages that only
+OCR reads (English, German, Russian; the generated ground truth of tests/fixtures/scans.py), a
+workbook and a slide deck."""
 
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from pathlib import Path
 
 import docx
+import openpyxl
+import pptx
 import pymupdf
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.fixtures.scans import scan, scans_pdf
 
 OUT = Path(__file__).resolve().parent.parent / "examples"
 LOREM = (
@@ -46,8 +54,45 @@ def write_docx(name: str, title: str) -> None:
     document.save(str(OUT / name))
 
 
+def write_scans() -> None:
+    """Image-only pages (no text layer): an English scan, a two-page German and Russian one."""
+    OUT.mkdir(exist_ok=True)
+    (OUT / "scanned-report-en.pdf").write_bytes(scan("en", 200, seed=11).pdf)
+    both = scans_pdf([scan("de", 200, seed=12), scan("ru", 200, seed=13)])
+    (OUT / "scanned-de-ru.pdf").write_bytes(both)
+
+
+def write_xlsx(name: str) -> None:
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.title = "Budget"
+    sheet.append(["Item", "Q1", "Q2"])
+    for item, q1, q2 in [("Servers", 1200, 1350), ("Licences", 400, 400), ("Travel", 250, 90)]:
+        sheet.append([item, q1, q2])
+    sheet.append(["Total", "=SUM(B2:B4)", "=SUM(C2:C4)"])
+    book.properties.created = book.properties.modified = dt.datetime(2025, 1, 1)
+    book.save(OUT / name)
+
+
+def write_pptx(name: str) -> None:
+    deck = pptx.Presentation()
+    deck.core_properties.created = deck.core_properties.modified = dt.datetime(2025, 1, 1)
+    for title, body in [
+        ("docparse", "Documents in, reading packages out"),
+        ("Formats", "PDF, scans in many languages, Word, Excel, PowerPoint"),
+    ]:
+        slide = deck.slides.add_slide(deck.slide_layouts[1])
+        slide.shapes.title.text = title
+        slide.placeholders[1].text = body
+    deck.save(str(OUT / name))
+
+
 if __name__ == "__main__":
     write("report-12-pages.pdf", 12, "Quarterly report")
     write("paper-30-pages.pdf", 30, "Replicated state")
     write("memo-1-page.pdf", 1, "Memo")
     write_docx("letter.docx", "Letter")
+    write_scans()
+    write_xlsx("budget.xlsx")
+    write_pptx("slides.pptx")
