@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from typing import Any
+
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from docparse.v1 import reading_package_pb2 as rp
 
@@ -75,12 +80,50 @@ def to_markdown(package: rp.ReadingPackage) -> str:
 def to_json(package: rp.ReadingPackage) -> str:
     """The package in its protobuf JSON form, as the HTTP API answers it: proto field names,
     enums by name, 64-bit integers as strings, every scalar field present."""
-    return json_format.MessageToJson(
-        package,
-        preserving_proto_field_name=True,
-        always_print_fields_with_no_presence=True,
-        indent=None,
+    return "".join(iter_json(package))
+
+
+def _as_dict(message: Message) -> dict[str, Any]:
+    return json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
+
+
+def iter_json(message: Message, depth: int = 2) -> Iterator[str]:
+    """`message` as JSON (what json_format.MessageToJson gives, up to key order), in pieces:
+    its repeated message fields (pages, sheets, and their blocks and rows, `depth` levels
+    down) element by element. json_format builds the whole document as Python objects first,
+    about 40 times the size of the package (a 13 MB workbook of 1M cells peaked at 600 MB);
+    this holds one element's at a time."""
+    streamed = [
+        field
+        for field in message.DESCRIPTOR.fields
+        if depth > 0
+        and field.is_repeated
+        and field.message_type is not None
+        and not field.message_type.GetOptions().map_entry
+        and len(getattr(message, field.name))
+    ]
+    if not streamed:
+        yield json.dumps(_as_dict(message))
+        return
+    shell = type(message)()
+    shell.CopyFrom(message)
+    for field in streamed:
+        shell.ClearField(field.name)
+    head = json.dumps(_as_dict(shell))
+    yield head[:-1]  # without its closing brace
+    separator = ", " if head != "{}" else ""
+    del shell
+    for field in streamed:
+        yield f'{separator}"{field.name}": ['
+        for index, item in enumerate(getattr(message, field.name)):
+            if index:
+                yield ", "
+            yield from iter_json(item, depth - 1)
+        yield "]"
+        separator = ", "
+    yield "}"
 
 
 RENDERERS = {"json": to_json, "text": to_text, "markdown": to_markdown}
