@@ -1,4 +1,4 @@
-"""DOC (Word 97-2003) → ReadingPackage with antiword.
+"""DOC (Word 6.0/95 and 97-2003) → ReadingPackage with antiword.
 
 antiword is a system tool (`apt-get install antiword`; `make setup` installs it on Debian when it
 can). Without it a DOC ends FAILED with UNSUPPORTED_FORMAT naming what is missing. When antiword
@@ -29,6 +29,7 @@ from parser_svc.parsers import (
 from parser_svc.parsers.office import decrypt
 
 FIB_MAGIC_97 = 0xA5EC
+FIB_MAGIC_WORD6 = 0xA5DC  # Word 6.0 (nFib 101-103) and Word 95 (nFib 104)
 ANTIWORD_TIMEOUT_S = 120
 
 
@@ -71,7 +72,14 @@ def parse_doc(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
             "worker (apt-get install antiword)",
         )
     text, problem = _antiword(tool, data)
-    if problem:
+    if problem and ident == FIB_MAGIC_WORD6:
+        # Old is not corrupt: a Word 6.0/95 file antiword cannot read is read here, or named.
+        text = _word6_text(word, problem)
+        package.warnings.append(
+            f"antiword could not read this {_word6_version(word)} document ({problem}); the "
+            "text was read from its main stream"
+        )
+    elif problem:
         fallback = _piece_table_text(data) if ident == FIB_MAGIC_97 else ""
         if not fallback.strip():
             raise corrupt(f"antiword cannot read this document: {problem}")
@@ -118,6 +126,33 @@ def _antiword(tool: str, data: bytes) -> tuple[str, str]:
     if done.returncode != 0 or (not out.strip() and err):
         return "", (err or out.strip() or f"exit status {done.returncode}")[:300]
     return out, ""
+
+
+def _word6_version(word: bytes) -> str:
+    return "Word 95" if struct.unpack_from("<H", word, 2)[0] >= 104 else "Word 6.0"
+
+
+def _word6_text(word: bytes, problem: str) -> str:
+    """The main text of a fully saved Word 6.0/95 document: cp1252 bytes from fcMin, ccpText
+    long. A fast-saved one (pieces) is UNSUPPORTED_FORMAT naming the version; text that lies
+    beyond the stream is CORRUPT_DOCUMENT."""
+    version = _word6_version(word)
+    flags = struct.unpack_from("<H", word, 0xA)[0]
+    if flags & 0x0004:  # fComplex: fast-saved, the text is in pieces
+        raise ParseFailure(
+            "UNSUPPORTED_FORMAT",
+            f"a {version} document saved with fast save: antiword could not read it "
+            f"({problem}), and docparse reads {version} text only from fully saved files "
+            "(open and save it again, or convert it to DOCX)",
+        )
+    fc_min = struct.unpack_from("<I", word, 0x18)[0]
+    ccp_text = struct.unpack_from("<i", word, 0x34)[0]
+    if fc_min < 0x20 or ccp_text < 0 or fc_min + ccp_text > len(word):
+        raise corrupt(
+            f"the {version} document is damaged: its text ({ccp_text} characters at "
+            f"{fc_min}) lies beyond its main stream ({len(word)} bytes)"
+        )
+    return _clean_word_text(word[fc_min : fc_min + ccp_text].decode("cp1252", "replace"))
 
 
 def _piece_table_text(data: bytes) -> str:
