@@ -150,8 +150,9 @@ class Waiter(Generic[R]):
         """Decides what a failed read means: returns the delay before the next try, or raises
         (NOT_FOUND and contract-level errors are final; NOT_FOUND tells if it expired;
         transient errors become final after `unavailable_budget_s` without an answer)."""
-        if err.code == grpc.StatusCode.UNIMPLEMENTED and not self.polling:
-            self.polling = True  # this server cannot stream: poll instead
+        cannot_stream = err.code == grpc.StatusCode.UNIMPLEMENTED  # this server
+        if (cannot_stream or err.reason == "TOO_MANY_STREAMS") and not self.polling:
+            self.polling = True  # poll instead (at our stream limit: poll, not knock again)
             return 0.0
         lagging = err.reason == "AFTER_VERSION_AHEAD" and self.cursor_seen  # a stale read
         if err.code not in TRANSIENT and not lagging:

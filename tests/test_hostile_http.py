@@ -23,10 +23,12 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from docparse.errors import DocparseError
+from docparse.client import Client
+from docparse.errors import DocparseError, JobFailed
 from docparse.stack import LocalStack
 from docparse.tenancy import key_digest
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from docparse.waiting import WaitPolicy
 from tests import fixtures
 from tests.conftest import auth_env, make_stack
 from tests.helpers import eventually, make_pdf, rpc_error, stub
@@ -542,3 +544,63 @@ def test_cli_output_into_a_closed_pipe_exits_quietly(parsing: LocalStack) -> Non
     )
     os.close(write)
     assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def test_the_sdk_at_its_stream_limit_polls_instead(api_only: LocalStack) -> None:
+    """Tenant C (max_streams 3) holds 3 watch streams; waiting on another job through the SDK
+    is refused one stream and polls GetStatus from then on (not knocking with more streams),
+    and sees the job end when it is cancelled."""
+    held, waited = queued_job(api_only, C), queued_job(api_only, C)
+    gateway = api_only.gateway_addresses[0]
+    log = api_only.parsers[0].log
+    outcome: list[BaseException | job_pb2.Job] = []
+
+    async def hold(opened: threading.Event, release: threading.Event) -> None:
+        channel = grpc.aio.insecure_channel(gateway)
+        s = parser_service_pb2_grpc.ParserServiceStub(channel)
+        calls = [await _open_watch(s, held, C) for _ in range(3)]
+        opened.set()
+        await asyncio.to_thread(release.wait)
+        for call in calls:
+            call.cancel()
+        await channel.close()
+
+    def wait() -> None:
+        policy = WaitPolicy(timeout_s=60, poll_interval_s=0.2)
+        with Client(gateway, api_key="key-c") as client:
+            try:
+                outcome.append(client.wait(waited, policy=policy))
+            except (JobFailed, DocparseError) as err:
+                outcome.append(err)
+
+    def refusals() -> int:
+        return sum(
+            "TOO_MANY_STREAMS" in line and waited in line and '"WatchJob' in line
+            for line in log.read_text().splitlines()
+        )
+
+    def polls() -> int:
+        return sum(
+            '"method": "GetStatus"' in line and waited in line
+            for line in log.read_text().splitlines()
+        )
+
+    opened, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=lambda: asyncio.run(hold(opened, release)))
+    holder.start()
+    try:
+        assert opened.wait(30)
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        eventually(refusals, 30, "the SDK's watch refused")
+        eventually(lambda: polls() >= 5, 30, "GetStatus polls")
+        channel, s = stub(gateway)
+        with channel:
+            s.CancelJob(parser_service_pb2.CancelJobRequest(job_id=waited), metadata=C, timeout=30)
+        waiter.join(30)
+    finally:
+        release.set()
+        holder.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], JobFailed), outcome
+    assert outcome[0].state == "CANCELLED", outcome[0]
+    assert refusals() == 1 and polls() >= 5
