@@ -77,11 +77,25 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             check_request_id(request.request_id)
             job = await self.submitter.submit(request)
             if request.wait_timeout_ms and not is_terminal(job):
-                job = await self._wait(job, request.wait_timeout_ms / 1000, context)
+                job = await self._wait_in_slot(job, request.wait_timeout_ms / 1000, context)
             return parser_service_pb2.SubmitJobResponse(job=job)
         except DocparseError as err:
             await abort(context, err)
             raise AssertionError("unreachable") from err
+
+    async def _wait_in_slot(
+        self, job: job_pb2.Job, budget_s: float, context: Context
+    ) -> job_pb2.Job:
+        """A sync wait watches the job like a stream, so it takes one of the tenant's stream
+        slots; a tenant that has none free gets the async answer at once (never an error: the
+        job is made)."""
+        try:
+            with self.streams.slot(current_caller.get() or Caller()):
+                return await self._wait(job, budget_s, context)
+        except DocparseError as err:
+            if err.reason != "TOO_MANY_STREAMS":
+                raise
+            return job
 
     async def _wait(self, job: job_pb2.Job, budget_s: float, context: Context) -> job_pb2.Job:
         remaining = context.time_remaining()

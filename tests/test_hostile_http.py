@@ -604,3 +604,42 @@ def test_the_sdk_at_its_stream_limit_polls_instead(api_only: LocalStack) -> None
     assert len(outcome) == 1 and isinstance(outcome[0], JobFailed), outcome
     assert outcome[0].state == "CANCELLED", outcome[0]
     assert refusals() == 1 and polls() >= 5
+
+
+def test_a_sync_submit_over_the_stream_limit_answers_at_once(api_only: LocalStack) -> None:
+    """A SubmitJob that may wait (wait_timeout_ms) watches its job like a stream. Tenant C
+    holds its 3 streams: its submit with a 20 s wait still makes the job, and answers QUEUED
+    at once instead of holding a fourth watch; with a slot free it waits as asked."""
+    held = queued_job(api_only, C)
+    gateway = api_only.gateway_addresses[0]
+    request = parser_service_pb2.SubmitJobRequest(
+        file_name="w.pdf", content=make_pdf(2), wait_timeout_ms=20_000
+    )
+
+    async def run() -> tuple[float, job_pb2.Job]:
+        channel = grpc.aio.insecure_channel(gateway)
+        s = parser_service_pb2_grpc.ParserServiceStub(channel)
+        calls = [await _open_watch(s, held, C) for _ in range(3)]
+        started = time.perf_counter()
+        answer = await s.SubmitJob(request, metadata=C, timeout=60)
+        at_limit = time.perf_counter() - started
+        for call in calls:
+            call.cancel()
+        await channel.close()
+        return at_limit, answer.job
+
+    at_limit, job = asyncio.run(run())
+    assert job.job_id and job.state == job_pb2.STATE_QUEUED
+    assert at_limit < 5, at_limit
+
+    def waits() -> bool:  # once the cancels reached the replica, a slot is free again
+        short = parser_service_pb2.SubmitJobRequest(
+            file_name="w.pdf", content=make_pdf(3), wait_timeout_ms=1500
+        )
+        channel, s = stub(gateway)
+        with channel:
+            started = time.perf_counter()
+            s.SubmitJob(short, metadata=C, timeout=60)
+            return time.perf_counter() - started >= 1.2
+
+    eventually(waits, 30, "a sync submit that waits as asked")
