@@ -5,6 +5,7 @@ same gateway while one tenant does its worst."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import statistics
@@ -16,6 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import aiohttp
 import grpc
@@ -42,6 +44,7 @@ KEYS = {
         {"sha256": key_digest("key-of-b"), "tenant": "tenant-b"},
         {"sha256": key_digest("key-c"), "tenant": "tenant-c", "max_streams": 3},
         {"sha256": key_digest("key-d"), "tenant": "tenant-d", "submits_per_minute": 1},
+        {"sha256": key_digest("key-small"), "tenant": "tenant-s", "max_upload_bytes": 1000},
     ]
 }
 REPLICA_STREAMS, GATEWAY_STREAMS = 150, 50
@@ -643,3 +646,52 @@ def test_a_sync_submit_over_the_stream_limit_answers_at_once(api_only: LocalStac
             return time.perf_counter() - started >= 1.2
 
     eventually(waits, 30, "a sync submit that waits as asked")
+
+
+def test_uploads_are_refused_before_their_body_is_read(api_only: LocalStack) -> None:
+    """A POST that announces 60 MB and sends 64 KB of it: without a valid key (401), with a
+    bad wait_ms or request_id in the URL (400), or over the key's own max_upload_bytes (413),
+    the answer comes at once, before the body, and the gateway's peak memory does not move.
+    Before: the gateway read the whole upload, then asked for the key."""
+    host, port = api_only.http_addresses[0].rsplit(":", 1)
+    gateway_pid = api_only.gateways[0].pid
+    Path(f"/proc/{gateway_pid}/clear_refs").write_text("5")
+    before = status_kb(gateway_pid)
+    announced = 60 * 1024 * 1024
+    cases = [
+        ("/v1/jobs?file_name=a.pdf", {}, 401, "API_KEY_MISSING"),
+        ("/v1/jobs?file_name=a.pdf", {"X-Api-Key": "wrong"}, 401, "API_KEY_INVALID"),
+        ("/v1/jobs?file_name=a.pdf&wait_ms=%C2%B2", {"X-Api-Key": "key-of-a"}, 400, "INVALID_WAIT"),
+        ("/v1/jobs?file_name=a.pdf&request_id=" + "r" * 300, {"X-Api-Key": "key-of-a"}, 400,
+         "REQUEST_ID_TOO_LONG"),
+        ("/v1/jobs?file_name=a.pdf", {"X-Api-Key": "key-small"}, 413, "DOCUMENT_TOO_LARGE"),
+        ("/v1/batches", {"Content-Type": "multipart/form-data; boundary=zz"}, 401,
+         "API_KEY_MISSING"),
+    ]  # fmt: skip
+    for path, headers, expected, reason in cases:
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        try:
+            connection.putrequest("POST", path)
+            for name, value in {**headers, "Content-Length": str(announced)}.items():
+                connection.putheader(name, value)
+            connection.endheaders()
+            connection.send(b"\0" * 65536)
+            started = time.perf_counter()
+            response = connection.getresponse()  # would wait for 60 MB that never come
+            answered = time.perf_counter() - started
+            body = json.loads(response.read())
+        finally:
+            connection.close()
+        assert (response.status, body["reason"]) == (expected, reason), (path, body)
+        assert answered < 5, (path, answered)
+    growth_mb = (status_kb(gateway_pid) - before) / 1024
+    print(f"\nrefused uploads: gateway peak RSS growth {growth_mb:.1f} MB")
+    assert growth_mb < 16, growth_mb
+
+
+def status_kb(pid: int) -> int:
+    """VmHWM (peak resident memory) of a process, kB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmHWM for {pid}")

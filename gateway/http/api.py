@@ -50,7 +50,7 @@ def too_large(file_name: str, limit: int) -> DocparseError:
     return DocparseError(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         "DOCUMENT_TOO_LARGE",
-        f"{echo(file_name)} is larger than the gateway's upload limit of {limit} bytes",
+        f"{echo(file_name)} is larger than the upload limit of {limit} bytes",
         {"file_name": file_name[:200], "limit_bytes": str(limit)},
     )
 
@@ -129,11 +129,25 @@ def _request_id(request: web.Request, fields: dict[str, str]) -> str:
     return request_id
 
 
+def _checked_before_reading(request: web.Request) -> int:
+    """What can be checked before a byte of an upload is read: the API key (401), and the
+    parameters that came in the URL or headers (400). Returns the upload limit: the gateway's,
+    or the key's `max_upload_bytes` when that is lower."""
+    caller = request.app[UPSTREAM].caller(request)
+    limit: int = request.app[SETTINGS].http_max_upload_bytes
+    if caller.limits.max_upload_bytes:
+        limit = min(limit, caller.limits.max_upload_bytes)
+    if "wait_ms" in request.query:
+        _wait_ms(request, {})
+    _request_id(request, {})
+    return limit
+
+
 async def submit_job(request: web.Request) -> web.Response:
     """POST /v1/jobs: a multipart upload (field `file`, optional `password`, `request_id`,
     `wait_ms`) or the raw document as the body with `?file_name=`. 200 with a terminal job
     (the sync answer, when `wait_ms` allowed it), else 202 with the QUEUED/RUNNING job."""
-    limit = request.app[SETTINGS].http_max_upload_bytes
+    limit = _checked_before_reading(request)
     fields: dict[str, str] = {}
     if request.content_type.startswith("multipart/"):
         upload = Upload(await _parts(request), limit)
@@ -259,7 +273,7 @@ async def create_batch(request: web.Request) -> web.Response:
     holds at most one file in memory. 202 with the batch (its files QUEUED)."""
     if not request.content_type.startswith("multipart/"):
         raise HttpError(bad_request("BAD_MULTIPART", "POST /v1/batches takes multipart/form-data"))
-    upload = Upload(await _parts(request), request.app[SETTINGS].http_max_upload_bytes)
+    upload = Upload(await _parts(request), _checked_before_reading(request))
     upstream = request.app[UPSTREAM]
     call = upstream.stub.UploadBatch(
         timeout=upstream.unary_timeout_s, metadata=upstream.metadata(request)
