@@ -91,11 +91,44 @@ class ForwardingHandler(grpc.GenericRpcHandler):
         }
         # Built once per method, not per call: a handler and its channel callable are reusable.
         self._handlers = {name: self._handler(name, m) for name, m in self._methods.items()}
+        self._refusals = {name: self._refusal(m) for name, m in self._methods.items()}
 
     def service(
         self, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        return self._handlers.get(handler_call_details.method)
+        """The method's forwarding handler; for a call without a valid API key, a handler that
+        refuses it (UNAUTHENTICATED) without reading its request: grpc reads a unary request
+        whole before any handler runs, and a SubmitJob may be 64 MB from anyone."""
+        method = handler_call_details.method
+        if self._auth.required and method in self._handlers:
+            try:
+                self._auth.caller(handler_call_details.invocation_metadata or ())
+            except DocparseError:
+                return self._refusals[method]
+        return self._handlers.get(method)
+
+    def _refusal(self, method: MethodDescriptor) -> grpc.RpcMethodHandler[Any, Any]:
+        """A request-streaming handler (never reads the request) with the method's response
+        kind, which aborts with the caller's authentication error."""
+
+        async def refuse(context: Context) -> None:
+            try:
+                self._auth.caller(context.invocation_metadata() or ())
+            except DocparseError as err:
+                await abort(context, err)
+            await abort(context, DocparseError(grpc.StatusCode.UNAUTHENTICATED, "", "retry"))
+
+        async def unary(requests: Any, context: Context) -> bytes:
+            await refuse(context)
+            raise AssertionError("unreachable")
+
+        async def stream(requests: Any, context: Context) -> AsyncIterator[bytes]:
+            await refuse(context)
+            yield b""  # unreachable: makes this an async generator
+
+        if method.server_streaming:
+            return grpc.stream_stream_rpc_method_handler(stream)
+        return grpc.stream_unary_rpc_method_handler(unary)
 
     def _handler(
         self, method_name: str, method: MethodDescriptor

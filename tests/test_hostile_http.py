@@ -695,3 +695,35 @@ def status_kb(pid: int) -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     raise AssertionError(f"no VmHWM for {pid}")
+
+
+def test_grpc_calls_without_a_key_are_refused_unread(api_only: LocalStack) -> None:
+    """A 50 MB SubmitJob without a valid key through the gateway's gRPC port: UNAUTHENTICATED
+    (API_KEY_MISSING / API_KEY_INVALID) and the gateway's peak memory does not grow by the
+    message: it is refused before grpc reads it. Streams are refused the same way."""
+    gateway = api_only.gateway_addresses[0]
+    pid = api_only.gateways[0].pid
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    before = status_kb(pid)
+    big = parser_service_pb2.SubmitJobRequest(file_name="a.pdf", content=b"\0" * (50 << 20))
+    channel = grpc.insecure_channel(gateway, options=[("grpc.max_send_message_length", 64 << 20)])
+    with channel:
+        s = parser_service_pb2_grpc.ParserServiceStub(channel)
+        for metadata, reason in (
+            ((), "API_KEY_MISSING"),
+            ((("x-api-key", "no"),), "API_KEY_INVALID"),
+        ):
+            error = rpc_error(lambda m=metadata: s.SubmitJob(big, metadata=m, timeout=30))
+            assert (error.code, error.reason) == (grpc.StatusCode.UNAUTHENTICATED, reason), error
+        watch = parser_service_pb2.WatchJobRequest(job_id="0" * 32)
+        error = rpc_error(lambda: list(s.WatchJob(watch, timeout=30)))
+        assert (error.code, error.reason) == (grpc.StatusCode.UNAUTHENTICATED, "API_KEY_MISSING")
+        ok = s.GetStatus(
+            parser_service_pb2.GetStatusRequest(job_id=queued_job(api_only, A)),
+            metadata=A,
+            timeout=30,
+        )
+        assert ok.job.state == job_pb2.STATE_QUEUED
+    growth_mb = (status_kb(pid) - before) / 1024
+    print(f"\nunauthenticated 50 MB SubmitJob: gateway peak RSS growth {growth_mb:.1f} MB")
+    assert growth_mb < 25, growth_mb
