@@ -187,6 +187,9 @@ _OOM_MARKERS = (
     "returned null without setting",
     "failed to serialize proto",
     "failed to allocate",
+    # the dynamic loader, when a module imported mid-parse cannot map its shared object under
+    # the address-space limit (ImportError)
+    "failed to map segment",
 )
 
 
