@@ -320,8 +320,12 @@ class ForkServer:
                 return None
             ours.setblocking(False)
             reader, writer = await asyncio.open_unix_connection(sock=ours)
-        except BaseException:
+        except BaseException as err:
             ours.close()
+            if not isinstance(err, (OSError, TimeoutError, ValueError)):
+                # Cancelled while the fork server was answering: its reply would be read as the
+                # next request's. That fork server is done; the next launch starts a new one.
+                self._stop_zygote()
             raise
         return ForkedChild(int(reply["pid"]), reader, writer)
 

@@ -6,6 +6,8 @@ of parses follows the CPUs the process may use."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -187,3 +189,37 @@ def test_cpu_affinity_bounds_the_default_concurrency() -> None:
         capture_output=True, text=True, cwd=ROOT, check=True,
     )  # fmt: skip
     assert pinned.stdout.strip() == "1"
+
+
+async def test_a_launch_cancelled_mid_answer_does_not_mix_up_the_next_job(tmp_path: Path) -> None:
+    """A worker task cancelled while the fork server answers must not leave that answer to be
+    read as the next job's: the next parse gets its own child, on its own document."""
+    from docparse.v1 import reading_package_pb2 as rp
+    from parser_svc.zygote import ForkServer
+
+    first, second = tmp_path / "first.pdf", tmp_path / "second.pdf"
+    first.write_bytes(make_pdf(1, "first"))
+    second.write_bytes(make_pdf(1, "second"))
+    server = ForkServer()
+    server.start()
+    try:
+        argv = ["pdf", str(first), str(tmp_path / "first.pb"), "60", "2048"]
+        pending = asyncio.ensure_future(server.launch(argv))
+        await asyncio.sleep(0)  # the request is sent; the task waits for the answer
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+
+        output = tmp_path / "second.pb"
+        child = await server.launch(["pdf", str(second), str(output), "60", "2048"])
+        assert child is not None
+        # The child it answered with is the one made for this request (it waits for its
+        # options, so it is alive and named after its document).
+        assert str(second).encode() in _children(os.getpid())[child.pid]
+        await child.send(b"{}")
+        events = [json.loads(line) async for line in child.stdout]
+        assert await child.wait() == 0 and events[-1]["event"] == "done", events
+        package = rp.ReadingPackage.FromString(output.read_bytes())
+        assert package.pages[0].text.startswith("second 1 of 1")
+    finally:
+        server.close()
