@@ -29,6 +29,9 @@ class GatewaySettings(BaseSettings):
     # Worker processes that render results as JSON, text or Markdown (GET /v1/jobs/{id}/result),
     # off the event loop: at most this many renders run at once, the rest wait their turn.
     http_render_workers: int = 1
+    # Address space of each render worker (RLIMIT_AS), MB; a result that needs more answers
+    # RESULT_TOO_LARGE_TO_RENDER (HTTP 413; format=proto still works). 0 = no limit.
+    http_render_memory_mb: int = 2048
     # Largest file an HTTP upload may carry (each file of a batch counts on its own).
     http_max_upload_bytes: int = 64 * 1024 * 1024
     # SSE: the `retry:` a browser waits before reconnecting (it resumes with Last-Event-ID).

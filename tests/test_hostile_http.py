@@ -255,11 +255,15 @@ def test_an_api_key_sets_its_own_stream_limit(api_only: LocalStack) -> None:
 
 
 def keyed_stack(
-    factory: pytest.TempPathFactory, name: str, keys: dict[str, object], token: str
+    factory: pytest.TempPathFactory,
+    name: str,
+    keys: dict[str, object],
+    token: str,
+    **env: str,
 ) -> Iterator[LocalStack]:
     """One replica (API and worker) and one gateway that requires these API keys."""
     with make_stack(
-        factory.mktemp(name), replicas=1, gateways=1, extra_env=auth_env(keys, token)
+        factory.mktemp(name), replicas=1, gateways=1, extra_env={**auth_env(keys, token), **env}
     ) as running:
         yield running
 
@@ -269,15 +273,11 @@ def parsing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     yield from keyed_stack(tmp_path_factory, "render", KEYS, TOKEN)
 
 
-def test_a_million_cell_json_result_does_not_stall_the_gateway(
-    parsing: LocalStack, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    """GET /v1/jobs/{id}/result?format=json of a 1M-cell workbook (45 MB of JSON) while
-    another tenant polls GetStatus through the same gateway. Before: the JSON was built on the
-    gateway's only event loop and every other call waited up to 6.6 s."""
-    path = tmp_path_factory.mktemp("big") / "big-1M.xlsx"
+def parsed_workbook(stack: LocalStack, factory: pytest.TempPathFactory) -> job_pb2.Job:
+    """Tenant A's SUCCEEDED job of a 1M-cell workbook (tests/fixtures big_xlsx)."""
+    path = factory.mktemp("big") / "big-1M.xlsx"
     fixtures.big_xlsx(path)
-    gateway, http = parsing.gateway_addresses[0], parsing.http_addresses[0]
+    gateway = stack.gateway_addresses[0]
     channel, s = stub(gateway)
     with channel:
         request = parser_service_pb2.SubmitJobRequest(
@@ -286,6 +286,17 @@ def test_a_million_cell_json_result_does_not_stall_the_gateway(
         job = s.SubmitJob(request, metadata=A, timeout=60).job
     done = finished(gateway, job.job_id, A)
     assert done.state == job_pb2.STATE_SUCCEEDED, done.error
+    return done
+
+
+def test_a_million_cell_json_result_does_not_stall_the_gateway(
+    parsing: LocalStack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """GET /v1/jobs/{id}/result?format=json of a 1M-cell workbook (45 MB of JSON) while
+    another tenant polls GetStatus through the same gateway. Before: the JSON was built on the
+    gateway's only event loop and every other call waited up to 6.6 s."""
+    http = parsing.http_addresses[0]
+    job = parsed_workbook(parsing, tmp_path_factory)
     job_b = queued_job(parsing, B)
     url = f"http://{http}/v1/jobs/{job.job_id}/result?format=json"
 
@@ -732,3 +743,42 @@ def test_grpc_calls_without_a_key_are_refused_unread(api_only: LocalStack) -> No
     growth_mb = (status_kb(pid) - before) / 1024
     print(f"\nunauthenticated 50 MB SubmitJob: gateway peak RSS growth {growth_mb:.1f} MB")
     assert growth_mb < 25, growth_mb
+
+
+@pytest.fixture(scope="module")
+def small_renderer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    env = {"DOCPARSE_GATEWAY_HTTP_RENDER_MEMORY_MB": "150"}
+    yield from keyed_stack(tmp_path_factory, "small-renderer", KEYS, TOKEN, **env)
+
+
+def test_a_result_too_big_to_render_is_refused_not_the_gateway(
+    small_renderer: LocalStack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Render workers capped at 150 MB of address space: the JSON of a 1M-cell workbook is
+    refused (413 RESULT_TOO_LARGE_TO_RENDER, or 503 RENDER_FAILED when the worker died of
+    it), format=proto of it is served, and the next small render works: the gateway and its
+    memory are untouched by what a result costs to render."""
+    gateway, http = small_renderer.gateway_addresses[0], small_renderer.http_addresses[0]
+    big = parsed_workbook(small_renderer, tmp_path_factory)
+    small = queued_job(small_renderer, A)
+    assert finished(gateway, small, A).state == job_pb2.STATE_SUCCEEDED
+    pid = small_renderer.gateways[0].pid
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    before = status_kb(pid)
+    key = {"X-Api-Key": "key-of-a"}
+    status, _, body = http_call("GET", f"http://{http}/v1/jobs/{big.job_id}/result", None, key)
+    error = json.loads(body)
+    assert (status, error["reason"]) in {
+        (413, "RESULT_TOO_LARGE_TO_RENDER"),
+        (503, "RENDER_FAILED"),
+    }, body[:300]
+    assert "format=proto" in error["message"]
+    status, _, package = http_call(
+        "GET", f"http://{http}/v1/jobs/{big.job_id}/result?format=proto", None, key
+    )
+    assert status == 200 and package
+    status, _, body = http_call("GET", f"http://{http}/v1/jobs/{small}/result", None, key)
+    assert status == 200 and json.loads(body)["pages"]
+    growth_mb = (status_kb(pid) - before) / 1024
+    print(f"\nrender refused ({error['reason']}); gateway peak RSS growth {growth_mb:.0f} MB")
+    assert growth_mb < 100, growth_mb  # the 13 MB result and its proto answer, not a render

@@ -218,7 +218,7 @@ def build_app(
         settings.http_max_event_streams_per_tenant, "event streams on this gateway"
     )
 
-    app[RENDERER] = Renderer(settings.http_render_workers)
+    app[RENDERER] = Renderer(settings.http_render_workers, settings.http_render_memory_mb)
 
     async def on_shutdown(app: web.Application) -> None:
         app[CLOSING].set()

@@ -41,6 +41,7 @@ _BY_REASON: dict[tuple[grpc.StatusCode, str], int] = {
     (grpc.StatusCode.NOT_FOUND, "JOB_EXPIRED"): 410,
     (grpc.StatusCode.NOT_FOUND, "RESULT_EXPIRED"): 410,
     (grpc.StatusCode.RESOURCE_EXHAUSTED, "DOCUMENT_TOO_LARGE"): 413,
+    (grpc.StatusCode.RESOURCE_EXHAUSTED, "RESULT_TOO_LARGE_TO_RENDER"): 413,
 }
 _RETRYABLE = {429, 503}
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import resource
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from docparse.errors import DocparseError
 from docparse.render import render
@@ -23,34 +25,73 @@ from docparse.render import render
 log = logging.getLogger(__name__)
 
 
+def _limit_memory(memory_mb: int) -> None:
+    """In each worker: its address space is capped, so a result too big to render is a
+    MemoryError there, not the pod's OOM killer."""
+    if memory_mb > 0:
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 class Renderer:
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, memory_mb: int = 0) -> None:
         self.workers = max(1, workers)
+        self.memory_mb = memory_mb
         self._pool: ProcessPoolExecutor | None = None
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn")
+                self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_limit_memory,
+                initargs=(self.memory_mb,),
             )
         return self._pool
 
     async def render(self, data: bytes, fmt: str) -> bytes:
-        """`data` (a serialized ReadingPackage) as `fmt`; UNAVAILABLE RENDER_FAILED when the
-        worker process died (it is replaced for the next request)."""
+        """`data` (a serialized ReadingPackage) as `fmt`. RESOURCE_EXHAUSTED
+        RESULT_TOO_LARGE_TO_RENDER past the worker's memory limit (format=proto still works);
+        UNAVAILABLE RENDER_FAILED when the worker process died (it is replaced for the next
+        request)."""
         pool = self._executor()
         try:
             return await asyncio.get_running_loop().run_in_executor(pool, render, data, fmt)
+        except (MemoryError, DecodeError) as err:
+            # Verified bytes that do not decode: protobuf's arena could not allocate.
+            if isinstance(err, DecodeError) and "alloc" not in str(err):
+                raise DocparseError(
+                    grpc.StatusCode.INTERNAL,
+                    "UPSTREAM_CONTRACT",
+                    "the stored result does not decode as a reading package",
+                ) from err
+            raise self._refusal(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "RESULT_TOO_LARGE_TO_RENDER",
+                f"the result is too large to render as {fmt} within the gateway's "
+                f"{self.memory_mb} MB; ask for format=proto (the same content, serialized)",
+                fmt,
+                data,
+            ) from err
         except BrokenProcessPool as err:
             log.warning("result render worker died; starting a new one", extra={"event": "render"})
             if self._pool is pool:
                 self._pool = None
                 pool.shutdown(wait=False, cancel_futures=True)
-            raise DocparseError(
+            raise self._refusal(
                 grpc.StatusCode.UNAVAILABLE,
                 "RENDER_FAILED",
-                "the gateway could not render the result; retry, or ask for format=proto",
+                f"the gateway's render worker was lost (a {fmt} rendering that needs more than "
+                f"{self.memory_mb} MB ends it); retry, or ask for format=proto",
+                fmt,
+                data,
             ) from err
+
+    def _refusal(
+        self, code: grpc.StatusCode, reason: str, message: str, fmt: str, data: bytes
+    ) -> DocparseError:
+        metadata = {"format": fmt, "limit_mb": str(self.memory_mb), "size_bytes": str(len(data))}
+        return DocparseError(code, reason, message, metadata)
 
     def close(self) -> None:
         if self._pool is not None:
