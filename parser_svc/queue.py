@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 from docparse.errors import store_unavailable
 from parser_svc.keys import Keys
 from parser_svc.settings import Settings
-from parser_svc.store import connect, store_error
+from parser_svc.store import connect, store_error, unavailable_detail
 
 
 def bullmq_options(settings: Settings) -> dict[str, Any]:
@@ -43,7 +43,7 @@ class JobQueue:
         except (TimeoutError, OSError, RedisError) as err:
             if isinstance(err, RedisError) and "OOM command not allowed" in str(err):
                 raise store_error(err) from err
-            raise store_unavailable(f"enqueue failed: {type(err).__name__}") from err
+            raise store_unavailable(f"enqueue failed: {unavailable_detail(err)}") from err
 
     async def discard(self, job_id: str) -> None:
         """Best effort: drops a job that no worker holds (a cancelled one). A worker that

@@ -147,6 +147,18 @@ def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.R
 _ENDING_OPS = frozenset({"finish", "cancel", "give_up"})
 
 
+def unavailable_detail(err: BaseException) -> str:
+    """How a store call failed, in words a client may read (never a class name or a server's
+    text; the replica's log has those)."""
+    if isinstance(err, BusyLoadingError):
+        return "Redis is loading its data"
+    if isinstance(err, ReadOnlyError):
+        return "Redis is read-only (a replica, or failing over)"
+    if isinstance(err, RedisTimeoutError | TimeoutError):
+        return "timed out"
+    return "connection failed"
+
+
 def store_error(err: RedisError) -> DocparseError:
     """A Redis error reply. A full Redis (maxmemory with noeviction refuses writes with OOM)
     is retryable: UNAVAILABLE STATE_STORE_FULL, so clients back off and retry instead of
@@ -193,7 +205,8 @@ class JobStore:
                 return await fn()
         except _UNAVAILABLE_ERRORS as err:
             observability.redis_error(err)
-            raise store_unavailable(type(err).__name__) from err
+            log.info("state store unavailable: %r", err, extra={"event": "redis.unavailable"})
+            raise store_unavailable(unavailable_detail(err)) from err
         except RedisError as err:
             observability.redis_error(err)
             log.warning("state store error: %s", err, extra={"event": "redis.error"})
@@ -299,6 +312,9 @@ class JobStore:
         if raw:
             record = decode_hash(raw)
             if tenant is not None and record.get("tenant", DEFAULT_TENANT) != tenant:
+                # The same second read an unknown id costs: how long the answer takes must not
+                # tell another tenant's job from one that never existed.
+                await self.call(read)
                 raise not_found(job_id)
             return record_to_job(record)
         if tomb is not None:

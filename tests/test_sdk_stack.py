@@ -61,7 +61,9 @@ def test_sync_answer_needs_no_further_call(stack: LocalStack) -> None:
         answer = client.submit("two.pdf", make_pdf(2), wait_timeout_ms=60_000)
         assert answer.job.state == job_pb2.STATE_SUCCEEDED
         assert client.wait(answer.job) == answer.job
-    assert transport.counts == Counter({"SubmitJob": 1})
+    # Only the submit: no watch, no status read. (On a loaded machine the 1.5 s connection age
+    # of this stack can cut the submit itself; the SDK then repeats it with its request_id.)
+    assert set(transport.counts) == {"SubmitJob"}
 
 
 def test_async_answer_waited_across_cut_streams_then_result_on_disk(

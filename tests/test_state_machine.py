@@ -135,7 +135,7 @@ class JobRecordMachine(RuleBasedStateMachine):
         """The last write's reply was lost and the writer runs it again, as redis-py's retry or
         the worker's own retry does: a write that went in answers DONE (or NOOP) and changes
         nothing, so the writer goes on as if it had seen OK."""
-        if self.last_write is None or self.last_status not in ("OK", "DONE"):
+        if self.expired or self.last_write is None or self.last_status not in ("OK", "DONE"):
             return
         op, args = self.last_write
         before = self.run(self.store.get(self.job_id))
