@@ -14,7 +14,9 @@ images in the same run, one page at a time:
 - `docparse`: the PDF parser as the parse child runs it (render, script detection without a
   hint, tesseract), in this process;
 - `stack`: a local stack (1 replica, its default parse concurrency = the CPUs it may use),
-  every page submitted as a one-page PDF at once through the gateway: pages/s end to end.
+  16 Latin pages submitted as one-page PDFs at once through the gateway: pages/s end to end,
+  without and with a language hint, in rounds that alternate with the raw engine and the CLI
+  on the same pages (ratios per round, medians shown); then every language's pages once.
 
 CER = character edit distance / reference length (whitespace collapsed; no whitespace for zh
 and ja); WER = word edit distance / reference words (split on whitespace: glued words are
@@ -80,9 +82,9 @@ def tesseract_api(pages: list[Scan]) -> list[tuple[str, float]]:
     for page in pages:
         models = (ocr.model_for(page.language) or "eng",)
         image = grey(page)
-        ocr._tesseract(image, models)  # the model loaded, as in a warm worker
+        ocr._tesseract(image, models, exact=True)  # the model loaded, as in a warm worker
         started = time.perf_counter()
-        lines, _confidence = ocr._tesseract(image, models)
+        lines, _confidence = ocr._tesseract(image, models, exact=True)
         out.append(("\n".join(line.text for line in lines), time.perf_counter() - started))
     return out
 
@@ -109,13 +111,17 @@ def docparse_in_process(pages: list[Scan]) -> list[tuple[str, float]]:
     return out
 
 
-def through_stack(address: str, pages: list[Scan]) -> tuple[float, list[str]]:
+def through_stack(address: str, pages: list[Scan], hinted: bool = False) -> tuple[float, list[str]]:
+    """All pages at once as one-page jobs; `hinted`: each names its language."""
+
     def one(item: tuple[int, Scan]) -> job_pb2.Job:
         channel, s = stub(address)
         with channel:
             job = s.SubmitJob(
                 parser_service_pb2.SubmitJobRequest(
-                    file_name=f"scan-{item[0]}-{item[1].language}.pdf", content=item[1].pdf
+                    file_name=f"scan-{item[0]}-{item[1].language}.pdf",
+                    content=item[1].pdf,
+                    languages=[item[1].language] if hinted else [],
                 ),
                 timeout=60,
             ).job
@@ -155,10 +161,10 @@ def main() -> None:
     parser.add_argument("--languages", default=",".join(TEXTS))
     parser.add_argument("--skip-rapidocr", action="store_true")
     parser.add_argument("--skip-stack", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3, help="stack vs engine rounds")
     args = parser.parse_args()
     languages = args.languages.split(",")
     pages = [scan(lang, args.dpi, seed) for lang in languages for seed in range(args.pages)]
-    latin = [p for p in pages if p.language in LATIN]
     work = Path(tempfile.mkdtemp(prefix="bench-ocr-"))
     load_start = os.getloadavg()[0]
 
@@ -172,24 +178,42 @@ def main() -> None:
     table = {name: summarise(pages, run()) for name, run in engines.items()}
 
     result: dict[str, object] = {"dpi": args.dpi, "pages_per_language": args.pages, "table": table}
-    if not args.skip_stack and latin:
-        # Raw engine speed on the Latin pages, measured right before the stack run.
-        raw = tesseract_api(latin)
-        cli = tesseract_cli(latin, work)
-        raw_pps = len(raw) / sum(s for _t, s in raw)
-        cli_pps = len(cli) / sum(s for _t, s in cli)
+    if not args.skip_stack:
+        # Latin pages (more of them, other seeds): the raw engine, the CLI and the stack take
+        # turns per round on the same pages; ratios are per round, the table shows medians.
+        stack_pages = [scan(lang, args.dpi, 100 + seed) for lang in LATIN for seed in range(4)]
+        rounds: list[dict[str, float]] = []
+        failures: list[str] = []
         with LocalStack(work / "stack", replicas=1, gateways=1, env="bench") as stack:
             address = stack.gateway_addresses[0]
-            through_stack(address, latin[:2])  # warm: connections, fork server, first models
-            stack_pps, failures = through_stack(address, latin)
+            through_stack(address, stack_pages[:2])  # warm: connections, fork server, models
+            for _round in range(args.rounds):
+                raw = tesseract_api(stack_pages)
+                cli = tesseract_cli(stack_pages, work)
+                stack_pps, failed = through_stack(address, stack_pages)
+                hinted_pps, failed_hinted = through_stack(address, stack_pages, hinted=True)
+                failures += failed + failed_hinted
+                raw_pps = len(raw) / sum(s for _t, s in raw)
+                cli_pps = len(cli) / sum(s for _t, s in cli)
+                rounds.append(
+                    {
+                        "stack": stack_pps,
+                        "stack_hinted": hinted_pps,
+                        "engine": raw_pps,
+                        "cli": cli_pps,
+                        "stack_vs_engine": stack_pps / raw_pps,
+                        "stack_vs_cli": stack_pps / cli_pps,
+                        "hinted_vs_engine": hinted_pps / raw_pps,
+                    }
+                )
             stack_all, failures_all = through_stack(address, pages)
         result["latin_stack"] = {
-            "pages": len(latin),
-            "stack_pages_per_s": round(stack_pps, 3),
-            "tesseract_api_one_thread_pages_per_s": round(raw_pps, 3),
-            "tesseract_cli_one_thread_pages_per_s": round(cli_pps, 3),
-            "stack_vs_engine": round(stack_pps / raw_pps, 2),
-            "stack_vs_cli": round(stack_pps / cli_pps, 2),
+            "pages": len(stack_pages),
+            "rounds": [{k: round(v, 3) for k, v in r.items()} for r in rounds],
+            **{
+                f"median_{key}": round(statistics.median(r[key] for r in rounds), 3)
+                for key in rounds[0]
+            },
             "all_languages_stack_pages_per_s": round(stack_all, 3),
             "failures": failures + failures_all,
         }
