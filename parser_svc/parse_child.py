@@ -170,7 +170,7 @@ MEMORY_HIGH_FRACTION = 0.75
 M_ARENA_MAX = -8  # mallopt parameter (malloc.h)
 
 
-def _vm_size_kb() -> int:
+def vm_size_kb() -> int:
     with open("/proc/self/status", "rb") as status:
         for line in status:
             if line.startswith(b"VmSize:"):
@@ -187,7 +187,7 @@ def _watch_memory(limit_mb: int) -> None:
         threshold_kb = limit_mb * 1024 * MEMORY_HIGH_FRACTION
         while True:
             try:
-                vm_kb = _vm_size_kb()
+                vm_kb = vm_size_kb()
             except (OSError, ValueError):
                 return
             if not vm_kb:
@@ -206,17 +206,20 @@ def _watch_memory(limit_mb: int) -> None:
         threading.stack_size(0)
 
 
-def main(argv: list[str] | None = None, parent: int | None = None, forked: bool = False) -> None:
-    """`argv` is TYPE INPUT OUTPUT CPU_S MEMORY_MB (default: the command line). `forked`: this
-    process is a copy of the fork server (parser_svc.zygote), whose pre-imported runtime is
-    shared with every child: the memory limit counts what the parse adds to it."""
+def main(argv: list[str] | None = None, parent: int | None = None, start_kb: int = 0) -> None:
+    """`argv` is TYPE INPUT OUTPUT CPU_S MEMORY_MB (default: the command line). `start_kb`,
+    for a child forked from the fork server (parser_svc.zygote): the address space a spawned
+    child has when it applies its limits (measured by the fork server at the same point). The
+    memory limit then counts what a spawned child's would: everything beyond that start-up,
+    except what the fork server preloaded on top of it (pymupdf, the parsers, shared by all)."""
     die_with_parent(parent)
     # numpy (pulled in by openpyxl, OCR) sizes OpenBLAS buffers per core: ~60 MB of address
     # space per thread against the memory limit, for no BLAS work. One thread is plenty.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     content_type, input_path, output_path, cpu_s, limit_mb = (argv or sys.argv[1:])[:5]
     options = _read_options()
-    memory_mb = int(limit_mb) + (_vm_size_kb() // 1024 if forked else 0)
+    preloaded_mb = max(0, vm_size_kb() - start_kb) // 1024 if start_kb else 0
+    memory_mb = int(limit_mb) + preloaded_mb
     apply_limits(int(cpu_s), memory_mb)
     _watch_memory(memory_mb)
     try:

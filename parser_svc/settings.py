@@ -89,8 +89,8 @@ class Settings(BaseSettings):
     # Limits of each parse subprocess. Over the wall clock or CPU time: PARSE_TIMEOUT; over the
     # address-space limit (RLIMIT_AS): DOCUMENT_TOO_LARGE; a child that dies of a signal:
     # PARSER_CRASHED. OCR needs ~1.3 GB of address space (onnxruntime): keep >= 1536 with OCR.
-    # A forked child's memory limit counts what it adds to the fork server's pre-imported
-    # runtime (about 110 MB of address space, shared by all children).
+    # A forked child's memory limit counts what a spawned child's would: the address space
+    # beyond a fresh interpreter's start-up, not what the fork server preloaded (shared).
     parse_timeout_s: float = 300.0
     parse_cpu_s: int = 300
     parse_memory_mb: int = 2048

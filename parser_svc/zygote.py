@@ -119,6 +119,9 @@ def _set_cmdline(argv: list[str]) -> None:
     ctypes.memmove(start, data.ljust(room, b"\0"), room)
 
 
+_START_KB = 0
+
+
 def _run_child(control: socket.socket, job_fd: int, argv: list[str], parent: int) -> None:
     """In the forked child: becomes the job's parse child and never returns."""
     code = 1
@@ -132,7 +135,7 @@ def _run_child(control: socket.socket, job_fd: int, argv: list[str], parent: int
         _set_cmdline([sys.executable, "-m", "parser_svc.parse_child", *argv])
         from parser_svc import parse_child
 
-        parse_child.main(argv, parent=parent, forked=True)
+        parse_child.main(argv, parent=parent, start_kb=_START_KB)
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
@@ -180,10 +183,14 @@ def warm_up() -> None:
 
 
 def main() -> None:
+    global _START_KB
     control_fd, parent = int(sys.argv[1]), int(sys.argv[2])
-    from parser_svc.parse_child import die_with_parent
+    from parser_svc.parse_child import die_with_parent, vm_size_kb
 
     die_with_parent(parent)
+    # What a spawned child has mapped when it applies its limits: parse_child imported, no
+    # parser yet. A forked child's memory limit is counted from there, like a spawned one's.
+    _START_KB = vm_size_kb()
     # As in a spawned child: numpy (OCR, imported by a child only when it needs it) would size
     # OpenBLAS buffers per core against the memory limit.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
