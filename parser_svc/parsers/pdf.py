@@ -101,9 +101,13 @@ def parse_pdf(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
 
 def warm_up() -> rp.ReadingPackage:
     """The package of a small PDF made here (base-14 text, a ruled table): run once by the fork
-    server (parser_svc.zygote) so that its children start with mupdf set up. (Loading the
-    Latin OCR models here too saved ~0.5 s per OCR job, but a forked child then parsed the
-    1M-cell workbook under a 180 MB limit that must stop it: tests/test_parse_limits.py.)"""
+    server (parser_svc.zygote) so that its children start with mupdf set up, and with the OCR
+    models for Latin script loaded (~0.5 s a job saved; ~60 MB shared copy-on-write; no
+    threads). The fork server counts a child's memory limit from where a spawned child would
+    apply it, so what is preloaded here gives no child extra room."""
+    from parser_svc.parsers import ocr
+
+    ocr.warm_up()
     doc = pymupdf.open()
     page = doc.new_page()
     page.insert_text((72, 72), "Warm-up page 1", fontsize=14)
