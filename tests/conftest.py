@@ -10,6 +10,7 @@ import pytest
 
 from docparse.embedded_redis import EmbeddedRedis
 from docparse.stack import LocalStack
+from tests.faultproxy import FaultProxy
 
 # Short timers so resync / heartbeat paths run within a test's lifetime.
 FAST_ENV = {
@@ -26,6 +27,20 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedR
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def isolated_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    """A redis-server of the test module's own, for tests that scan or count every key."""
+    with EmbeddedRedis(tmp_path_factory.mktemp("isolated-redis")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def isolated_proxy(isolated_redis: EmbeddedRedis) -> Iterator[FaultProxy]:
+    """tests/faultproxy.py in front of `isolated_redis`: services connect to `.url`."""
+    with FaultProxy(isolated_redis.port) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")

@@ -33,24 +33,14 @@ LATE_S = 2.5  # past DOCPARSE_REDIS_TIMEOUT_S=1.0 of the stack: the caller gives
 
 
 @pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
-    with EmbeddedRedis(tmp_path_factory.mktemp("lost-redis")) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def proxy(redis_server: EmbeddedRedis) -> Iterator[FaultProxy]:
-    with FaultProxy(redis_server.port) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, proxy: FaultProxy) -> Iterator[LocalStack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, isolated_proxy: FaultProxy
+) -> Iterator[LocalStack]:
     with make_stack(
         tmp_path_factory.mktemp("lost"),
         replicas=2,
         gateways=1,
-        redis_url=proxy.url,
+        redis_url=isolated_proxy.url,
         extra_env={
             "DOCPARSE_INLINE_RESULT_MAX_BYTES": "0",  # results in blobs: a deletion would show
             "DOCPARSE_LOCK_DURATION_MS": "6000",
@@ -66,9 +56,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory, proxy: FaultProxy) -> Iterat
 
 
 @pytest.fixture(autouse=True)
-def calm_after(proxy: FaultProxy) -> Iterator[None]:
+def calm_after(isolated_proxy: FaultProxy) -> Iterator[None]:
     yield
-    proxy.calm()
+    isolated_proxy.calm()
 
 
 def script(sha: str, *, op: bytes = b"") -> object:
@@ -105,11 +95,13 @@ def _succeeded_with_result(stack: LocalStack, job_id: str) -> job_pb2.Job:
     return job
 
 
-def test_lost_create_reply_the_rerun_continues(stack: LocalStack, proxy: FaultProxy) -> None:
+def test_lost_create_reply_the_rerun_continues(
+    stack: LocalStack, isolated_proxy: FaultProxy
+) -> None:
     """Point 1: the create ran, its reply was lost, redis-py re-ran it; the re-run's REPLAY
     (with a request_id) or JOINED (without) names this call's own job, which gets queued."""
     for request_id in (uuid.uuid4().hex, ""):
-        fault = proxy.arm("drop", script(CREATE_JOB.sha))
+        fault = isolated_proxy.arm("drop", script(CREATE_JOB.sha))
         job = _submit(stack, uuid.uuid4().hex.encode(), request_id=request_id)
         assert fault.fired == 1
         assert job.state == job_pb2.STATE_QUEUED or job.state == job_pb2.STATE_RUNNING
@@ -117,12 +109,12 @@ def test_lost_create_reply_the_rerun_continues(stack: LocalStack, proxy: FaultPr
 
 
 def test_late_create_reply_a_client_retry_gets_the_job(
-    stack: LocalStack, proxy: FaultProxy
+    stack: LocalStack, isolated_proxy: FaultProxy
 ) -> None:
     """Point 1, the caller's side: the create ran but answered too late, so the call failed
     UNAVAILABLE; the documented retry (same request_id) returns that job and it runs."""
     request_id, label = uuid.uuid4().hex, uuid.uuid4().hex.encode()
-    fault = proxy.arm("delay", script(CREATE_JOB.sha), delay_s=LATE_S)
+    fault = isolated_proxy.arm("delay", script(CREATE_JOB.sha), delay_s=LATE_S)
     with pytest.raises(grpc.RpcError) as failed:
         _submit(stack, label, request_id=request_id)
     error = DocparseError.from_rpc_error(failed.value)
@@ -135,7 +127,7 @@ def test_late_create_reply_a_client_retry_gets_the_job(
 
 
 def test_sweeper_enqueues_a_job_a_dead_replica_never_queued(
-    stack: LocalStack, redis_server: EmbeddedRedis
+    stack: LocalStack, isolated_redis: EmbeddedRedis
 ) -> None:
     """Point 1, the replica that died between create and enqueue: the record exists, the
     upload is stored, the queue has nothing. The sweeper enqueues it; it runs. An upload
@@ -144,7 +136,7 @@ def test_sweeper_enqueues_a_job_a_dead_replica_never_queued(
     from parser_svc.settings import Settings
     from parser_svc.store import JobStore, connect
 
-    settings = Settings(redis_url=redis_server.url, env="test")
+    settings = Settings(redis_url=isolated_redis.url, env="test")
     blobs = BlobStore(stack.data_dir / "blobs", "test")
     job_id, orphan = uuid.uuid4().hex, uuid.uuid4().hex
     content = make_pdf(1, "never queued")
@@ -168,15 +160,15 @@ def test_sweeper_enqueues_a_job_a_dead_replica_never_queued(
 
 
 def test_late_finish_reply_keeps_the_result(
-    stack: LocalStack, proxy: FaultProxy, redis_server: EmbeddedRedis
+    stack: LocalStack, isolated_proxy: FaultProxy, isolated_redis: EmbeddedRedis
 ) -> None:
     """Point 2: the SUCCEEDED write went in, its reply came too late; the worker's retry is
     told DONE and the result blob stays (before: deleted, GetResult said RESULT_EXPIRED)."""
-    fault = proxy.arm("delay", script(UPDATE_JOB.sha, op=b"finish"), delay_s=LATE_S)
+    fault = isolated_proxy.arm("delay", script(UPDATE_JOB.sha, op=b"finish"), delay_s=LATE_S)
     job = _submit(stack, uuid.uuid4().hex.encode())
     # The record reads SUCCEEDED as soon as the write went in; the worker is done with the job
     # only when the queue has it finished (after its retry of the late write).
-    client = redis.Redis.from_url(redis_server.url)
+    client = redis.Redis.from_url(isolated_redis.url)
     bull_job = f"docparse:test:bull:parse:{job.job_id}"
     eventually(lambda: client.hget(bull_job, "finishedOn"), 60, "the worker done with it")
     client.close()
@@ -184,28 +176,36 @@ def test_late_finish_reply_keeps_the_result(
     assert fault.fired == 1 and done.attempt == 1
 
 
-def test_late_claim_replies_cost_no_attempt(stack: LocalStack, proxy: FaultProxy) -> None:
+def test_late_claim_replies_cost_no_attempt(stack: LocalStack, isolated_proxy: FaultProxy) -> None:
     """Point 6: three claims in a row answered too late: the worker re-runs the claim, which
     finds itself (DONE); the job runs once, at attempt 1 (before: three failed attempts and
     a record RUNNING forever)."""
-    fault = proxy.arm("delay", script(UPDATE_JOB.sha, op=b"claim"), count=3, delay_s=LATE_S)
+    fault = isolated_proxy.arm(
+        "delay", script(UPDATE_JOB.sha, op=b"claim"), count=3, delay_s=LATE_S
+    )
     job = _submit(stack, uuid.uuid4().hex.encode())
     done = _succeeded_with_result(stack, job.job_id)
     assert fault.fired == 3 and done.attempt == 1
 
 
-def test_a_job_the_queue_gives_up_on_ends_failed(stack: LocalStack, proxy: FaultProxy) -> None:
+def test_a_job_the_queue_gives_up_on_ends_failed(
+    stack: LocalStack, isolated_proxy: FaultProxy
+) -> None:
     """Point 6: every claim answers too late, attempt after attempt, until the queue gives up
     on the job: its record ends FAILED with the reason, not RUNNING forever. (Armed before the
     submit: a one-page job is claimed within milliseconds.)"""
-    fault = proxy.arm("delay", script(UPDATE_JOB.sha, op=b"claim"), count=1000, delay_s=LATE_S)
+    fault = isolated_proxy.arm(
+        "delay", script(UPDATE_JOB.sha, op=b"claim"), count=1000, delay_s=LATE_S
+    )
     job = _submit(stack, uuid.uuid4().hex.encode())
     ended = wait_terminal(stack.parser_addresses[0], job.job_id, timeout=120)
     assert fault.fired >= 3
     assert (ended.state, ended.error.reason) == (job_pb2.STATE_FAILED, "STATE_STORE_UNAVAILABLE")
 
 
-def test_create_batch_retries_see_the_whole_batch(stack: LocalStack, proxy: FaultProxy) -> None:
+def test_create_batch_retries_see_the_whole_batch(
+    stack: LocalStack, isolated_proxy: FaultProxy
+) -> None:
     """Point 5: two CreateBatch calls racing with one request_id, and a retry after a late
     reply, each get the whole batch; it completes."""
     files = [
@@ -226,7 +226,7 @@ def test_create_batch_retries_see_the_whole_batch(stack: LocalStack, proxy: Faul
     assert [len(b.jobs) for b in racing] == [40, 40]
 
     request_id = uuid.uuid4().hex
-    fault = proxy.arm("delay", script(CREATE_BATCH.sha), delay_s=LATE_S)
+    fault = isolated_proxy.arm("delay", script(CREATE_BATCH.sha), delay_s=LATE_S)
     with pytest.raises(grpc.RpcError) as failed:
         create(stack.parser_addresses[0])
     assert failed.value.code() == grpc.StatusCode.UNAVAILABLE and fault.fired == 1
@@ -242,10 +242,10 @@ def test_create_batch_retries_see_the_whole_batch(stack: LocalStack, proxy: Faul
     assert (final.completed, final.succeeded) == (40, 40)
 
 
-def test_no_zombie_is_left_behind(stack: LocalStack, redis_server: EmbeddedRedis) -> None:
+def test_no_zombie_is_left_behind(stack: LocalStack, isolated_redis: EmbeddedRedis) -> None:
     """After the faults above, every job record in Redis has ended and the pending-enqueue
     index holds nothing the sweeper has not confirmed."""
-    client = redis.Redis.from_url(redis_server.url)
+    client = redis.Redis.from_url(isolated_redis.url)
 
     def all_ended() -> bool:
         states = [

@@ -49,24 +49,14 @@ T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
-    with EmbeddedRedis(tmp_path_factory.mktemp("random-redis")) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def proxy(redis_server: EmbeddedRedis) -> Iterator[FaultProxy]:
-    with FaultProxy(redis_server.port) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, proxy: FaultProxy) -> Iterator[LocalStack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, isolated_proxy: FaultProxy
+) -> Iterator[LocalStack]:
     with make_stack(
         tmp_path_factory.mktemp("random"),
         replicas=2,
         gateways=1,
-        redis_url=proxy.url,
+        redis_url=isolated_proxy.url,
         extra_env={
             "DOCPARSE_LOCK_DURATION_MS": "6000",
             "DOCPARSE_RETRY_BACKOFF_MS": "200",
@@ -81,7 +71,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, proxy: FaultProxy) -> Iterat
 
 class VersionLog(threading.Thread):
     """Every record published on any job channel, read straight from Redis (not through the
-    proxy): per job, the versions in order and the terminal records."""
+    isolated_proxy): per job, the versions in order and the terminal records."""
 
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
@@ -121,10 +111,10 @@ def service_write(cmd: Command) -> bool:
 
 
 def test_random_lost_and_late_replies_keep_every_invariant(
-    stack: LocalStack, proxy: FaultProxy, redis_server: EmbeddedRedis
+    stack: LocalStack, isolated_proxy: FaultProxy, isolated_redis: EmbeddedRedis
 ) -> None:
     rng = random.Random(1606)
-    log = VersionLog(redis_server.url)
+    log = VersionLog(isolated_redis.url)
     log.start()
     channels = [
         grpc.insecure_channel(a) for a in [*stack.parser_addresses, *stack.gateway_addresses]
@@ -171,7 +161,7 @@ def test_random_lost_and_late_replies_keep_every_invariant(
             job_ids.update(job.job_id for job in batch.jobs)
 
     started = time.monotonic()
-    proxy.randomize(drop_p=0.06, delay_p=0.06, delay_s=LATE_S, match=service_write, seed=7)
+    isolated_proxy.randomize(drop_p=0.06, delay_p=0.06, delay_s=LATE_S, match=service_write, seed=7)
     tasks: list[Callable[[], None]] = [lambda i=i: submit(i) for i in range(JOBS + JOBS // 5)]
     tasks += [lambda i=i: create_batch(i) for i in range(BATCHES)]
     rng.shuffle(tasks)
@@ -180,10 +170,12 @@ def test_random_lost_and_late_replies_keep_every_invariant(
             future.result()
     # Keep faulting while the work drains, until each kind fired often enough.
     eventually(
-        lambda: min(proxy.fired.values()) >= MIN_FAULTS, 300, f"{MIN_FAULTS} faults of each kind"
+        lambda: min(isolated_proxy.fired.values()) >= MIN_FAULTS,
+        300,
+        f"{MIN_FAULTS} faults of each kind",
     )
-    fired = dict(proxy.fired)
-    proxy.calm()
+    fired = dict(isolated_proxy.fired)
+    isolated_proxy.calm()
 
     def record(s: parser_service_pb2_grpc.ParserServiceStub, job_id: str) -> job_pb2.Job:
         request = parser_service_pb2.GetStatusRequest(job_id=job_id)
@@ -192,7 +184,7 @@ def test_random_lost_and_late_replies_keep_every_invariant(
     s = stubs[0]
     ended = {job_pb2.STATE_SUCCEEDED, job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED}
     eventually(lambda: all(record(s, j).state in ended for j in job_ids), 240, "every job ended")
-    client = redis.Redis.from_url(redis_server.url)
+    client = redis.Redis.from_url(isolated_redis.url)
     records = [
         client.hgetall(key)
         for key in client.scan_iter(match="docparse:test:job:*", count=1000)
