@@ -27,7 +27,7 @@ from docparse.v1 import reading_package_pb2 as docparse_dot_v1_dot_reading__pack
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n docparse/v1/parser_service.proto\x12\x0b\x64ocparse.v1\x1a\x15\x64ocparse/v1/job.proto\x1a!docparse/v1/reading_package.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x01\n\x10SubmitJobRequest\x12\x11\n\tfile_name\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x17\n\x0fwait_timeout_ms\x18\x04 \x01(\r\x12\x10\n\x08password\x18\x05 \x01(\t\x12\x11\n\tlanguages\x18\x06 \x03(\t\"2\n\x11SubmitJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"\"\n\x10GetStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x11GetStatusResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"8\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rafter_version\x18\x02 \x01(\x04\"R\n\tHeartbeat\x12/\n\x0bserver_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0clast_version\x18\x02 \x01(\x04\"i\n\x10WatchJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.JobH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.docparse.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x11\x43\x61ncelJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"/\n\tBatchFile\x12\x11\n\tfile_name\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"O\n\x12\x43reateBatchRequest\x12%\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x16.docparse.v1.BatchFile\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"\xd3\x01\n\x05\x42\x61tch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\r\n\x05total\x18\x02 \x01(\r\x12\x11\n\tcompleted\x18\x03 \x01(\r\x12\x11\n\tsucceeded\x18\x04 \x01(\r\x12\x0e\n\x06\x66\x61iled\x18\x05 \x01(\r\x12\x11\n\tcancelled\x18\x06 \x01(\r\x12\x1e\n\x04jobs\x18\x07 \x03(\x0b\x32\x10.docparse.v1.Job\x12\x0f\n\x07version\x18\x08 \x01(\x04\x12/\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\x13\x43reateBatchResponse\x12!\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Batch\"\'\n\x11UploadBatchHeader\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"9\n\x10UploadFileHeader\x12\x11\n\tfile_name\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\"\x8e\x01\n\x12UploadBatchRequest\x12\x30\n\x06header\x18\x01 \x01(\x0b\x32\x1e.docparse.v1.UploadBatchHeaderH\x00\x12-\n\x04\x66ile\x18\x02 \x01(\x0b\x32\x1d.docparse.v1.UploadFileHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x03 \x01(\x0cH\x00\x42\x06\n\x04part\"8\n\x13UploadBatchResponse\x12!\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Batch\"#\n\x0fGetBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"5\n\x10GetBatchResponse\x12!\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Batch\"<\n\x11WatchBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x15\n\rafter_version\x18\x02 \x01(\x04\"o\n\x12WatchBatchResponse\x12#\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.BatchH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.docparse.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\"\n\x10GetResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"Z\n\x11GetResultResponse\x12&\n\x06result\x18\x01 \x01(\x0b\x32\x16.docparse.v1.ResultRef\x12\r\n\x05\x63hunk\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x04\"G\n\x0fGetAssetRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08\x61sset_id\x18\x02 \x01(\t\x12\x12\n\ndeployment\x18\x03 \x01(\t\"T\n\x10GetAssetResponse\x12!\n\x05\x61sset\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Asset\x12\r\n\x05\x63hunk\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x32\x97\x06\n\rParserService\x12J\n\tSubmitJob\x12\x1d.docparse.v1.SubmitJobRequest\x1a\x1e.docparse.v1.SubmitJobResponse\x12J\n\tGetStatus\x12\x1d.docparse.v1.GetStatusRequest\x1a\x1e.docparse.v1.GetStatusResponse\x12I\n\x08WatchJob\x12\x1c.docparse.v1.WatchJobRequest\x1a\x1d.docparse.v1.WatchJobResponse0\x01\x12J\n\tCancelJob\x12\x1d.docparse.v1.CancelJobRequest\x1a\x1e.docparse.v1.CancelJobResponse\x12P\n\x0b\x43reateBatch\x12\x1f.docparse.v1.CreateBatchRequest\x1a .docparse.v1.CreateBatchResponse\x12R\n\x0bUploadBatch\x12\x1f.docparse.v1.UploadBatchRequest\x1a .docparse.v1.UploadBatchResponse(\x01\x12G\n\x08GetBatch\x12\x1c.docparse.v1.GetBatchRequest\x1a\x1d.docparse.v1.GetBatchResponse\x12O\n\nWatchBatch\x12\x1e.docparse.v1.WatchBatchRequest\x1a\x1f.docparse.v1.WatchBatchResponse0\x01\x12L\n\tGetResult\x12\x1d.docparse.v1.GetResultRequest\x1a\x1e.docparse.v1.GetResultResponse0\x01\x12I\n\x08GetAsset\x12\x1c.docparse.v1.GetAssetRequest\x1a\x1d.docparse.v1.GetAssetResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n docparse/v1/parser_service.proto\x12\x0b\x64ocparse.v1\x1a\x15\x64ocparse/v1/job.proto\x1a!docparse/v1/reading_package.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x01\n\x10SubmitJobRequest\x12\x11\n\tfile_name\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x17\n\x0fwait_timeout_ms\x18\x04 \x01(\r\x12\x10\n\x08password\x18\x05 \x01(\t\x12\x11\n\tlanguages\x18\x06 \x03(\t\"2\n\x11SubmitJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"\"\n\x10GetStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x11GetStatusResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"8\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rafter_version\x18\x02 \x01(\x04\"R\n\tHeartbeat\x12/\n\x0bserver_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0clast_version\x18\x02 \x01(\x04\"i\n\x10WatchJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.JobH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.docparse.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x11\x43\x61ncelJobResponse\x12\x1d\n\x03job\x18\x01 \x01(\x0b\x32\x10.docparse.v1.Job\"/\n\tBatchFile\x12\x11\n\tfile_name\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"b\n\x12\x43reateBatchRequest\x12%\n\x05\x66iles\x18\x01 \x03(\x0b\x32\x16.docparse.v1.BatchFile\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tlanguages\x18\x03 \x03(\t\"\xd3\x01\n\x05\x42\x61tch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\r\n\x05total\x18\x02 \x01(\r\x12\x11\n\tcompleted\x18\x03 \x01(\r\x12\x11\n\tsucceeded\x18\x04 \x01(\r\x12\x0e\n\x06\x66\x61iled\x18\x05 \x01(\r\x12\x11\n\tcancelled\x18\x06 \x01(\r\x12\x1e\n\x04jobs\x18\x07 \x03(\x0b\x32\x10.docparse.v1.Job\x12\x0f\n\x07version\x18\x08 \x01(\x04\x12/\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\x13\x43reateBatchResponse\x12!\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Batch\":\n\x11UploadBatchHeader\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\tlanguages\x18\x02 \x03(\t\"9\n\x10UploadFileHeader\x12\x11\n\tfile_name\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\"\x8e\x01\n\x12UploadBatchRequest\x12\x30\n\x06header\x18\x01 \x01(\x0b\x32\x1e.docparse.v1.UploadBatchHeaderH\x00\x12-\n\x04\x66ile\x18\x02 \x01(\x0b\x32\x1d.docparse.v1.UploadFileHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x03 \x01(\x0cH\x00\x42\x06\n\x04part\"8\n\x13UploadBatchResponse\x12!\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Batch\"#\n\x0fGetBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"5\n\x10GetBatchResponse\x12!\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Batch\"<\n\x11WatchBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x15\n\rafter_version\x18\x02 \x01(\x04\"o\n\x12WatchBatchResponse\x12#\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.docparse.v1.BatchH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.docparse.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent\"\"\n\x10GetResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"Z\n\x11GetResultResponse\x12&\n\x06result\x18\x01 \x01(\x0b\x32\x16.docparse.v1.ResultRef\x12\r\n\x05\x63hunk\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x04\"G\n\x0fGetAssetRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08\x61sset_id\x18\x02 \x01(\t\x12\x12\n\ndeployment\x18\x03 \x01(\t\"T\n\x10GetAssetResponse\x12!\n\x05\x61sset\x18\x01 \x01(\x0b\x32\x12.docparse.v1.Asset\x12\r\n\x05\x63hunk\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x32\x97\x06\n\rParserService\x12J\n\tSubmitJob\x12\x1d.docparse.v1.SubmitJobRequest\x1a\x1e.docparse.v1.SubmitJobResponse\x12J\n\tGetStatus\x12\x1d.docparse.v1.GetStatusRequest\x1a\x1e.docparse.v1.GetStatusResponse\x12I\n\x08WatchJob\x12\x1c.docparse.v1.WatchJobRequest\x1a\x1d.docparse.v1.WatchJobResponse0\x01\x12J\n\tCancelJob\x12\x1d.docparse.v1.CancelJobRequest\x1a\x1e.docparse.v1.CancelJobResponse\x12P\n\x0b\x43reateBatch\x12\x1f.docparse.v1.CreateBatchRequest\x1a .docparse.v1.CreateBatchResponse\x12R\n\x0bUploadBatch\x12\x1f.docparse.v1.UploadBatchRequest\x1a .docparse.v1.UploadBatchResponse(\x01\x12G\n\x08GetBatch\x12\x1c.docparse.v1.GetBatchRequest\x1a\x1d.docparse.v1.GetBatchResponse\x12O\n\nWatchBatch\x12\x1e.docparse.v1.WatchBatchRequest\x1a\x1f.docparse.v1.WatchBatchResponse0\x01\x12L\n\tGetResult\x12\x1d.docparse.v1.GetResultRequest\x1a\x1e.docparse.v1.GetResultResponse0\x01\x12I\n\x08GetAsset\x12\x1c.docparse.v1.GetAssetRequest\x1a\x1d.docparse.v1.GetAssetResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -55,35 +55,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BATCHFILE']._serialized_start=756
   _globals['_BATCHFILE']._serialized_end=803
   _globals['_CREATEBATCHREQUEST']._serialized_start=805
-  _globals['_CREATEBATCHREQUEST']._serialized_end=884
-  _globals['_BATCH']._serialized_start=887
-  _globals['_BATCH']._serialized_end=1098
-  _globals['_CREATEBATCHRESPONSE']._serialized_start=1100
-  _globals['_CREATEBATCHRESPONSE']._serialized_end=1156
-  _globals['_UPLOADBATCHHEADER']._serialized_start=1158
-  _globals['_UPLOADBATCHHEADER']._serialized_end=1197
-  _globals['_UPLOADFILEHEADER']._serialized_start=1199
-  _globals['_UPLOADFILEHEADER']._serialized_end=1256
-  _globals['_UPLOADBATCHREQUEST']._serialized_start=1259
-  _globals['_UPLOADBATCHREQUEST']._serialized_end=1401
-  _globals['_UPLOADBATCHRESPONSE']._serialized_start=1403
-  _globals['_UPLOADBATCHRESPONSE']._serialized_end=1459
-  _globals['_GETBATCHREQUEST']._serialized_start=1461
-  _globals['_GETBATCHREQUEST']._serialized_end=1496
-  _globals['_GETBATCHRESPONSE']._serialized_start=1498
-  _globals['_GETBATCHRESPONSE']._serialized_end=1551
-  _globals['_WATCHBATCHREQUEST']._serialized_start=1553
-  _globals['_WATCHBATCHREQUEST']._serialized_end=1613
-  _globals['_WATCHBATCHRESPONSE']._serialized_start=1615
-  _globals['_WATCHBATCHRESPONSE']._serialized_end=1726
-  _globals['_GETRESULTREQUEST']._serialized_start=1728
-  _globals['_GETRESULTREQUEST']._serialized_end=1762
-  _globals['_GETRESULTRESPONSE']._serialized_start=1764
-  _globals['_GETRESULTRESPONSE']._serialized_end=1854
-  _globals['_GETASSETREQUEST']._serialized_start=1856
-  _globals['_GETASSETREQUEST']._serialized_end=1927
-  _globals['_GETASSETRESPONSE']._serialized_start=1929
-  _globals['_GETASSETRESPONSE']._serialized_end=2013
-  _globals['_PARSERSERVICE']._serialized_start=2016
-  _globals['_PARSERSERVICE']._serialized_end=2807
+  _globals['_CREATEBATCHREQUEST']._serialized_end=903
+  _globals['_BATCH']._serialized_start=906
+  _globals['_BATCH']._serialized_end=1117
+  _globals['_CREATEBATCHRESPONSE']._serialized_start=1119
+  _globals['_CREATEBATCHRESPONSE']._serialized_end=1175
+  _globals['_UPLOADBATCHHEADER']._serialized_start=1177
+  _globals['_UPLOADBATCHHEADER']._serialized_end=1235
+  _globals['_UPLOADFILEHEADER']._serialized_start=1237
+  _globals['_UPLOADFILEHEADER']._serialized_end=1294
+  _globals['_UPLOADBATCHREQUEST']._serialized_start=1297
+  _globals['_UPLOADBATCHREQUEST']._serialized_end=1439
+  _globals['_UPLOADBATCHRESPONSE']._serialized_start=1441
+  _globals['_UPLOADBATCHRESPONSE']._serialized_end=1497
+  _globals['_GETBATCHREQUEST']._serialized_start=1499
+  _globals['_GETBATCHREQUEST']._serialized_end=1534
+  _globals['_GETBATCHRESPONSE']._serialized_start=1536
+  _globals['_GETBATCHRESPONSE']._serialized_end=1589
+  _globals['_WATCHBATCHREQUEST']._serialized_start=1591
+  _globals['_WATCHBATCHREQUEST']._serialized_end=1651
+  _globals['_WATCHBATCHRESPONSE']._serialized_start=1653
+  _globals['_WATCHBATCHRESPONSE']._serialized_end=1764
+  _globals['_GETRESULTREQUEST']._serialized_start=1766
+  _globals['_GETRESULTREQUEST']._serialized_end=1800
+  _globals['_GETRESULTRESPONSE']._serialized_start=1802
+  _globals['_GETRESULTRESPONSE']._serialized_end=1892
+  _globals['_GETASSETREQUEST']._serialized_start=1894
+  _globals['_GETASSETREQUEST']._serialized_end=1965
+  _globals['_GETASSETRESPONSE']._serialized_start=1967
+  _globals['_GETASSETRESPONSE']._serialized_end=2051
+  _globals['_PARSERSERVICE']._serialized_start=2054
+  _globals['_PARSERSERVICE']._serialized_end=2845
 # @@protoc_insertion_point(module_scope)

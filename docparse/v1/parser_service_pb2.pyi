@@ -278,19 +278,28 @@ class CreateBatchRequest(_message.Message):
 
     FILES_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    LANGUAGES_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Idempotency key (AIP-155): the same request_id returns the first batch."""
     @_builtins.property
     def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___BatchFile]: ...
+    @_builtins.property
+    def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """OCR language hints (BCP-47) for every file of the batch, as SubmitJobRequest.languages:
+        empty detects the script per page; a language that is not installed answers
+        INVALID_ARGUMENT (reason LANGUAGE_NOT_INSTALLED) before any file is stored. At most 8.
+        """
+
     def __init__(
         self,
         *,
         files: _abc.Iterable[Global___BatchFile] | None = ...,
         request_id: _builtins.str = ...,
+        languages: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files", "languages", b"languages", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -376,15 +385,23 @@ class UploadBatchHeader(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    LANGUAGES_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
+    @_builtins.property
+    def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """OCR language hints (BCP-47) for every file of the batch, as CreateBatchRequest.languages;
+        checked when the header arrives, before any file is stored.
+        """
+
     def __init__(
         self,
         *,
         request_id: _builtins.str = ...,
+        languages: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["languages", b"languages", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
