@@ -97,15 +97,18 @@ class Sweeper:
         await self._delete_expired_blobs(report)
         return report
 
+    async def _due(self, index: str, until_ms: int) -> list[str]:
+        """Up to BATCH job ids of a time index (a sorted set scored in ms) due by `until_ms`."""
+        client = self.store.client
+        found = await self.store.call(
+            lambda: client.zrangebyscore(index, "-inf", until_ms, start=0, num=BATCH)
+        )
+        return [i.decode() if isinstance(i, bytes) else str(i) for i in found]
+
     async def _delete_expired_blobs(self, report: SweepReport) -> None:
         keys, client = self.store.keys, self.store.client
         now = now_ms()
-        ids = [
-            i.decode() if isinstance(i, bytes) else str(i)
-            for i in await self.store.call(
-                lambda: client.zrangebyscore(keys.retained, "-inf", now, start=0, num=BATCH)
-            )
-        ]
+        ids = await self._due(keys.retained, now)
         if not ids:
             return
 
@@ -133,12 +136,7 @@ class Sweeper:
     async def _enqueue_pending(self, report: SweepReport) -> None:
         keys, client = self.store.keys, self.store.client
         cutoff = now_ms() - int(self.settings.sweep_enqueue_after_s * 1000)
-        ids = [
-            i.decode() if isinstance(i, bytes) else str(i)
-            for i in await self.store.call(
-                lambda: client.zrangebyscore(keys.pending, "-inf", cutoff, start=0, num=BATCH)
-            )
-        ]
+        ids = await self._due(keys.pending, cutoff)
         if not ids:
             return
         queue_name = self.settings.queue_name
