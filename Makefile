@@ -82,6 +82,7 @@ proto-check: proto
 lint: setup tools
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	@if [ -x $(BUF) ]; then $(BUF) lint && echo "buf lint: clean"; else echo "buf lint skipped: no npm"; fi
 
 format: setup
