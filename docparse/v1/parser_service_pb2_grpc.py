@@ -94,6 +94,11 @@ class ParserServiceStub:
                 request_serializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetRequest.SerializeToString,
                 response_deserializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetResponse.FromString,
                 _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/docparse.v1.ParserService/ListJobs',
+                request_serializer=docparse_dot_v1_dot_parser__service__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=docparse_dot_v1_dot_parser__service__pb2.ListJobsResponse.FromString,
+                _registered_method=True)
 
 
 class ParserServiceServicer:
@@ -187,6 +192,17 @@ class ParserServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobs(self, request, context):
+        """The caller's jobs (batch files included), newest first (ties: job id descending),
+        optionally only those in some states or of one batch, in pages (AIP-158). Jobs whose
+        retention ended are not listed. Errors: INVALID_ARGUMENT / INVALID_PAGE_TOKEN (a token
+        made for another tenant or other filters, or altered), INVALID_PAGE_SIZE (negative),
+        INVALID_JOB_ID (batch_id); NOT_FOUND / BATCH_NOT_FOUND (batch_id not the caller's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ParserServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -239,6 +255,11 @@ def add_ParserServiceServicer_to_server(servicer, server):
                     servicer.GetAsset,
                     request_deserializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetRequest.FromString,
                     response_serializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetResponse.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=docparse_dot_v1_dot_parser__service__pb2.ListJobsRequest.FromString,
+                    response_serializer=docparse_dot_v1_dot_parser__service__pb2.ListJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -521,6 +542,33 @@ class ParserService:
             '/docparse.v1.ParserService/GetAsset',
             docparse_dot_v1_dot_parser__service__pb2.GetAssetRequest.SerializeToString,
             docparse_dot_v1_dot_parser__service__pb2.GetAssetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/docparse.v1.ParserService/ListJobs',
+            docparse_dot_v1_dot_parser__service__pb2.ListJobsRequest.SerializeToString,
+            docparse_dot_v1_dot_parser__service__pb2.ListJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

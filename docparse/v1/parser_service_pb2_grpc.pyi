@@ -76,6 +76,13 @@ class ParserServiceStub:
     Errors: NOT_FOUND / ASSET_NOT_FOUND, FAILED_PRECONDITION / ASSET_OTHER_DEPLOYMENT when the
     reference names another deployment than the one asked, plus those of GetResult.
     """
+    ListJobs: _grpc.UnaryUnaryMultiCallable[_parser_service_pb2.ListJobsRequest, _parser_service_pb2.ListJobsResponse]
+    """The caller's jobs (batch files included), newest first (ties: job id descending),
+    optionally only those in some states or of one batch, in pages (AIP-158). Jobs whose
+    retention ended are not listed. Errors: INVALID_ARGUMENT / INVALID_PAGE_TOKEN (a token
+    made for another tenant or other filters, or altered), INVALID_PAGE_SIZE (negative),
+    INVALID_JOB_ID (batch_id); NOT_FOUND / BATCH_NOT_FOUND (batch_id not the caller's).
+    """
 
 @_typing.type_check_only
 class ParserServiceAsyncStub(ParserServiceStub):
@@ -124,6 +131,13 @@ class ParserServiceAsyncStub(ParserServiceStub):
     message carries the Asset (size, sha256, mime type), the following ones the bytes.
     Errors: NOT_FOUND / ASSET_NOT_FOUND, FAILED_PRECONDITION / ASSET_OTHER_DEPLOYMENT when the
     reference names another deployment than the one asked, plus those of GetResult.
+    """
+    ListJobs: _aio.UnaryUnaryMultiCallable[_parser_service_pb2.ListJobsRequest, _parser_service_pb2.ListJobsResponse]  # type: ignore[assignment]
+    """The caller's jobs (batch files included), newest first (ties: job id descending),
+    optionally only those in some states or of one batch, in pages (AIP-158). Jobs whose
+    retention ended are not listed. Errors: INVALID_ARGUMENT / INVALID_PAGE_TOKEN (a token
+    made for another tenant or other filters, or altered), INVALID_PAGE_SIZE (negative),
+    INVALID_JOB_ID (batch_id); NOT_FOUND / BATCH_NOT_FOUND (batch_id not the caller's).
     """
 
 class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -230,6 +244,19 @@ class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
         message carries the Asset (size, sha256, mime type), the following ones the bytes.
         Errors: NOT_FOUND / ASSET_NOT_FOUND, FAILED_PRECONDITION / ASSET_OTHER_DEPLOYMENT when the
         reference names another deployment than the one asked, plus those of GetResult.
+        """
+
+    @_abc_1.abstractmethod
+    def ListJobs(
+        self,
+        request: _parser_service_pb2.ListJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_parser_service_pb2.ListJobsResponse, _abc.Awaitable[_parser_service_pb2.ListJobsResponse]]:
+        """The caller's jobs (batch files included), newest first (ties: job id descending),
+        optionally only those in some states or of one batch, in pages (AIP-158). Jobs whose
+        retention ended are not listed. Errors: INVALID_ARGUMENT / INVALID_PAGE_TOKEN (a token
+        made for another tenant or other filters, or altered), INVALID_PAGE_SIZE (negative),
+        INVALID_JOB_ID (batch_id); NOT_FOUND / BATCH_NOT_FOUND (batch_id not the caller's).
         """
 
 def add_ParserServiceServicer_to_server(servicer: ParserServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
