@@ -1,0 +1,367 @@
+// The docparse client: one gRPC (HTTP/2) connection to a gateway or a parser_svc replica.
+
+import { randomUUID } from "node:crypto";
+import { open, rename, rm, stat } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fromBinary } from "@bufbuild/protobuf";
+import { type Client, type Interceptor, createClient } from "@connectrpc/connect";
+import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+import { type Job, type ResultRef, State } from "./gen/docparse/v1/job_pb.js";
+import { ParserService } from "./gen/docparse/v1/parser_service_pb.js";
+import { type ReadingPackage, ReadingPackageSchema } from "./gen/docparse/v1/reading_package_pb.js";
+import { ContractError, DocparseError } from "./errors.js";
+import { ResultAssembler } from "./results.js";
+import { DEFAULT_POLICY, JobWaiter, type WaitPolicy, backoffDelay, retryable } from "./waiting.js";
+
+export const DEFAULT_TARGET = "127.0.0.1:50050";
+/** The largest message the server accepts (a SubmitJob carries the whole document). */
+export const MESSAGE_LIMIT = 65 * 1024 * 1024;
+const SERVED_BY = "x-served-by";
+
+export interface TlsOptions {
+  /** PEM root certificate(s) to trust instead of the system's (a self-signed gateway). */
+  ca?: string | Buffer;
+  /** The name the certificate must carry, when it is not the target's host. */
+  serverName?: string;
+}
+
+/** What the SDK tells about a retry: the call, why, and how long it waits before the next try. */
+export interface RetryEvent {
+  method: string;
+  error: DocparseError;
+  attempt: number;
+  delayMs: number;
+  /** WatchJob: the version the next stream resumes after. */
+  afterVersion?: bigint;
+}
+
+export interface ClientOptions {
+  /** host:port of a gateway (or a parser_svc replica); default $DOCPARSE_TARGET or 127.0.0.1:50050. */
+  target?: string;
+  /** Sent as `authorization: Bearer <key>`; default $DOCPARSE_API_KEY; "" sends none. */
+  apiKey?: string;
+  /** TLS: true uses the system's roots; an object gives a CA and/or a server name. Default off
+   * (plaintext HTTP/2, for a local stack). */
+  tls?: boolean | TlsOptions;
+  /** Deadline of each unary call, ms (default 30 s). */
+  callTimeoutMs?: number;
+  /** How waiting and retries behave (defaults: DEFAULT_POLICY). */
+  policy?: Partial<WaitPolicy>;
+  /** Told about every retry (a cut watch stream resumed, a submit repeated, ...). */
+  onRetry?: (event: RetryEvent) => void;
+  /** Told who answered each call: the `x-served-by` values (the replica, then the gateway). */
+  onAnswer?: (method: string, servedBy: string[]) => void;
+}
+
+export interface SubmitOptions {
+  /** Idempotency key: the same request_id returns the first job (a new UUID when omitted). */
+  requestId?: string;
+  /** For encrypted documents; never stored or logged by the server. */
+  password?: string;
+  /** OCR language hints, BCP-47 ("en", "de", "zh-Hant"); empty: detected per page. */
+  languages?: string[];
+  /** How long the server may wait for the job to end before answering (the sync answer). */
+  waitTimeoutMs?: number;
+}
+
+export interface Answer {
+  job: Job;
+  /** The `x-served-by` trailer values: the parser_svc replica, then the gateway. */
+  servedBy: string[];
+}
+
+export interface WatchOptions {
+  /** Only records newer than this version (the resume cursor of an earlier watch). */
+  afterVersion?: bigint;
+  policy?: Partial<WaitPolicy>;
+  signal?: AbortSignal;
+}
+
+export class DocparseClient {
+  readonly target: string;
+  readonly policy: WaitPolicy;
+  readonly callTimeoutMs: number;
+  private readonly rpc: Client<typeof ParserService>;
+  private readonly session: Http2SessionManager;
+  private readonly onRetry: ((event: RetryEvent) => void) | undefined;
+  private readonly onAnswer: ((method: string, servedBy: string[]) => void) | undefined;
+
+  constructor(options: ClientOptions = {}) {
+    this.target = options.target || process.env["DOCPARSE_TARGET"] || DEFAULT_TARGET;
+    this.policy = { ...DEFAULT_POLICY, ...options.policy };
+    this.callTimeoutMs = options.callTimeoutMs ?? 30_000;
+    this.onRetry = options.onRetry;
+    this.onAnswer = options.onAnswer;
+    const apiKey = options.apiKey ?? process.env["DOCPARSE_API_KEY"] ?? "";
+    const tls = options.tls === true ? {} : options.tls || undefined;
+    const baseUrl = `${tls ? "https" : "http"}://${this.target}`;
+    this.session = new Http2SessionManager(
+      baseUrl,
+      { pingIntervalMs: 30_000, idleConnectionTimeoutMs: 60_000 },
+      tls ? { ca: tls.ca, servername: tls.serverName } : {},
+    );
+    const interceptors: Interceptor[] = [];
+    if (apiKey) {
+      interceptors.push((next) => (request) => {
+        request.header.set("authorization", `Bearer ${apiKey}`);
+        return next(request);
+      });
+    }
+    const transport = createGrpcTransport({
+      baseUrl,
+      sessionManager: this.session,
+      interceptors,
+      readMaxBytes: MESSAGE_LIMIT,
+      writeMaxBytes: MESSAGE_LIMIT,
+    });
+    this.rpc = createClient(ParserService, transport);
+  }
+
+  /** Closes the connection; calls in flight fail. */
+  close(): void {
+    this.session.abort();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  // --- submitting --------------------------------------------------------------------------
+
+  /** Submits once, however often the call itself has to be retried: every try carries the
+   * same request_id, so the server returns the first job instead of making a second. The
+   * answer may already be terminal (with `waitTimeoutMs`) or still QUEUED/RUNNING. */
+  async submit(fileName: string, content: Uint8Array, options: SubmitOptions = {}): Promise<Answer> {
+    const request = {
+      fileName,
+      content,
+      requestId: options.requestId || randomUUID().replaceAll("-", ""),
+      password: options.password ?? "",
+      languages: options.languages ?? [],
+      waitTimeoutMs: options.waitTimeoutMs ?? 0,
+    };
+    const timeoutMs = this.callTimeoutMs + (options.waitTimeoutMs ?? 0);
+    const answer = await this.retrying("SubmitJob", true, (onTrailer) =>
+      this.rpc.submitJob(request, { timeoutMs, onTrailer }),
+    );
+    return { job: checkSubmitAnswer(answer.response.job), servedBy: answer.servedBy };
+  }
+
+  /** Submits and waits: the SUCCEEDED record, or JobFailed / WaitTimeout / DocparseError. */
+  async parse(fileName: string, content: Uint8Array, options: SubmitOptions = {}): Promise<Job> {
+    const answer = await this.submit(fileName, content, options);
+    return this.wait(answer.job);
+  }
+
+  // --- reading -----------------------------------------------------------------------------
+
+  /** The current record of a job (NOT_FOUND / JOB_NOT_FOUND or JOB_EXPIRED when there is none). */
+  async getStatus(jobId: string): Promise<Answer> {
+    const answer = await this.retrying("GetStatus", true, (onTrailer) =>
+      this.rpc.getStatus({ jobId }, { timeoutMs: this.callTimeoutMs, onTrailer }),
+    );
+    if (!answer.response.job) {
+      throw new ContractError(`GetStatus of ${jobId} answered without a job`);
+    }
+    return { job: answer.response.job, servedBy: answer.servedBy };
+  }
+
+  /** Waits for the job to end (read-only) and returns the SUCCEEDED record; JobFailed for a
+   * FAILED or CANCELLED job. A terminal record passed in needs no call at all. */
+  async wait(job: Job | string, options: Omit<WatchOptions, "afterVersion"> = {}): Promise<Job> {
+    const jobId = typeof job === "string" ? job : job.jobId;
+    const waiter = new JobWaiter(jobId, { ...this.policy, ...options.policy }, Date.now());
+    if (typeof job !== "string") {
+      waiter.observe(job);
+    }
+    for await (const _ of this.follow(waiter, options.signal)) {
+      // every record is observed by the waiter; wait() only wants the last one
+    }
+    return waiter.outcome();
+  }
+
+  /** Every record newer than `afterVersion` until the terminal one, in strictly increasing
+   * versions: a stream the server cuts is resumed after the last version yielded, a record
+   * at or below it is never yielded again; after repeated stream failures, or when the
+   * server cannot stream, GetStatus is polled. WaitTimeout after the policy's timeoutMs. */
+  watch(jobId: string, options: WatchOptions = {}): AsyncGenerator<Job, void, undefined> {
+    const waiter = new JobWaiter(
+      jobId,
+      { ...this.policy, ...options.policy },
+      Date.now(),
+      options.afterVersion ?? 0n,
+    );
+    return this.follow(waiter, options.signal);
+  }
+
+  private async *follow(waiter: JobWaiter, signal?: AbortSignal): AsyncGenerator<Job, void, undefined> {
+    let attempt = 0;
+    for (let action = waiter.nextAction(); action !== "done"; action = waiter.nextAction()) {
+      signal?.throwIfAborted();
+      const left = waiter.checkDeadline(Date.now());
+      let delay: number;
+      try {
+        if (action === "stream") {
+          let progressed = false;
+          const trailers = this.trailerSink("WatchJob");
+          const stream = this.rpc.watchJob(
+            { jobId: waiter.jobId, afterVersion: waiter.afterVersion },
+            { timeoutMs: Math.max(1, Math.ceil(left)), signal, onTrailer: trailers },
+          );
+          for await (const message of stream) {
+            waiter.heard();
+            if (message.event.case === "job" && waiter.observe(message.event.value)) {
+              progressed = true;
+              yield message.event.value;
+            }
+          }
+          delay = waiter.onStreamEnd(progressed);
+        } else {
+          const record = (await this.getStatus(waiter.jobId)).job;
+          if (waiter.observe(record)) {
+            yield record;
+          }
+          delay = waiter.afterPoll();
+        }
+        attempt = 0;
+      } catch (err) {
+        signal?.throwIfAborted();
+        const error = DocparseError.from(err);
+        delay = waiter.onError(error, Date.now());
+        attempt += 1;
+        this.onRetry?.({
+          method: action === "stream" ? "WatchJob" : "GetStatus",
+          error,
+          attempt,
+          delayMs: delay,
+          afterVersion: waiter.afterVersion,
+        });
+      }
+      if (delay > 0) {
+        await sleep(Math.min(delay, Math.max(0, waiter.left(Date.now()))), undefined, { signal });
+      }
+    }
+  }
+
+  /** The reading package of a SUCCEEDED job, checked against the sha256 and size its
+   * ResultRef names (DocparseError DATA_LOSS / CHECKSUM_MISMATCH otherwise). */
+  async result(jobId: string): Promise<ReadingPackage> {
+    const { data } = await this.download(jobId);
+    return fromBinary(ReadingPackageSchema, data);
+  }
+
+  /** Writes the serialized package to `path` (atomically: a temp file renamed into place),
+   * verified by sha256 before it is written and by size on disk after. */
+  async downloadResult(jobId: string, path: string): Promise<ResultRef> {
+    const { data, ref } = await this.download(jobId);
+    const tmp = join(dirname(path), `.${basename(path)}.${randomUUID()}`);
+    const file = await open(tmp, "wx", 0o644);
+    try {
+      await file.writeFile(data);
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    try {
+      await rename(tmp, path);
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw err;
+    }
+    const size = (await stat(path)).size;
+    if (BigInt(size) !== ref.sizeBytes) {
+      throw new DocparseError(
+        15, // DATA_LOSS
+        "WRITE_FAILED",
+        `${path} holds ${size} bytes, not the ${ref.sizeBytes} just written`,
+      );
+    }
+    return ref;
+  }
+
+  private async download(jobId: string): Promise<{ data: Uint8Array; ref: ResultRef }> {
+    const assembler = new ResultAssembler(jobId);
+    try {
+      const stream = this.rpc.getResult(
+        { jobId },
+        { timeoutMs: this.callTimeoutMs * 10, onTrailer: this.trailerSink("GetResult") },
+      );
+      for await (const message of stream) {
+        assembler.add(message);
+      }
+    } catch (err) {
+      throw err instanceof ContractError ? err : DocparseError.from(err);
+    }
+    return assembler.verifiedBytes();
+  }
+
+  /** Cancels a job that has not ended; returns its record. */
+  async cancel(jobId: string): Promise<Job> {
+    const answer = await this.retrying("CancelJob", true, (onTrailer) =>
+      this.rpc.cancelJob({ jobId }, { timeoutMs: this.callTimeoutMs, onTrailer }),
+    );
+    if (!answer.response.job) {
+      throw new ContractError(`CancelJob of ${jobId} answered without a job`);
+    }
+    return answer.response.job;
+  }
+
+  // --- plumbing ----------------------------------------------------------------------------
+
+  private trailerSink(method: string): (trailers: Headers) => void {
+    return (trailers) => {
+      const servedBy = servedByOf(trailers);
+      this.onAnswer?.(method, servedBy);
+    };
+  }
+
+  /** One unary call, retried as the retry table allows within the policy's unavailable
+   * budget (jittered backoff, or the delay the server asked for). */
+  private async retrying<T>(
+    method: string,
+    idempotent: boolean,
+    call: (onTrailer: (trailers: Headers) => void) => Promise<T>,
+  ): Promise<{ response: T; servedBy: string[] }> {
+    const started = Date.now();
+    for (let attempt = 1; ; attempt += 1) {
+      let servedBy: string[] = [];
+      const onTrailer = (trailers: Headers) => {
+        servedBy = servedByOf(trailers);
+        this.onAnswer?.(method, servedBy);
+      };
+      try {
+        const response = await call(onTrailer);
+        return { response, servedBy };
+      } catch (err) {
+        const error = DocparseError.from(err);
+        const asked = retryable(error, idempotent);
+        if (asked === undefined) {
+          throw error;
+        }
+        const delayMs = Math.max(asked, backoffDelay(this.policy, attempt));
+        if (Date.now() + delayMs - started > this.policy.unavailableBudgetMs) {
+          throw error;
+        }
+        this.onRetry?.({ method, error, attempt, delayMs });
+        await sleep(delayMs);
+      }
+    }
+  }
+}
+
+function servedByOf(trailers: Headers): string[] {
+  const raw = trailers.get(SERVED_BY);
+  return raw ? raw.split(",").map((value) => value.trim()) : [];
+}
+
+/** A SubmitJob answer must name a job in a real state; anything else is a contract error. */
+export function checkSubmitAnswer(job: Job | undefined): Job {
+  if (!job || !job.jobId || job.state === State.UNSPECIFIED) {
+    throw new ContractError("SubmitJob answered without a usable job");
+  }
+  if (job.state === State.SUCCEEDED && !job.result?.sha256) {
+    throw new ContractError(`job ${job.jobId} is SUCCEEDED but names no result`);
+  }
+  return job;
+}

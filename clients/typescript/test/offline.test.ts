@@ -1,0 +1,208 @@
+// The SDK's decisions without a server: the retry table, resume-by-version, result checks and
+// error decoding. `npm test` runs this file; tests/test_ts_sdk.py runs it and the live ones.
+
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { describe, it } from "node:test";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  ContractError,
+  DEFAULT_POLICY,
+  DocparseError,
+  JobFailed,
+  JobSchema,
+  JobWaiter,
+  ResultAssembler,
+  ResultRefSchema,
+  State,
+  WaitTimeout,
+  retryable,
+} from "../src/index.js";
+import { ErrorInfoSchema, RetryInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
+
+const job = (version: number, state = State.RUNNING, done = 0) =>
+  create(JobSchema, {
+    jobId: "j",
+    version: BigInt(version),
+    state,
+    progress: { done, total: 10, stage: "text" },
+  });
+
+const error = (code: number, reason = "", metadata: Record<string, string> = {}) =>
+  new DocparseError(code, reason, "test", metadata);
+
+describe("retry table", () => {
+  it("retries UNAVAILABLE, and DEADLINE_EXCEEDED / ABORTED only for idempotent calls", () => {
+    assert.equal(retryable(error(Code.Unavailable), false), 0);
+    assert.equal(retryable(error(Code.DeadlineExceeded), true), 0);
+    assert.equal(retryable(error(Code.DeadlineExceeded), false), undefined);
+    assert.equal(retryable(error(Code.Aborted), true), 0);
+    assert.equal(retryable(error(Code.Aborted), false), undefined);
+  });
+
+  it("retries RESOURCE_EXHAUSTED only after the delay the server names", () => {
+    assert.equal(retryable(error(Code.ResourceExhausted, "DOCUMENT_TOO_LARGE"), true), undefined);
+    const limited = error(Code.ResourceExhausted, "RATE_LIMITED", { retry_after_s: "2" });
+    assert.equal(retryable(limited, true), 2000);
+  });
+
+  it("never retries what cannot succeed", () => {
+    for (const code of [
+      Code.InvalidArgument,
+      Code.PermissionDenied,
+      Code.Unauthenticated,
+      Code.Internal,
+      Code.NotFound,
+      Code.FailedPrecondition,
+      Code.Unknown,
+    ]) {
+      assert.equal(retryable(error(code), true), undefined, `code ${code}`);
+    }
+  });
+});
+
+describe("waiting resumes by version", () => {
+  it("hands out only records newer than the cursor, which never goes back", () => {
+    const waiter = new JobWaiter("j", DEFAULT_POLICY, 0);
+    assert.equal(waiter.observe(job(3)), true);
+    assert.equal(waiter.observe(job(5)), true);
+    // A stream cut here resumes after version 5.
+    assert.equal(waiter.onError(error(Code.Unavailable), 10) > 0, true);
+    assert.equal(waiter.afterVersion, 5n);
+    assert.equal(waiter.nextAction(), "stream");
+    // A lagging replica answers with older records: not handed out, cursor stays.
+    assert.equal(waiter.observe(job(4)), false);
+    assert.equal(waiter.observe(job(5)), false);
+    assert.equal(waiter.afterVersion, 5n);
+    assert.equal(waiter.observe(job(6, State.SUCCEEDED, 10)), true);
+    assert.equal(waiter.nextAction(), "done");
+    assert.equal(waiter.outcome().version, 6n);
+  });
+
+  it("starts after a caller's version and treats a lagging AFTER_VERSION_AHEAD as transient", () => {
+    const waiter = new JobWaiter("j", DEFAULT_POLICY, 0, 7n);
+    assert.equal(waiter.observe(job(7)), false);
+    const ahead = error(Code.OutOfRange, "AFTER_VERSION_AHEAD");
+    assert.throws(() => waiter.onError(ahead, 1), DocparseError); // the caller's own cursor
+    assert.equal(waiter.observe(job(8)), true);
+    assert.ok(waiter.onError(ahead, 2) > 0); // a replica behind the version we received
+  });
+
+  it("reads the status once after a stream that ended short of the end", () => {
+    const waiter = new JobWaiter("j", DEFAULT_POLICY, 0);
+    waiter.observe(job(2));
+    assert.equal(waiter.onStreamEnd(true), 0);
+    assert.equal(waiter.nextAction(), "poll");
+    assert.equal(waiter.afterPoll(), 0);
+    assert.equal(waiter.nextAction(), "stream");
+  });
+
+  it("falls back to polling after repeated stream failures or when streams are refused", () => {
+    const waiter = new JobWaiter("j", DEFAULT_POLICY, 0);
+    for (let i = 0; i < DEFAULT_POLICY.streamFailuresBeforePolling; i += 1) {
+      waiter.onError(error(Code.Unavailable), i);
+    }
+    assert.equal(waiter.nextAction(), "poll");
+    const refused = new JobWaiter("j", DEFAULT_POLICY, 0);
+    assert.equal(refused.onError(error(Code.ResourceExhausted, "TOO_MANY_STREAMS"), 0), 0);
+    assert.equal(refused.nextAction(), "poll");
+  });
+
+  it("gives up on a service gone for the unavailable budget, and on final errors at once", () => {
+    const waiter = new JobWaiter("j", { ...DEFAULT_POLICY, unavailableBudgetMs: 1000 }, 0);
+    waiter.onError(error(Code.Unavailable), 0);
+    waiter.onError(error(Code.Unavailable), 999);
+    assert.throws(() => waiter.onError(error(Code.Unavailable), 1000), { code: "UNAVAILABLE" });
+    const missing = new JobWaiter("j", DEFAULT_POLICY, 0);
+    assert.throws(() => missing.onError(error(Code.NotFound, "JOB_NOT_FOUND"), 0), {
+      reason: "JOB_NOT_FOUND",
+    });
+  });
+
+  it("times out with the last state seen, and fails with the job's reason", () => {
+    const waiter = new JobWaiter("j", { ...DEFAULT_POLICY, timeoutMs: 50 }, 0);
+    waiter.observe(job(4));
+    assert.throws(() => waiter.checkDeadline(60), (err: unknown) => {
+      assert.ok(err instanceof WaitTimeout);
+      assert.equal(err.lastState, "RUNNING");
+      assert.equal(err.lastVersion, 4n);
+      return true;
+    });
+    const failed = create(JobSchema, {
+      jobId: "j",
+      version: 9n,
+      state: State.FAILED,
+      error: { reason: "CORRUPT_DOCUMENT", message: "broken" },
+    });
+    waiter.observe(failed);
+    assert.throws(() => waiter.outcome(), (err: unknown) => {
+      assert.ok(err instanceof JobFailed);
+      assert.equal(err.reason, "CORRUPT_DOCUMENT");
+      return true;
+    });
+  });
+});
+
+describe("results are verified", () => {
+  const data = Buffer.from("a reading package, serialized");
+  const ref = create(ResultRefSchema, {
+    sizeBytes: BigInt(data.length),
+    sha256: createHash("sha256").update(data).digest("hex"),
+  });
+
+  it("hands out bytes whose size and sha256 match the ResultRef", () => {
+    const assembler = new ResultAssembler("j");
+    assembler.add({ result: ref, chunk: data.subarray(0, 10), offset: 0n });
+    assembler.add({ result: undefined, chunk: data.subarray(10), offset: 10n });
+    assert.deepEqual(Buffer.from(assembler.verifiedBytes().data), data);
+  });
+
+  it("refuses a changed byte with DATA_LOSS CHECKSUM_MISMATCH", () => {
+    const assembler = new ResultAssembler("j");
+    const changed = Buffer.from(data);
+    changed[3] = 0x21;
+    assembler.add({ result: ref, chunk: changed, offset: 0n });
+    assert.throws(() => assembler.verifiedBytes(), {
+      code: "DATA_LOSS",
+      reason: "CHECKSUM_MISMATCH",
+    });
+  });
+
+  it("refuses a chunk out of place, and a result without its sha256", () => {
+    const assembler = new ResultAssembler("j");
+    assembler.add({ result: ref, chunk: data.subarray(0, 10), offset: 0n });
+    assert.throws(
+      () => assembler.add({ result: undefined, chunk: data.subarray(12), offset: 12n }),
+      ContractError,
+    );
+    const bare = new ResultAssembler("j");
+    bare.add({ result: undefined, chunk: data, offset: 0n });
+    assert.throws(() => bare.verifiedBytes(), ContractError);
+  });
+});
+
+describe("errors", () => {
+  it("carry the ErrorInfo reason and metadata and the RetryInfo delay", () => {
+    const connect = new ConnectError("slow down", Code.ResourceExhausted, undefined, [
+      {
+        desc: ErrorInfoSchema,
+        value: { reason: "RATE_LIMITED", domain: "docparse", metadata: { limit: "3" } },
+      },
+      { desc: RetryInfoSchema, value: { retryDelay: { seconds: 1n, nanos: 500_000_000 } } },
+    ]);
+    const err = DocparseError.from(connect);
+    assert.equal(err.code, "RESOURCE_EXHAUSTED");
+    assert.equal(err.grpcCode, 8);
+    assert.equal(err.reason, "RATE_LIMITED");
+    assert.deepEqual({ ...err.metadata }, { limit: "3" });
+    assert.equal(err.retryDelayMs, 1500);
+    assert.equal(err.message, "RESOURCE_EXHAUSTED RATE_LIMITED: slow down");
+  });
+
+  it("turn anything thrown into a DocparseError, reason empty", () => {
+    const err = DocparseError.from(new Error("socket hang up"));
+    assert.equal(err.code, "UNKNOWN");
+    assert.equal(err.reason, "");
+  });
+});
