@@ -31,6 +31,7 @@ export {
   retryable,
   stateName,
 } from "./waiting.js";
+export * from "./gen/docparse/v1/error_reason_pb.js";
 export * from "./gen/docparse/v1/job_pb.js";
 export * from "./gen/docparse/v1/parser_service_pb.js";
 export * from "./gen/docparse/v1/reading_package_pb.js";

@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Job, ResultRef } from "./job_pb.js";
+import type { Job, ResultRef, State } from "./job_pb.js";
 import { file_docparse_v1_job } from "./job_pb.js";
 import type { Asset } from "./reading_package_pb.js";
 import { file_docparse_v1_reading_package } from "./reading_package_pb.js";
@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file docparse/v1/parser_service.proto.
  */
 export const file_docparse_v1_parser_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBkb2NwYXJzZS92MS9wYXJzZXJfc2VydmljZS5wcm90bxILZG9jcGFyc2UudjEiiAEKEFN1Ym1pdEpvYlJlcXVlc3QSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSEgoKcmVxdWVzdF9pZBgDIAEoCRIXCg93YWl0X3RpbWVvdXRfbXMYBCABKA0SEAoIcGFzc3dvcmQYBSABKAkSEQoJbGFuZ3VhZ2VzGAYgAygJIjIKEVN1Ym1pdEpvYlJlc3BvbnNlEh0KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYiIiChBHZXRTdGF0dXNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIyChFHZXRTdGF0dXNSZXNwb25zZRIdCgNqb2IYASABKAsyEC5kb2NwYXJzZS52MS5Kb2IiOAoPV2F0Y2hKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIVCg1hZnRlcl92ZXJzaW9uGAIgASgEIlIKCUhlYXJ0YmVhdBIvCgtzZXJ2ZXJfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbGFzdF92ZXJzaW9uGAIgASgEImkKEFdhdGNoSm9iUmVzcG9uc2USHwoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iSAASKwoJaGVhcnRiZWF0GAIgASgLMhYuZG9jcGFyc2UudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIgoQQ2FuY2VsSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoRQ2FuY2VsSm9iUmVzcG9uc2USHQoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iIi8KCUJhdGNoRmlsZRIRCglmaWxlX25hbWUYASABKAkSDwoHY29udGVudBgCIAEoDCJiChJDcmVhdGVCYXRjaFJlcXVlc3QSJQoFZmlsZXMYASADKAsyFi5kb2NwYXJzZS52MS5CYXRjaEZpbGUSEgoKcmVxdWVzdF9pZBgCIAEoCRIRCglsYW5ndWFnZXMYAyADKAki0wEKBUJhdGNoEhAKCGJhdGNoX2lkGAEgASgJEg0KBXRvdGFsGAIgASgNEhEKCWNvbXBsZXRlZBgDIAEoDRIRCglzdWNjZWVkZWQYBCABKA0SDgoGZmFpbGVkGAUgASgNEhEKCWNhbmNlbGxlZBgGIAEoDRIeCgRqb2JzGAcgAygLMhAuZG9jcGFyc2UudjEuSm9iEg8KB3ZlcnNpb24YCCABKAQSLwoLY3JlYXRlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjgKE0NyZWF0ZUJhdGNoUmVzcG9uc2USIQoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaCI6ChFVcGxvYWRCYXRjaEhlYWRlchISCgpyZXF1ZXN0X2lkGAEgASgJEhEKCWxhbmd1YWdlcxgCIAMoCSI5ChBVcGxvYWRGaWxlSGVhZGVyEhEKCWZpbGVfbmFtZRgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgEIo4BChJVcGxvYWRCYXRjaFJlcXVlc3QSMAoGaGVhZGVyGAEgASgLMh4uZG9jcGFyc2UudjEuVXBsb2FkQmF0Y2hIZWFkZXJIABItCgRmaWxlGAIgASgLMh0uZG9jcGFyc2UudjEuVXBsb2FkRmlsZUhlYWRlckgAEg8KBWNodW5rGAMgASgMSABCBgoEcGFydCI4ChNVcGxvYWRCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giIwoPR2V0QmF0Y2hSZXF1ZXN0EhAKCGJhdGNoX2lkGAEgASgJIjUKEEdldEJhdGNoUmVzcG9uc2USIQoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaCI8ChFXYXRjaEJhdGNoUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCRIVCg1hZnRlcl92ZXJzaW9uGAIgASgEIm8KEldhdGNoQmF0Y2hSZXNwb25zZRIjCgViYXRjaBgBIAEoCzISLmRvY3BhcnNlLnYxLkJhdGNoSAASKwoJaGVhcnRiZWF0GAIgASgLMhYuZG9jcGFyc2UudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIgoQR2V0UmVzdWx0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkiWgoRR2V0UmVzdWx0UmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYuZG9jcGFyc2UudjEuUmVzdWx0UmVmEg0KBWNodW5rGAIgASgMEg4KBm9mZnNldBgDIAEoBCJHCg9HZXRBc3NldFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGFzc2V0X2lkGAIgASgJEhIKCmRlcGxveW1lbnQYAyABKAkiVAoQR2V0QXNzZXRSZXNwb25zZRIhCgVhc3NldBgBIAEoCzISLmRvY3BhcnNlLnYxLkFzc2V0Eg0KBWNodW5rGAIgASgMEg4KBm9mZnNldBgDIAEoBDKXBgoNUGFyc2VyU2VydmljZRJKCglTdWJtaXRKb2ISHS5kb2NwYXJzZS52MS5TdWJtaXRKb2JSZXF1ZXN0Gh4uZG9jcGFyc2UudjEuU3VibWl0Sm9iUmVzcG9uc2USSgoJR2V0U3RhdHVzEh0uZG9jcGFyc2UudjEuR2V0U3RhdHVzUmVxdWVzdBoeLmRvY3BhcnNlLnYxLkdldFN0YXR1c1Jlc3BvbnNlEkkKCFdhdGNoSm9iEhwuZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXNwb25zZTABEkoKCUNhbmNlbEpvYhIdLmRvY3BhcnNlLnYxLkNhbmNlbEpvYlJlcXVlc3QaHi5kb2NwYXJzZS52MS5DYW5jZWxKb2JSZXNwb25zZRJQCgtDcmVhdGVCYXRjaBIfLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVxdWVzdBogLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVzcG9uc2USUgoLVXBsb2FkQmF0Y2gSHy5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlcXVlc3QaIC5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlc3BvbnNlKAESRwoIR2V0QmF0Y2gSHC5kb2NwYXJzZS52MS5HZXRCYXRjaFJlcXVlc3QaHS5kb2NwYXJzZS52MS5HZXRCYXRjaFJlc3BvbnNlEk8KCldhdGNoQmF0Y2gSHi5kb2NwYXJzZS52MS5XYXRjaEJhdGNoUmVxdWVzdBofLmRvY3BhcnNlLnYxLldhdGNoQmF0Y2hSZXNwb25zZTABEkwKCUdldFJlc3VsdBIdLmRvY3BhcnNlLnYxLkdldFJlc3VsdFJlcXVlc3QaHi5kb2NwYXJzZS52MS5HZXRSZXN1bHRSZXNwb25zZTABEkkKCEdldEFzc2V0EhwuZG9jcGFyc2UudjEuR2V0QXNzZXRSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuR2V0QXNzZXRSZXNwb25zZTABYgZwcm90bzM", [file_docparse_v1_job, file_docparse_v1_reading_package, file_google_protobuf_timestamp]);
+  fileDesc("CiBkb2NwYXJzZS92MS9wYXJzZXJfc2VydmljZS5wcm90bxILZG9jcGFyc2UudjEiiAEKEFN1Ym1pdEpvYlJlcXVlc3QSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSEgoKcmVxdWVzdF9pZBgDIAEoCRIXCg93YWl0X3RpbWVvdXRfbXMYBCABKA0SEAoIcGFzc3dvcmQYBSABKAkSEQoJbGFuZ3VhZ2VzGAYgAygJIjIKEVN1Ym1pdEpvYlJlc3BvbnNlEh0KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYiIiChBHZXRTdGF0dXNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIyChFHZXRTdGF0dXNSZXNwb25zZRIdCgNqb2IYASABKAsyEC5kb2NwYXJzZS52MS5Kb2IiOAoPV2F0Y2hKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIVCg1hZnRlcl92ZXJzaW9uGAIgASgEIlIKCUhlYXJ0YmVhdBIvCgtzZXJ2ZXJfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbGFzdF92ZXJzaW9uGAIgASgEImkKEFdhdGNoSm9iUmVzcG9uc2USHwoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iSAASKwoJaGVhcnRiZWF0GAIgASgLMhYuZG9jcGFyc2UudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIgoQQ2FuY2VsSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoRQ2FuY2VsSm9iUmVzcG9uc2USHQoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iIi8KCUJhdGNoRmlsZRIRCglmaWxlX25hbWUYASABKAkSDwoHY29udGVudBgCIAEoDCJiChJDcmVhdGVCYXRjaFJlcXVlc3QSJQoFZmlsZXMYASADKAsyFi5kb2NwYXJzZS52MS5CYXRjaEZpbGUSEgoKcmVxdWVzdF9pZBgCIAEoCRIRCglsYW5ndWFnZXMYAyADKAki0wEKBUJhdGNoEhAKCGJhdGNoX2lkGAEgASgJEg0KBXRvdGFsGAIgASgNEhEKCWNvbXBsZXRlZBgDIAEoDRIRCglzdWNjZWVkZWQYBCABKA0SDgoGZmFpbGVkGAUgASgNEhEKCWNhbmNlbGxlZBgGIAEoDRIeCgRqb2JzGAcgAygLMhAuZG9jcGFyc2UudjEuSm9iEg8KB3ZlcnNpb24YCCABKAQSLwoLY3JlYXRlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjgKE0NyZWF0ZUJhdGNoUmVzcG9uc2USIQoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaCI6ChFVcGxvYWRCYXRjaEhlYWRlchISCgpyZXF1ZXN0X2lkGAEgASgJEhEKCWxhbmd1YWdlcxgCIAMoCSI5ChBVcGxvYWRGaWxlSGVhZGVyEhEKCWZpbGVfbmFtZRgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgEIo4BChJVcGxvYWRCYXRjaFJlcXVlc3QSMAoGaGVhZGVyGAEgASgLMh4uZG9jcGFyc2UudjEuVXBsb2FkQmF0Y2hIZWFkZXJIABItCgRmaWxlGAIgASgLMh0uZG9jcGFyc2UudjEuVXBsb2FkRmlsZUhlYWRlckgAEg8KBWNodW5rGAMgASgMSABCBgoEcGFydCI4ChNVcGxvYWRCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giIwoPR2V0QmF0Y2hSZXF1ZXN0EhAKCGJhdGNoX2lkGAEgASgJIjUKEEdldEJhdGNoUmVzcG9uc2USIQoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaCI8ChFXYXRjaEJhdGNoUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCRIVCg1hZnRlcl92ZXJzaW9uGAIgASgEIm8KEldhdGNoQmF0Y2hSZXNwb25zZRIjCgViYXRjaBgBIAEoCzISLmRvY3BhcnNlLnYxLkJhdGNoSAASKwoJaGVhcnRiZWF0GAIgASgLMhYuZG9jcGFyc2UudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIgoQR2V0UmVzdWx0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkiWgoRR2V0UmVzdWx0UmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYuZG9jcGFyc2UudjEuUmVzdWx0UmVmEg0KBWNodW5rGAIgASgMEg4KBm9mZnNldBgDIAEoBCJHCg9HZXRBc3NldFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGFzc2V0X2lkGAIgASgJEhIKCmRlcGxveW1lbnQYAyABKAkiVAoQR2V0QXNzZXRSZXNwb25zZRIhCgVhc3NldBgBIAEoCzISLmRvY3BhcnNlLnYxLkFzc2V0Eg0KBWNodW5rGAIgASgMEg4KBm9mZnNldBgDIAEoBCJuCg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSIgoGc3RhdGVzGAMgAygOMhIuZG9jcGFyc2UudjEuU3RhdGUSEAoIYmF0Y2hfaWQYBCABKAkiSwoQTGlzdEpvYnNSZXNwb25zZRIeCgRqb2JzGAEgAygLMhAuZG9jcGFyc2UudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTLgBgoNUGFyc2VyU2VydmljZRJKCglTdWJtaXRKb2ISHS5kb2NwYXJzZS52MS5TdWJtaXRKb2JSZXF1ZXN0Gh4uZG9jcGFyc2UudjEuU3VibWl0Sm9iUmVzcG9uc2USSgoJR2V0U3RhdHVzEh0uZG9jcGFyc2UudjEuR2V0U3RhdHVzUmVxdWVzdBoeLmRvY3BhcnNlLnYxLkdldFN0YXR1c1Jlc3BvbnNlEkkKCFdhdGNoSm9iEhwuZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXNwb25zZTABEkoKCUNhbmNlbEpvYhIdLmRvY3BhcnNlLnYxLkNhbmNlbEpvYlJlcXVlc3QaHi5kb2NwYXJzZS52MS5DYW5jZWxKb2JSZXNwb25zZRJQCgtDcmVhdGVCYXRjaBIfLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVxdWVzdBogLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVzcG9uc2USUgoLVXBsb2FkQmF0Y2gSHy5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlcXVlc3QaIC5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlc3BvbnNlKAESRwoIR2V0QmF0Y2gSHC5kb2NwYXJzZS52MS5HZXRCYXRjaFJlcXVlc3QaHS5kb2NwYXJzZS52MS5HZXRCYXRjaFJlc3BvbnNlEk8KCldhdGNoQmF0Y2gSHi5kb2NwYXJzZS52MS5XYXRjaEJhdGNoUmVxdWVzdBofLmRvY3BhcnNlLnYxLldhdGNoQmF0Y2hSZXNwb25zZTABEkwKCUdldFJlc3VsdBIdLmRvY3BhcnNlLnYxLkdldFJlc3VsdFJlcXVlc3QaHi5kb2NwYXJzZS52MS5HZXRSZXN1bHRSZXNwb25zZTABEkkKCEdldEFzc2V0EhwuZG9jcGFyc2UudjEuR2V0QXNzZXRSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuR2V0QXNzZXRSZXNwb25zZTABEkcKCExpc3RKb2JzEhwuZG9jcGFyc2UudjEuTGlzdEpvYnNSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuTGlzdEpvYnNSZXNwb25zZWIGcHJvdG8z", [file_docparse_v1_job, file_docparse_v1_reading_package, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message docparse.v1.SubmitJobRequest
@@ -691,6 +691,73 @@ export const GetAssetResponseSchema: GenMessage<GetAssetResponse> = /*@__PURE__*
   messageDesc(file_docparse_v1_parser_service, 24);
 
 /**
+ * @generated from message docparse.v1.ListJobsRequest
+ */
+export type ListJobsRequest = Message<"docparse.v1.ListJobsRequest"> & {
+  /**
+   * Most jobs in one page: 0 means 50, more than 500 means 500. A page may hold fewer (even
+   * none) while `next_page_token` is set: a call reads a bounded part of the index.
+   *
+   * @generated from field: int32 page_size = 1;
+   */
+  pageSize: number;
+
+  /**
+   * `next_page_token` of the previous page, with the same filters; empty for the first page.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+
+  /**
+   * Only jobs in one of these states; empty: every state.
+   *
+   * @generated from field: repeated docparse.v1.State states = 3;
+   */
+  states: State[];
+
+  /**
+   * Only the files of this batch; empty: every job.
+   *
+   * @generated from field: string batch_id = 4;
+   */
+  batchId: string;
+};
+
+/**
+ * Describes the message docparse.v1.ListJobsRequest.
+ * Use `create(ListJobsRequestSchema)` to create a new message.
+ */
+export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
+  messageDesc(file_docparse_v1_parser_service, 25);
+
+/**
+ * @generated from message docparse.v1.ListJobsResponse
+ */
+export type ListJobsResponse = Message<"docparse.v1.ListJobsResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated docparse.v1.Job jobs = 1;
+   */
+  jobs: Job[];
+
+  /**
+   * Pass it as `page_token` for the next page; empty when there are no more jobs.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message docparse.v1.ListJobsResponse.
+ * Use `create(ListJobsResponseSchema)` to create a new message.
+ */
+export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
+  messageDesc(file_docparse_v1_parser_service, 26);
+
+/**
  * The docparse API. Any replica answers any call: job state lives in a shared store.
  *
  * Errors are google.rpc.Status with a google.rpc.ErrorInfo{domain: "docparse", reason} detail:
@@ -812,6 +879,20 @@ export const ParserService: GenService<{
     methodKind: "server_streaming";
     input: typeof GetAssetRequestSchema;
     output: typeof GetAssetResponseSchema;
+  },
+  /**
+   * The caller's jobs (batch files included), newest first (ties: job id descending),
+   * optionally only those in some states or of one batch, in pages (AIP-158). Jobs whose
+   * retention ended are not listed. Errors: INVALID_ARGUMENT / INVALID_PAGE_TOKEN (a token
+   * made for another tenant or other filters, or altered), INVALID_PAGE_SIZE (negative),
+   * INVALID_JOB_ID (batch_id); NOT_FOUND / BATCH_NOT_FOUND (batch_id not the caller's).
+   *
+   * @generated from rpc docparse.v1.ParserService.ListJobs
+   */
+  listJobs: {
+    methodKind: "unary";
+    input: typeof ListJobsRequestSchema;
+    output: typeof ListJobsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_docparse_v1_parser_service, 0);
