@@ -100,6 +100,13 @@ class Keys:
         digest = hashlib.sha256(f"{tenant}\0{identity}".encode()).hexdigest()
         return f"{self.prefix}:active:{digest}"
 
+    def tenant_jobs(self, tenant: str) -> str:
+        """The tenant's job index (ListJobs): a sorted set of job ids (batch files included)
+        scored by creation time (ms), written by the create scripts in the same step as the
+        record. Entries outlive their records; readers drop those whose record is gone."""
+        digest = hashlib.sha256(tenant.encode()).hexdigest()[:32]
+        return f"{self.prefix}:tenant-jobs:{{{digest}}}"
+
     @property
     def job_key_prefix(self) -> str:
         return f"{self.prefix}:job:"

@@ -14,6 +14,13 @@ tests/test_state_machine.py checks them against a model after every write.
   batch it names is gone, a retry with it makes a new one instead of answering NOT_FOUND.
 - Active-dedupe pointer: the QUEUED TTL; deleted when the job ends.
 - Pending-enqueue entry: until the sweeper has seen the job's queue entry.
+- Tenant job index (ListJobs): each create pushes the index's TTL to at least `listed_ms`, the
+  longest a record can live from its create: every attempt may wait the queued TTL in the queue
+  (a release re-queues it) and then run (a parse is stopped after `parse_timeout_s`; the record
+  lives `running_ttl_s` past the last write), then the retention follows the end (a batch's
+  files end with their last file, which obeys the same bound). So the index never expires
+  before a job it lists; each create also drops entries older than `listed_ms` (their records
+  are gone), and ListJobs drops the entries whose record it finds gone.
 
 So a record never expires while its job can still change (a QUEUED job waits at most the queued
 TTL, a retry included), a batch's files never expire before the batch, and a request_id never
@@ -34,6 +41,7 @@ class Lifetimes:
     retention_ms: int
     tombstone_ms: int
     request_ms: int
+    listed_ms: int = 0
 
     @classmethod
     def of(cls, settings: Settings) -> Lifetimes:
@@ -43,4 +51,15 @@ class Lifetimes:
             retention_ms=settings.retention_s * 1000,
             tombstone_ms=settings.tombstone_s * 1000,
             request_ms=settings.request_id_ttl_s * 1000,
+            listed_ms=listed_ms(settings),
         )
+
+
+def listed_ms(settings: Settings) -> int:
+    """The longest a job record can live from its create (see the module's rules)."""
+    attempt_ms = (
+        settings.queued_ttl_s * 1000
+        + int(settings.parse_timeout_s * 1000)
+        + settings.running_ttl_s * 1000
+    )
+    return max(1, settings.max_attempts) * attempt_ms + settings.retention_s * 1000

@@ -15,12 +15,13 @@ import grpc
 from docparse import observability
 from docparse.errors import DocparseError, check_request_id
 from docparse.serving import abort
-from docparse.tenancy import Caller, StreamSlots
+from docparse.tenancy import DEFAULT_TENANT, Caller, StreamSlots
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc, reading_package_pb2
 from parser_svc.batches import Batches
 from parser_svc.blobs import BlobStore
-from parser_svc.callers import current_caller
+from parser_svc.callers import current_caller, current_tenant
 from parser_svc.events import EventHub
+from parser_svc.listing import JobListing
 from parser_svc.parsers import mime_for_ext
 from parser_svc.queue import JobQueue
 from parser_svc.records import is_terminal
@@ -69,6 +70,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self.submitter = Submitter(settings, store, queue, blobs)
         self.batches = Batches(store, hub, self.submitter)
         self.streams = StreamSlots(settings.max_streams_per_tenant, "watch streams on this replica")
+        self.listing = JobListing(store, settings)
 
     async def SubmitJob(
         self, request: parser_service_pb2.SubmitJobRequest, context: Context
@@ -254,6 +256,16 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             deployment=env,
             job_id=request.job_id,
         )
+
+    async def ListJobs(
+        self, request: parser_service_pb2.ListJobsRequest, context: Context
+    ) -> parser_service_pb2.ListJobsResponse:
+        """The caller's jobs, newest first, a page at a time (parser_svc/listing.py)."""
+        try:
+            return await self.listing.page(current_tenant() or DEFAULT_TENANT, request)
+        except DocparseError as err:
+            await abort(context, err)
+            raise AssertionError("unreachable") from err
 
     async def CancelJob(
         self, request: parser_service_pb2.CancelJobRequest, context: Context

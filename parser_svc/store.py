@@ -238,6 +238,7 @@ class JobStore:
             fields.get("content_sha256", ""),
             self.keys.job_key_prefix,
             job_id,
+            ttl.listed_ms,
         ]
         for name, value in {"job_id": job_id, **fields}.items():
             args += [name, value]
@@ -247,6 +248,7 @@ class JobStore:
             request_key,
             dedupe_key,
             self.keys.pending,
+            self.keys.tenant_jobs(fields.get("tenant") or DEFAULT_TENANT),
         ]
         reply = await self.call(lambda: CREATE_JOB(self.client, keys, args, **self._durable))
         status, other = _text(reply[0]), _text(reply[1])
@@ -282,7 +284,13 @@ class JobStore:
         for item in files:
             args += [item["file_name"], item["content_sha256"], item["content_type"]]
             args.append(item["size_bytes"])
-        keys = [self.keys.batch_meta(batch_id), request_key, self.keys.pending]
+        args.append(ttl.listed_ms)  # the last argument, after the files
+        keys = [
+            self.keys.batch_meta(batch_id),
+            request_key,
+            self.keys.pending,
+            self.keys.tenant_jobs(tenant),
+        ]
         reply = await self.call(lambda: CREATE_BATCH(self.client, keys, args, **self._durable))
         status, other = _text(reply[0]), _text(reply[1])
         return CreateResult(status, other, created=other == batch_id)  # type: ignore[arg-type]

@@ -4,11 +4,14 @@
 -- Safe to run twice: a re-run finds its own batch (EXISTS, or REPLAY naming ARGV[8]).
 -- KEYS[1] batch meta, KEYS[2] request_id record of (tenant, request_id) or ''
 -- KEYS[3] the pending-enqueue index (sorted set)
+-- KEYS[4] the tenant's job index (sorted set by create time, ListJobs)
 -- ARGV[1] now (ms), ARGV[2] queued TTL (ms), ARGV[3] retention (ms), ARGV[4] tombstone extra (ms)
 -- ARGV[5] request_id TTL (ms), ARGV[6] digest of the batch's content (names and sha256s)
 -- ARGV[7] key prefix of the batch's files ('...:job:{batch}-'), ARGV[8] the batch id
 -- ARGV[9] batch meta key prefix ('...:batch:'), ARGV[10] tenant, ARGV[11] number of files
 -- ARGV[12..] per file: file_name, content_sha256, content_type, size_bytes
+-- ARGV[#ARGV] (the last, after the files) how long the tenant's job index must keep a new entry
+-- (ms, lifetimes.py: the longest a record can live)
 -- Returns {status, batch_id}: OK | EXISTS | REPLAY (first batch) | CONFLICT (first batch).
 local now, queued_ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local retention, tomb_extra = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -41,7 +44,13 @@ for i = 0, n - 1 do
   redis.call('SET', key .. ':tomb', tostring(now + queued_ttl) .. ':' .. tenant, 'PX',
     queued_ttl + tomb_extra)
   redis.call('ZADD', KEYS[3], now, job_id)
+  redis.call('ZADD', KEYS[4], now, job_id)
 end
+-- The files are listed from now on; the index lives as long as any record it lists can, and
+-- sheds entries whose records are certainly gone.
+local listed = tonumber(ARGV[#ARGV])
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. tostring(now - listed))
+if redis.call('PTTL', KEYS[4]) < listed then redis.call('PEXPIRE', KEYS[4], listed) end
 if KEYS[2] ~= '' then
   redis.call('HSET', KEYS[2], 'batch_id', batch_id, 'digest', ARGV[6])
   redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[5]))

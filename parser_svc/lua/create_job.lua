@@ -8,9 +8,11 @@
 -- KEYS[3] idempotency record of (tenant, request_id), or '' when the request has no id
 -- KEYS[4] active-dedupe pointer of (tenant, parser version, options, content), or '' for none
 -- KEYS[5] the pending-enqueue index (sorted set): a sweeper enqueues what nobody confirmed
+-- KEYS[6] the tenant's job index (sorted set by create time, ListJobs)
 -- ARGV[1] event channel, ARGV[2] now (ms), ARGV[3] record TTL (ms), ARGV[4] tombstone extra (ms)
 -- ARGV[5] idempotency TTL (ms), ARGV[6] content sha256, ARGV[7] job key prefix ('...:job:')
--- ARGV[8] the new job's id, ARGV[9..] field, value pairs describing the upload
+-- ARGV[8] the new job's id, ARGV[9] how long the tenant's job index must keep a new entry (ms,
+-- lifetimes.py: the longest a record can live), ARGV[10..] field, value pairs of the upload
 -- Returns {status, job_id}:
 --   {'OK', new id} | {'REPLAY', first id} (same request_id, same content)
 --   {'CONFLICT', first id} (same request_id, other content) | {'JOINED', active id}
@@ -49,7 +51,7 @@ if KEYS[4] ~= '' then
 end
 
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'EXISTS', job_id} end
-for i = 9, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+for i = 10, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'state', 'QUEUED', 'version', '1', 'done', '0', 'total', '0',
   'stage', 'queued', 'attempt', '0', 'fence', '', 'create_ms', ARGV[2], 'update_ms', ARGV[2],
   'expire_ms', tostring(now + ttl), 'dedupe_key', KEYS[4])
@@ -60,6 +62,12 @@ redis.call('SET', KEYS[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tonu
 if KEYS[4] ~= '' then redis.call('SET', KEYS[4], job_id, 'PX', ttl) end
 remember_request(job_id)
 redis.call('ZADD', KEYS[5], now, job_id)
+-- Listed from now on; the index lives as long as any record it lists can, and sheds entries
+-- whose records are certainly gone.
+local listed = tonumber(ARGV[9])
+redis.call('ZADD', KEYS[6], now, job_id)
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. tostring(now - listed))
+if redis.call('PTTL', KEYS[6]) < listed then redis.call('PEXPIRE', KEYS[6], listed) end
 
 local flat = redis.call('HGETALL', KEYS[1])
 local rec = {}
