@@ -148,6 +148,21 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """Workers holding the job were lost DOCPARSE_MAX_ATTEMPTS times."""
     WORKER_FAILED: _ErrorReason.ValueType  # 86
     """The worker failed around the parse for a reason it could not name (see the replica log)."""
+    CALLBACK_INVALID: _ErrorReason.ValueType  # 90
+    """--- Webhooks (SubmitJobRequest.callback; INVALID_ARGUMENT unless said otherwise) ---
+    The callback is not an http(s) URL with a host (or is over 2048 characters, carries a
+    user:password part, its host does not resolve, or it lacks its secret_name).
+    """
+    CALLBACK_NOT_ALLOWED: _ErrorReason.ValueType  # 91
+    """The callback's host resolves to a private, loopback, link-local, multicast or reserved
+    address that DOCPARSE_WEBHOOK_ALLOW_CIDRS does not list (SSRF guard).
+    """
+    CALLBACK_SECRET_UNKNOWN: _ErrorReason.ValueType  # 92
+    """The caller's tenant has no webhook secret of that name (DOCPARSE_WEBHOOK_SECRETS_FILE)."""
+    WEBHOOK_CONFIG_INVALID: _ErrorReason.ValueType  # 93
+    """FAILED_PRECONDITION: parser_svc cannot read DOCPARSE_WEBHOOK_SECRETS_FILE or
+    DOCPARSE_WEBHOOK_ALLOW_CIDRS; it refuses to start (exit 2).
+    """
     CHECKSUM_MISMATCH: _ErrorReason.ValueType  # 100
     """--- Local tools: the SDK, the CLI and the local stack (exit code 2 unless said otherwise) ---
     DATA_LOSS: a downloaded result does not match its announced size or sha256.
@@ -312,6 +327,21 @@ WORKER_LOST: ErrorReason.ValueType  # 85
 """Workers holding the job were lost DOCPARSE_MAX_ATTEMPTS times."""
 WORKER_FAILED: ErrorReason.ValueType  # 86
 """The worker failed around the parse for a reason it could not name (see the replica log)."""
+CALLBACK_INVALID: ErrorReason.ValueType  # 90
+"""--- Webhooks (SubmitJobRequest.callback; INVALID_ARGUMENT unless said otherwise) ---
+The callback is not an http(s) URL with a host (or is over 2048 characters, carries a
+user:password part, its host does not resolve, or it lacks its secret_name).
+"""
+CALLBACK_NOT_ALLOWED: ErrorReason.ValueType  # 91
+"""The callback's host resolves to a private, loopback, link-local, multicast or reserved
+address that DOCPARSE_WEBHOOK_ALLOW_CIDRS does not list (SSRF guard).
+"""
+CALLBACK_SECRET_UNKNOWN: ErrorReason.ValueType  # 92
+"""The caller's tenant has no webhook secret of that name (DOCPARSE_WEBHOOK_SECRETS_FILE)."""
+WEBHOOK_CONFIG_INVALID: ErrorReason.ValueType  # 93
+"""FAILED_PRECONDITION: parser_svc cannot read DOCPARSE_WEBHOOK_SECRETS_FILE or
+DOCPARSE_WEBHOOK_ALLOW_CIDRS; it refuses to start (exit 2).
+"""
 CHECKSUM_MISMATCH: ErrorReason.ValueType  # 100
 """--- Local tools: the SDK, the CLI and the local stack (exit code 2 unless said otherwise) ---
 DATA_LOSS: a downloaded result does not match its announced size or sha256.

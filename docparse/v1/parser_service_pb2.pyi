@@ -31,6 +31,7 @@ class SubmitJobRequest(_message.Message):
     WAIT_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
     PASSWORD_FIELD_NUMBER: _builtins.int
     LANGUAGES_FIELD_NUMBER: _builtins.int
+    CALLBACK_FIELD_NUMBER: _builtins.int
     file_name: _builtins.str
     """The upload's original name; informative only, the type is detected from the content."""
     content: _builtins.bytes
@@ -55,6 +56,13 @@ class SubmitJobRequest(_message.Message):
         INVALID_ARGUMENT (reason LANGUAGE_NOT_INSTALLED) naming the installed ones. At most 8.
         """
 
+    @_builtins.property
+    def callback(self) -> Global___Callback:
+        """Where to be told that the job ended (a signed webhook, at least once); unset: nobody is
+        called. Checked at submit: INVALID_ARGUMENT with CALLBACK_INVALID, CALLBACK_NOT_ALLOWED or
+        CALLBACK_SECRET_UNKNOWN.
+        """
+
     def __init__(
         self,
         *,
@@ -64,14 +72,52 @@ class SubmitJobRequest(_message.Message):
         wait_timeout_ms: _builtins.int = ...,
         password: _builtins.str = ...,
         languages: _abc.Iterable[_builtins.str] | None = ...,
+        callback: Global___Callback | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["callback", b"callback"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "file_name", b"file_name", "languages", b"languages", "password", b"password", "request_id", b"request_id", "wait_timeout_ms", b"wait_timeout_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback", b"callback", "content", b"content", "file_name", b"file_name", "languages", b"languages", "password", b"password", "request_id", b"request_id", "wait_timeout_ms", b"wait_timeout_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SubmitJobRequest: _TypeAlias = SubmitJobRequest  # noqa: Y015
+
+@_typing.final
+class Callback(_message.Message):
+    """A webhook: when the job reaches SUCCEEDED, FAILED or CANCELLED, the service POSTs
+    {"type": "job.succeeded", "timestamp": ..., "data": <the Job as JSON>} to `url`, signed the
+    Standard Webhooks way (headers webhook-id, webhook-timestamp, webhook-signature: v1, an
+    HMAC-SHA256 with the secret named `secret_name`). At least once: a delivery that does not get
+    a 2xx answer is retried with exponential backoff, then set aside (dead letters); receivers
+    dedupe by webhook-id, the same for every attempt of one job's terminal state.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    URL_FIELD_NUMBER: _builtins.int
+    SECRET_NAME_FIELD_NUMBER: _builtins.int
+    url: _builtins.str
+    """An http or https URL (at most 2048 characters, no user:password part). Every address its
+    host resolves to must be public (not private, loopback, link-local, multicast or reserved)
+    unless DOCPARSE_WEBHOOK_ALLOW_CIDRS lists it; otherwise CALLBACK_NOT_ALLOWED.
+    """
+    secret_name: _builtins.str
+    """The name of a secret the caller's tenant registered (DOCPARSE_WEBHOOK_SECRETS_FILE); the
+    secret itself never travels in a request. An unknown name: CALLBACK_SECRET_UNKNOWN.
+    """
+    def __init__(
+        self,
+        *,
+        url: _builtins.str = ...,
+        secret_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["secret_name", b"secret_name", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Callback: _TypeAlias = Callback  # noqa: Y015
 
 @_typing.final
 class SubmitJobResponse(_message.Message):
