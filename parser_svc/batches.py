@@ -26,7 +26,7 @@ from parser_svc.events import EventHub
 from parser_svc.keys import batch_file_id
 from parser_svc.records import decode_hash, is_terminal
 from parser_svc.store import JobStore
-from parser_svc.submit import Submitter, invalid, unsupported
+from parser_svc.submit import Submitter, check_languages, invalid, unsupported
 from parser_svc.uploads import (
     MAX_FILES,
     StoredFile,
@@ -61,9 +61,12 @@ class Batches:
         self,
         files: Sequence[parser_service_pb2.BatchFile],
         request_id: str = "",
+        languages: Sequence[str] = (),
     ) -> parser_service_pb2.Batch:
-        """CreateBatch: every file's size, then the tenant's rate, checked before anything reads
-        a file; then the uploads are stored and the batch created (`create_stored`)."""
+        """CreateBatch: the language hints and every file's size, then the tenant's rate, checked
+        before anything reads a file; then the uploads are stored and the batch created
+        (`create_stored`). The hints apply to every file."""
+        hints = ",".join(check_languages(list(languages)))
         if not files:
             raise invalid("EMPTY_BATCH", "a batch needs at least one file")
         if len(files) > MAX_FILES:
@@ -82,7 +85,7 @@ class Batches:
                 await asyncio.to_thread(self.submitter.blobs.put_input, job_id, item.content)
                 size = len(item.content)
                 sha256 = hashlib.sha256(item.content).hexdigest()
-                stored.append(StoredFile(job_id, item.file_name[:512], size, sha256, size))
+                stored.append(StoredFile(job_id, item.file_name[:512], size, sha256, size, hints))
         except BaseException:
             for done in stored:
                 self.submitter.blobs.delete_upload(done.job_id)
@@ -119,10 +122,17 @@ class Batches:
                     "content_sha256": item.sha256,
                     "content_type": detected.kind,
                     "size_bytes": str(item.size_bytes),
+                    "languages": item.languages,
                 }
             )
+        # Other language hints are other content for a request_id (a retry must repeat them).
         digest = hashlib.sha256(
-            "".join(f"{r['file_name']}\0{r['content_sha256']}\n" for r in records).encode()
+            "".join(
+                f"{r['file_name']}\0{r['content_sha256']}"
+                + (f"\0{r['languages']}" if r["languages"] else "")
+                + "\n"
+                for r in records
+            ).encode()
         ).hexdigest()
         request_key = self.store.keys.batch_request(tenant, request_id) if request_id else ""
         try:

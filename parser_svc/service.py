@@ -28,7 +28,7 @@ from parser_svc.records import is_terminal
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore
 from parser_svc.submit import Submitter, invalid
-from parser_svc.uploads import receive_batch_upload
+from parser_svc.uploads import UPLOAD_ACCEPTED, receive_batch_upload
 from parser_svc.watch import watch_job
 
 log = logging.getLogger(__name__)
@@ -298,7 +298,9 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     ) -> parser_service_pb2.CreateBatchResponse:
         try:
             check_request_id(request.request_id)
-            batch = await self.batches.create(request.files, request.request_id)
+            batch = await self.batches.create(
+                request.files, request.request_id, list(request.languages)
+            )
             return parser_service_pb2.CreateBatchResponse(batch=batch)
         except DocparseError as err:
             await abort(context, err)
@@ -312,7 +314,10 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         try:
             batch_id = uuid.uuid4().hex
             request_id, files = await receive_batch_upload(
-                _checked_header(request_iterator), batch_id, self.submitter
+                _checked_header(request_iterator),
+                batch_id,
+                self.submitter,
+                accepted=lambda: context.send_initial_metadata(UPLOAD_ACCEPTED),
             )
             batch = await self.batches.create_stored(batch_id, files, request_id)
             return parser_service_pb2.UploadBatchResponse(batch=batch)

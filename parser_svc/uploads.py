@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import mmap
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -23,9 +23,12 @@ from docparse.v1 import parser_service_pb2
 from parser_svc.blobs import BlobStore
 from parser_svc.detect import Detection, sniff
 from parser_svc.keys import batch_file_id
-from parser_svc.submit import Submitter, invalid
+from parser_svc.submit import Submitter, check_languages, invalid
 
 MAX_FILES = 1000
+# The initial metadata an UploadBatch call sends once its header is accepted (see
+# receive_batch_upload); gateway/http/api.py waits for it before streaming files.
+UPLOAD_ACCEPTED = (("x-docparse-upload", "header-accepted"),)
 
 
 @dataclass
@@ -37,6 +40,8 @@ class StoredFile:
     size_bytes: int = 0
     sha256: str = ""
     announced: int = 0
+    # The batch's OCR language hints, comma separated ("" = detect the script per page).
+    languages: str = ""
     _hash: hashlib._Hash = field(default_factory=hashlib.sha256, repr=False)
 
 
@@ -54,11 +59,17 @@ async def receive_batch_upload(
     parts: AsyncIterator[parser_service_pb2.UploadBatchRequest],
     batch_id: str,
     submitter: Submitter,
+    accepted: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[str, list[StoredFile]]:
     """Stores an UploadBatch stream (a header, then per file a file header and chunks) as the
-    uploads of `<batch_id>-<i>`. Returns the request_id and the stored files."""
+    uploads of `<batch_id>-<i>`. Returns the request_id and the stored files. The header's
+    language hints are checked when it arrives (before any file is stored) and kept on each
+    file; then `accepted` runs (the service sends the call's initial metadata: a client may wait
+    for it before streaming files, so a refused header's status reaches it intact instead of
+    racing its writes)."""
     blobs = submitter.blobs
     request_id = ""
+    languages = ""
     files: list[StoredFile] = []
     out: BinaryIO | None = None
 
@@ -88,6 +99,9 @@ async def receive_batch_upload(
             index += 1
             if kind == "header":
                 request_id = part.header.request_id
+                languages = ",".join(check_languages(list(part.header.languages)))
+                if accepted is not None:
+                    await accepted()
             elif kind == "file":
                 await close_file()
                 if len(files) >= MAX_FILES:
@@ -96,7 +110,9 @@ async def receive_batch_upload(
                 submitter.check_announced(part.file.size_bytes, name)
                 await submitter.check_rate()  # each file is a submit, counted as it comes
                 job_id = batch_file_id(batch_id, len(files))
-                files.append(StoredFile(job_id, name, announced=part.file.size_bytes))
+                files.append(
+                    StoredFile(job_id, name, announced=part.file.size_bytes, languages=languages)
+                )
                 out = await asyncio.to_thread(blobs.open_input, job_id)
             elif kind == "chunk":
                 if out is None:

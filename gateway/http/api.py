@@ -6,6 +6,7 @@ strings, every scalar field present)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import grpc
 from aiohttp import BodyPartReader, MultipartReader, web
@@ -129,6 +130,14 @@ def _request_id(request: web.Request, fields: dict[str, str]) -> str:
     return request_id
 
 
+def _languages(request: web.Request, fields: dict[str, str]) -> list[str]:
+    """The OCR language hints: `languages` in the URL or a form field, comma separated BCP-47
+    tags ("de", "en,ru"). Passed through as given: the replica checks them (an uninstalled one
+    is 400 LANGUAGE_NOT_INSTALLED naming the installed ones)."""
+    raw = text(request.query.get("languages", fields.get("languages", "")))
+    return [tag.strip() for tag in raw.split(",") if tag.strip()]
+
+
 def _checked_before_reading(request: web.Request) -> int:
     """What can be checked before a byte of an upload is read: the API key (401), and the
     parameters that came in the URL or headers (400). Returns the upload limit: the gateway's,
@@ -145,7 +154,8 @@ def _checked_before_reading(request: web.Request) -> int:
 
 async def submit_job(request: web.Request) -> web.Response:
     """POST /v1/jobs: a multipart upload (field `file`, optional `password`, `request_id`,
-    `wait_ms`) or the raw document as the body with `?file_name=`. 200 with a terminal job
+    `wait_ms`, `languages`) or the raw document as the body with `?file_name=` (and
+    `?languages=`). 200 with a terminal job
     (the sync answer, when `wait_ms` allowed it), else 202 with the QUEUED/RUNNING job."""
     limit = _checked_before_reading(request)
     fields: dict[str, str] = {}
@@ -181,6 +191,7 @@ async def submit_job(request: web.Request) -> web.Response:
             request_id=_request_id(request, fields),
             wait_timeout_ms=wait_ms,
             password=password,
+            languages=_languages(request, fields),
         ),
         request,
         extra_timeout_s=wait_ms / 1000,
@@ -269,8 +280,9 @@ async def get_result(request: web.Request) -> web.StreamResponse:
 
 async def create_batch(request: web.Request) -> web.Response:
     """POST /v1/batches: multipart with several file parts (any field name), optional
-    `request_id`. Streamed to a replica with UploadBatch one file at a time, so the gateway
-    holds at most one file in memory. 202 with the batch (its files QUEUED)."""
+    `request_id` and `languages` (fields before the first file, or in the URL). Streamed to a
+    replica with UploadBatch one file at a time, so the gateway holds at most one file in
+    memory. 202 with the batch (its files QUEUED)."""
     if not request.content_type.startswith("multipart/"):
         raise HttpError(bad_request("BAD_MULTIPART", "POST /v1/batches takes multipart/form-data"))
     upload = Upload(await _parts(request), _checked_before_reading(request))
@@ -282,7 +294,7 @@ async def create_batch(request: web.Request) -> web.Response:
         header_sent = False
         while (found := await upload.next_file()) is not None:
             if not header_sent:  # request_id may be a field before the first file
-                await call.write(_upload_header(request, upload.fields))
+                await _send_header(call, _upload_header(request, upload.fields))
                 header_sent = True
             file_name, content = found
             await call.write(
@@ -309,11 +321,27 @@ async def create_batch(request: web.Request) -> web.Response:
     return json_response(reply.batch, served, 202, {"Location": f"/v1/batches/{batch_id}"})
 
 
+async def _send_header(
+    call: grpc.aio.StreamUnaryCall[Any, Any], header: parser_service_pb2.UploadBatchRequest
+) -> None:
+    """Writes an UploadBatch header and waits for the replica's verdict on it (initial metadata
+    `x-docparse-upload: header-accepted`, or the end of the call): a refused header (a language
+    that is not installed) then answers with the replica's status. Writing files at once would
+    race the refusal, and a write that loses the race ends the call INTERNAL, the replica's
+    reason lost."""
+    await call.write(header)
+    metadata = await call.initial_metadata()
+    if ("x-docparse-upload", "header-accepted") not in tuple(metadata or ()):
+        await call  # the call ends (trailers only): raises the replica's error
+
+
 def _upload_header(
     request: web.Request, fields: dict[str, str]
 ) -> parser_service_pb2.UploadBatchRequest:
     return parser_service_pb2.UploadBatchRequest(
-        header=parser_service_pb2.UploadBatchHeader(request_id=_request_id(request, fields))
+        header=parser_service_pb2.UploadBatchHeader(
+            request_id=_request_id(request, fields), languages=_languages(request, fields)
+        )
     )
 
 

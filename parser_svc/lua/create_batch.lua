@@ -9,7 +9,7 @@
 -- ARGV[5] request_id TTL (ms), ARGV[6] digest of the batch's content (names and sha256s)
 -- ARGV[7] key prefix of the batch's files ('...:job:{batch}-'), ARGV[8] the batch id
 -- ARGV[9] batch meta key prefix ('...:batch:'), ARGV[10] tenant, ARGV[11] number of files
--- ARGV[12..] per file: file_name, content_sha256, content_type, size_bytes
+-- ARGV[12..] per file: file_name, content_sha256, content_type, size_bytes, languages ('' = none)
 -- ARGV[#ARGV] (the last, after the files) how long the tenant's job index must keep a new entry
 -- (ms, lifetimes.py: the longest a record can live)
 -- Returns {status, batch_id}: OK | EXISTS | REPLAY (first batch) | CONFLICT (first batch).
@@ -32,7 +32,7 @@ redis.call('HSET', KEYS[1], 'batch_id', batch_id, 'tenant', tenant, 'total', n,
   'version', n)
 redis.call('PEXPIRE', KEYS[1], queued_ttl + retention)
 for i = 0, n - 1 do
-  local at = 12 + i * 4
+  local at = 12 + i * 5
   local job_id = batch_id .. '-' .. i
   local key = ARGV[7] .. i
   redis.call('HSET', key, 'job_id', job_id, 'file_name', ARGV[at], 'content_sha256',
@@ -40,6 +40,7 @@ for i = 0, n - 1 do
     'batch_id', batch_id, 'state', 'QUEUED', 'version', '1', 'done', '0', 'total', '0',
     'stage', 'queued', 'attempt', '0', 'fence', '', 'create_ms', ARGV[1],
     'update_ms', ARGV[1], 'expire_ms', tostring(now + queued_ttl), 'dedupe_key', '')
+  if ARGV[at + 4] ~= '' then redis.call('HSET', key, 'languages', ARGV[at + 4]) end
   redis.call('PEXPIRE', key, queued_ttl)
   redis.call('SET', key .. ':tomb', tostring(now + queued_ttl) .. ':' .. tenant, 'PX',
     queued_ttl + tomb_extra)
