@@ -16,20 +16,29 @@ objects (`make old-kubectls`, part of `make test`, puts those kubectls into .too
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]
 import pytest
+import redis.asyncio as aioredis
 import yaml  # type: ignore[import-untyped]
+from bullmq import Worker
 
+from docparse.embedded_redis import EmbeddedRedis
 from gateway.settings import GatewaySettings
+from parser_svc.keys import Keys
+from parser_svc.queue import JobQueue, bullmq_options
 from parser_svc.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +49,7 @@ TREES = [K8S / "base", *OVERLAYS]
 K8S_VERSIONS = ["1.30.0", "1.37.0"]
 IMAGE_UID = 10001
 DOCPARSE_APPS = {"parser-svc", "gateway"}
+KEDA_API = "keda.sh/"
 
 Obj = dict[str, Any]
 
@@ -161,17 +171,20 @@ def prestop_seconds(container: Obj) -> int:
 
 @pytest.fixture(scope="module")
 def rendered_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Each tree rendered, without KEDA's objects (no Kubernetes schema has them; they are
+    validated against tests/schemas/keda-v1alpha1.json instead)."""
     folder = tmp_path_factory.mktemp("k8s")
     files = []
     for tree in TREES:
         path = folder / f"{tree_id(tree).replace('/', '-')}.yaml"
-        path.write_text(render(tree))
+        core = [o for o in objects(tree) if not o["apiVersion"].startswith(KEDA_API)]
+        path.write_text(yaml.safe_dump_all(core, sort_keys=False))
         files.append(path)
     return files
 
 
 def test_every_overlay_is_tested() -> None:
-    assert {p.name for p in OVERLAYS} >= {"dev", "prod", "prod-external-redis"}
+    assert {p.name for p in OVERLAYS} >= {"dev", "prod", "prod-external-redis", "prod-keda"}
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -207,6 +220,37 @@ def test_older_kustomize_renders_the_same_objects(tree: Path, version: str) -> N
 
     older = [doc for doc in yaml.safe_load_all(kustomize(old_kubectl(version), tree)) if doc]
     assert sorted(older, key=key) == sorted(objects(tree), key=key)
+
+
+def keda_objects(tree: Path) -> list[Obj]:
+    return [o for o in objects(tree) if o["apiVersion"].startswith(KEDA_API)]
+
+
+@pytest.mark.parametrize("tree", TREES, ids=tree_id)
+def test_keda_objects_validate_strictly(tree: Path) -> None:
+    schemas = json.loads((ROOT / "tests" / "schemas" / "keda-v1alpha1.json").read_text())
+    for obj in keda_objects(tree):
+        assert obj["kind"] in schemas, f"no schema for {obj['kind']}"
+        jsonschema.validate(obj, schemas[obj["kind"]])
+
+
+def test_the_keda_schema_rejects_an_unknown_field() -> None:
+    """The KEDA check is real: a misspelt field, or a trigger metadata key KEDA's redis scaler
+    does not read (it would ignore it silently), fails."""
+    schemas = json.loads((ROOT / "tests" / "schemas" / "keda-v1alpha1.json").read_text())
+    (scaled,) = [
+        o for o in keda_objects(K8S / "overlays" / "prod-keda") if o["kind"] == "ScaledObject"
+    ]
+    jsonschema.validate(scaled, schemas["ScaledObject"])
+    for misspelt in ("minReplicas", "maxReplicas"):
+        bad = json.loads(json.dumps(scaled))
+        bad["spec"][misspelt] = 3
+        with pytest.raises(jsonschema.ValidationError, match=misspelt):
+            jsonschema.validate(bad, schemas["ScaledObject"])
+    bad = json.loads(json.dumps(scaled))
+    bad["spec"]["triggers"][0]["metadata"]["listname"] = "docparse:prod:bull:parse:wait"
+    with pytest.raises(jsonschema.ValidationError, match="listname"):
+        jsonschema.validate(bad, schemas["ScaledObject"])
 
 
 def test_the_validator_rejects_an_unknown_field(tmp_path: Path) -> None:
@@ -429,13 +473,17 @@ def test_labels_and_selectors(tree: Path) -> None:
 def test_prod_autoscales_budgets_disruptions_and_isolates(tree: Path) -> None:
     objs = objects(tree)
     for name in ("parser-svc", "gateway"):
-        hpa = get(objs, "HorizontalPodAutoscaler", name)
-        assert hpa["spec"]["scaleTargetRef"] == {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "name": name,
-        }
-        assert hpa["spec"]["minReplicas"] >= 2
+        scaled = find(objs, "ScaledObject", name)
+        if scaled is not None:
+            # KEDA makes the HPA; a second one on the same Deployment would fight it.
+            assert find(objs, "HorizontalPodAutoscaler", name) is None
+            scale_target, min_replicas = scaled["spec"]["scaleTargetRef"], "minReplicaCount"
+            assert scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"]
+        else:
+            hpa = get(objs, "HorizontalPodAutoscaler", name)
+            scale_target, min_replicas = hpa["spec"]["scaleTargetRef"], "minReplicas"
+        assert scale_target == {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+        assert (scaled or hpa)["spec"][min_replicas] >= 2
         # The HPA owns the count: a replicas field would reset it on every apply.
         assert "replicas" not in get(objs, "Deployment", name)["spec"]
         pdb = get(objs, "PodDisruptionBudget", name)
@@ -482,6 +530,12 @@ def test_prod_autoscales_budgets_disruptions_and_isolates(tree: Path) -> None:
     ]
     assert sources("parser-svc", 50051) == gateway_only
     if find(objs, "StatefulSet", "redis") is not None:
+        keda_operator = [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "keda-operator"}},
+            }
+        ]
         assert sources("redis", 6379) == [
             [
                 {
@@ -492,7 +546,9 @@ def test_prod_autoscales_budgets_disruptions_and_isolates(tree: Path) -> None:
                         }
                     }
                 }
-            ]
+            ],
+            # KEDA reads the queue lists (k8s/components/keda).
+            *([keda_operator] if find(objs, "ScaledObject", "parser-svc") else []),
         ]
 
 
@@ -531,3 +587,78 @@ def test_dockerfile_lints_clean_and_matches_the_manifests() -> None:
     assert ignored[0] == "*", ".dockerignore is an allow-list"
     for needed in ("pyproject.toml", "docparse/", "parser_svc/", "gateway/"):
         assert f"!{needed}" in ignored
+
+
+# --- autoscaling on queue depth (KEDA) ---------------------------------------------------------
+
+
+def keda_trees() -> list[Path]:
+    return [t for t in OVERLAYS if "components/keda" in (t / "kustomization.yaml").read_text()]
+
+
+@pytest.mark.parametrize("tree", keda_trees(), ids=tree_id)
+def test_keda_reads_the_queue_lists_of_this_deployment(tree: Path) -> None:
+    """The ScaledObject's Redis address, lists and password are the ones this overlay's
+    parser-svc uses: a wrong namespace, env or queue name would scale on an empty list."""
+    objs = objects(tree)
+    scaled = get(objs, "ScaledObject", "parser-svc")
+    parser = get(objs, "Deployment", "parser-svc")
+    env = env_of(objs, parser)
+    prefix = Keys(env["DOCPARSE_ENV"]).queue_prefix
+    queue = env.get("DOCPARSE_QUEUE_NAME", Settings.model_fields["queue_name"].default)
+    namespace = parser["metadata"]["namespace"]
+    redis_port = get(objs, "Service", "redis")["spec"]["ports"][0]["port"]
+    lists = {}
+    for trigger in scaled["spec"]["triggers"]:
+        assert trigger["type"] == "redis"
+        meta = trigger["metadata"]
+        assert meta["address"] == f"redis.{namespace}.svc.cluster.local:{redis_port}"
+        lists[meta["listName"]] = int(meta["listLength"])
+        auth = get(objs, "TriggerAuthentication", trigger["authenticationRef"]["name"])
+        (ref,) = auth["spec"]["secretTargetRef"]
+        # The key the bundled Redis takes its password from.
+        (redis,) = get(objs, "StatefulSet", "redis")["spec"]["template"]["spec"]["containers"]
+        password = next(e for e in redis["env"] if e["name"] == "REDIS_PASSWORD")
+        assert ref["parameter"] == "password"
+        assert {"name": ref["name"], "key": ref["key"]} == password["valueFrom"]["secretKeyRef"]
+    concurrency = int(env["DOCPARSE_WORKER_CONCURRENCY"])
+    # Running parses never ask for more pods than they occupy, nor fewer.
+    assert lists == {
+        f"{prefix}:{queue}:wait": lists[f"{prefix}:{queue}:wait"],
+        f"{prefix}:{queue}:active": concurrency,
+    }
+
+
+async def test_bullmq_keeps_waiting_and_running_jobs_in_the_lists_keda_reads(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """Against a real queue: jobs the API enqueues are in <prefix>:<queue>:wait, a job a worker
+    runs is in <prefix>:<queue>:active (the names the ScaledObject's triggers read)."""
+    settings = Settings(redis_url=redis_server.url, env=f"keda-{uuid.uuid4().hex[:8]}")
+    prefix, name = Keys(settings.env).queue_prefix, settings.queue_name
+    client = aioredis.Redis.from_url(redis_server.url)
+    queue = JobQueue(settings)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def process(job: object, token: str) -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    try:
+        for job_id in ("a" * 32, "b" * 32, "c" * 32):
+            await queue.enqueue(job_id)
+        assert await client.llen(f"{prefix}:{name}:wait") == 3
+        assert await client.llen(f"{prefix}:{name}:active") == 0
+        worker = Worker(name, process, {**bullmq_options(settings), "concurrency": 1})
+        try:
+            async with asyncio.timeout(10):
+                await started.wait()
+            assert await client.llen(f"{prefix}:{name}:wait") == 2
+            assert await client.llen(f"{prefix}:{name}:active") == 1
+        finally:
+            release.set()
+            await worker.close(force=True)
+    finally:
+        await queue.close()
+        await client.aclose()
