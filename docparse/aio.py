@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
-from docparse.client import Answer, default_target
+from docparse.client import Answer, AssetChunks, default_target
 from docparse.errors import DocparseError
 from docparse.results import ResultAssembler, check_submit_answer
+from docparse.retries import Retrier
 from docparse.transport import AsyncTransport, GrpcAsyncTransport
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
-from docparse.waiting import TRANSIENT, Action, JobWaiter, WaitPolicy
+from docparse.waiting import Action, JobWaiter, WaitPolicy
+
+T = TypeVar("T")
 
 
 class AsyncClient:
@@ -34,6 +39,8 @@ class AsyncClient:
         policy: WaitPolicy | None = None,
         transport: AsyncTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         self.target = target or default_target()
         self.timeout_s = timeout_s
@@ -41,6 +48,8 @@ class AsyncClient:
         key = os.environ.get("DOCPARSE_API_KEY", "") if api_key is None else api_key
         self.transport = transport or GrpcAsyncTransport(self.target, key, tls_root_cert)
         self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
 
     async def close(self) -> None:
         await self.transport.close()
@@ -51,6 +60,21 @@ class AsyncClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    async def _retried(self, method: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """`await attempt()` until it succeeds or docparse.retries says the failure is final
+        (the same decisions as the sync client's)."""
+        retrier = Retrier(method, self.policy, self._clock(), self._rng)
+        while True:
+            try:
+                return await attempt()
+            except DocparseError as err:
+                delay = retrier.on_error(err, self._clock())
+            await self._sleep(delay)
+
+    async def _call(self, method: str, request: Any, deadline_s: float | None = None) -> Any:
+        timeout = self.timeout_s if deadline_s is None else deadline_s
+        return await self._retried(method, lambda: self.transport.call(method, request, timeout))
+
     async def submit(
         self,
         file_name: str,
@@ -59,6 +83,7 @@ class AsyncClient:
         request_id: str = "",
         password: str = "",
         wait_timeout_ms: int = 0,
+        languages: list[str] | tuple[str, ...] = (),
     ) -> Answer:
         """Submits once, however often the call itself has to be retried (same request_id)."""
         request = parser_service_pb2.SubmitJobRequest(
@@ -67,18 +92,11 @@ class AsyncClient:
             request_id=request_id or uuid.uuid4().hex,
             password=password,
             wait_timeout_ms=wait_timeout_ms,
+            languages=list(languages),
         )
-        deadline = self._clock() + self.policy.submit_budget_s
-        delay = self.policy.backoff_s
-        while True:
-            try:
-                response, replicas = await self.transport.call("SubmitJob", request, self.timeout_s)
-                return Answer(check_submit_answer(response), replicas)
-            except DocparseError as err:
-                if err.code not in TRANSIENT or self._clock() + delay > deadline:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.policy.max_backoff_s)
+        deadline = self.timeout_s + wait_timeout_ms / 1000
+        response, replicas = await self._call("SubmitJob", request, deadline)
+        return Answer(check_submit_answer(response), replicas)
 
     async def parse(
         self,
@@ -87,6 +105,7 @@ class AsyncClient:
         file_name: str = "",
         request_id: str = "",
         password: str = "",
+        languages: list[str] | tuple[str, ...] = (),
         policy: WaitPolicy | None = None,
     ) -> job_pb2.Job:
         if isinstance(source, Path):
@@ -96,12 +115,14 @@ class AsyncClient:
             )
         else:
             content = source
-        answer = await self.submit(file_name, content, request_id=request_id, password=password)
+        answer = await self.submit(
+            file_name, content, request_id=request_id, password=password, languages=languages
+        )
         return await self.wait(answer.job, policy=policy)
 
     async def status(self, job_id: str) -> Answer:
         request = parser_service_pb2.GetStatusRequest(job_id=job_id)
-        response, replicas = await self.transport.call("GetStatus", request, self.timeout_s)
+        response, replicas = await self._call("GetStatus", request)
         return Answer(response.job, replicas)
 
     async def wait(
@@ -143,14 +164,15 @@ class AsyncClient:
                             yield event.job
                     delay = waiter.on_stream_end(progressed)
                 else:
-                    answer = await self.status(waiter.job_id)
-                    if waiter.observe(answer.job):
-                        yield answer.job
+                    read = parser_service_pb2.GetStatusRequest(job_id=waiter.job_id)
+                    response, _ = await self.transport.call("GetStatus", read, self.timeout_s)
+                    if waiter.observe(response.job):
+                        yield response.job
                     delay = waiter.after_poll()
             except DocparseError as err:
                 delay = waiter.on_error(err, self._clock())
             if delay > 0:
-                await asyncio.sleep(min(delay, max(0.0, waiter.left(self._clock()))))
+                await self._sleep(min(delay, max(0.0, waiter.left(self._clock()))))
 
     async def result(self, job_id: str) -> reading_package_pb2.ReadingPackage:
         return (await self._download(job_id)).package()
@@ -160,13 +182,33 @@ class AsyncClient:
         return await asyncio.to_thread(assembler.write, path)
 
     async def _download(self, job_id: str) -> ResultAssembler:
-        assembler = ResultAssembler(job_id)
         request = parser_service_pb2.GetResultRequest(job_id=job_id)
-        async for message in self.transport.stream("GetResult", request, self.timeout_s * 10):
-            assembler.add(message)
-        return assembler
+
+        async def attempt() -> ResultAssembler:  # a broken download starts over
+            assembler = ResultAssembler(job_id)
+            async for message in self.transport.stream("GetResult", request, self.timeout_s * 10):
+                assembler.add(message)
+            return assembler
+
+        return await self._retried("GetResult", attempt)
+
+    async def asset(
+        self, job_id: str, asset_id: str, deployment: str = ""
+    ) -> tuple[reading_package_pb2.Asset, bytes]:
+        """One asset of a SUCCEEDED job's reading package, checked against its sha256."""
+        request = parser_service_pb2.GetAssetRequest(
+            job_id=job_id, asset_id=asset_id, deployment=deployment
+        )
+
+        async def attempt() -> tuple[reading_package_pb2.Asset, bytes]:
+            collected = AssetChunks(asset_id)
+            async for message in self.transport.stream("GetAsset", request, self.timeout_s * 10):
+                collected.add(message)
+            return collected.verified()
+
+        return await self._retried("GetAsset", attempt)
 
     async def cancel(self, job_id: str) -> job_pb2.Job:
         request = parser_service_pb2.CancelJobRequest(job_id=job_id)
-        response, _ = await self.transport.call("CancelJob", request, self.timeout_s)
+        response, _ = await self._call("CancelJob", request)
         return response.job  # type: ignore[no-any-return]

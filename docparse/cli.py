@@ -18,6 +18,7 @@ files): 2 before 3 before 1.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -396,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect over TLS")
         command.add_argument("--json", action="store_true", help="machine-readable output")
         command.add_argument(
+            "-v", "--verbose", action="store_true", help="log each retried call on stderr"
+        )
+        command.add_argument(
             "--timeout",
             type=float,
             default=600.0,
@@ -405,8 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--unreachable-timeout",
             type=float,
             default=UNAVAILABLE_BUDGET_S,
-            help="how long a wait or a submit rides out a service that does not answer "
-            "(UNAVAILABLE) before it ends with exit 2 (default %(default)s s)",
+            help="how long a call or a wait rides out a service that does not answer "
+            "(UNAVAILABLE: a target refusing connections, a replica restart) before it ends "
+            "with exit 2 (default %(default)s s)",
         )
         command.set_defaults(needs_client=True)
         return command
@@ -451,6 +456,12 @@ def _run(args: argparse.Namespace) -> int:
     if not args.needs_client:
         code: int = args.fn(args)
         return code
+    if args.verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("retry: %(message)s"))
+        logger = logging.getLogger("docparse.client")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
     tls = _read(args.tls_ca) if args.tls_ca else None
     policy = WaitPolicy(timeout_s=args.timeout, unavailable_budget_s=args.unreachable_timeout)
     with Client(args.target, api_key=args.api_key, tls_root_cert=tls, policy=policy) as client:

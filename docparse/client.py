@@ -6,6 +6,9 @@
 
 - `submit()` never creates duplicates: it always sends a request_id (one is made up if you
   give none) and retries a failed call only with that same id.
+- Failed calls are retried only when a retry can succeed (docparse.retries: UNAVAILABLE with
+  jittered backoff for 30 s, a rate limit after the delay it names; never DOCUMENT_TOO_LARGE,
+  INVALID_ARGUMENT, auth errors or INTERNAL). Each retry is logged on `docparse.client`.
 - A SubmitJob answer that is already terminal (the sync answer) is used as is, with no status
   call; one still queued or running (the async answer) is waited for.
 - `wait()` is read-only (see docparse.waiting): WatchJob with resume, GetStatus polling as a
@@ -16,22 +19,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic
+from typing import Any, Generic, TypeVar
 
 import grpc
 
-from docparse.errors import DocparseError
+from docparse.errors import ContractError, DocparseError
 from docparse.results import ResultAssembler, check_submit_answer
+from docparse.retries import Retrier
 from docparse.transport import AnswerObserver, GrpcTransport, Transport
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from docparse.waiting import (
-    TRANSIENT,
     Action,
     BatchWaiter,
     JobWaiter,
@@ -39,6 +44,8 @@ from docparse.waiting import (
     Waiter,
     WaitPolicy,
 )
+
+T = TypeVar("T")
 
 DEFAULT_TARGET = "127.0.0.1:50050"
 
@@ -80,9 +87,11 @@ class Client:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         on_answer: AnswerObserver | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         """`on_answer(method, served_by)` is told who answered every call, streams and errors
-        included (the `x-served-by` values: the replica, then the gateway)."""
+        included (the `x-served-by` values: the replica, then the gateway). `rng` draws the
+        retries' jitter (tests pass a seeded one)."""
         self.target = target or default_target()
         self.timeout_s = timeout_s  # per call
         self.policy = policy or WaitPolicy()
@@ -90,6 +99,7 @@ class Client:
         self.transport = transport or GrpcTransport(self.target, key, tls_root_cert, on_answer)
         self._sleep = sleep
         self._clock = clock
+        self._rng = rng or random.Random()
 
     def close(self) -> None:
         self.transport.close()
@@ -102,6 +112,21 @@ class Client:
 
     # --- submitting ----------------------------------------------------------------------
 
+    def _retried(self, method: str, attempt: Callable[[], T]) -> T:
+        """`attempt()` until it succeeds or docparse.retries says the failure is final."""
+        retrier = Retrier(method, self.policy, self._clock(), self._rng)
+        while True:
+            try:
+                return attempt()
+            except DocparseError as err:
+                delay = retrier.on_error(err, self._clock())
+            self._sleep(delay)
+
+    def _call(self, method: str, request: Any, deadline_s: float | None = None) -> Any:
+        """A unary call with retries: the response and its `x-served-by` values."""
+        timeout = self.timeout_s if deadline_s is None else deadline_s
+        return self._retried(method, lambda: self.transport.call(method, request, timeout))
+
     def submit(
         self,
         file_name: str,
@@ -110,26 +135,22 @@ class Client:
         request_id: str = "",
         password: str = "",
         wait_timeout_ms: int = 0,
+        languages: list[str] | tuple[str, ...] = (),
     ) -> Answer:
-        """Submits once, however often the call itself has to be retried."""
+        """Submits once, however often the call itself has to be retried (same request_id).
+        `wait_timeout_ms`: the server may wait that long for the job to end before answering
+        (the sync answer); `languages`: BCP-47 hints for OCR ("en", "zh-Hant")."""
         request = parser_service_pb2.SubmitJobRequest(
             file_name=file_name,
             content=content,
             request_id=request_id or uuid.uuid4().hex,
             password=password,
             wait_timeout_ms=wait_timeout_ms,
+            languages=list(languages),
         )
-        deadline = self._clock() + self.policy.submit_budget_s
-        delay = self.policy.backoff_s
-        while True:
-            try:
-                response, replicas = self.transport.call("SubmitJob", request, self.timeout_s)
-                return Answer(check_submit_answer(response), replicas)
-            except DocparseError as err:
-                if err.code not in TRANSIENT or self._clock() + delay > deadline:
-                    raise
-            self._sleep(delay)
-            delay = min(delay * 2, self.policy.max_backoff_s)
+        deadline = self.timeout_s + wait_timeout_ms / 1000
+        response, replicas = self._call("SubmitJob", request, deadline)
+        return Answer(check_submit_answer(response), replicas)
 
     def parse(
         self,
@@ -138,6 +159,7 @@ class Client:
         file_name: str = "",
         request_id: str = "",
         password: str = "",
+        languages: list[str] | tuple[str, ...] = (),
         policy: WaitPolicy | None = None,
     ) -> job_pb2.Job:
         """Submits and waits: the SUCCEEDED record, or JobFailed / WaitTimeout / DocparseError."""
@@ -145,15 +167,23 @@ class Client:
             content, file_name = source.read_bytes(), file_name or source.name
         else:
             content = source
-        answer = self.submit(file_name, content, request_id=request_id, password=password)
+        answer = self.submit(
+            file_name, content, request_id=request_id, password=password, languages=languages
+        )
         return self.wait(answer.job, policy=policy)
 
     # --- reading -------------------------------------------------------------------------
 
     def status(self, job_id: str) -> Answer:
         request = parser_service_pb2.GetStatusRequest(job_id=job_id)
-        response, replicas = self.transport.call("GetStatus", request, self.timeout_s)
+        response, replicas = self._call("GetStatus", request)
         return Answer(response.job, replicas)
+
+    def _read_status(self, job_id: str) -> job_pb2.Job:
+        """One GetStatus attempt (a wait's poll: the waiter decides about its failures)."""
+        request = parser_service_pb2.GetStatusRequest(job_id=job_id)
+        response, _ = self.transport.call("GetStatus", request, self.timeout_s)
+        return response.job  # type: ignore[no-any-return]
 
     def wait(self, job: job_pb2.Job | str, *, policy: WaitPolicy | None = None) -> job_pb2.Job:
         """Waits for the job to end (read-only) and returns the SUCCEEDED record."""
@@ -183,7 +213,7 @@ class Client:
             "WatchJob",
             lambda after: parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after),
             lambda event: event.job if event.HasField("job") else None,
-            lambda: self.status(job_id).job,
+            lambda: self._read_status(job_id),
         )
 
     def _follow(self, waiter: Waiter[R], feed: Feed[R]) -> Iterator[R]:
@@ -221,15 +251,36 @@ class Client:
         return self._download(job_id).write(path)
 
     def _download(self, job_id: str) -> ResultAssembler:
-        assembler = ResultAssembler(job_id)
         request = parser_service_pb2.GetResultRequest(job_id=job_id)
-        for message in self.transport.stream("GetResult", request, self.timeout_s * 10):
-            assembler.add(message)
-        return assembler
+
+        def attempt() -> ResultAssembler:  # a broken download starts over
+            assembler = ResultAssembler(job_id)
+            for message in self.transport.stream("GetResult", request, self.timeout_s * 10):
+                assembler.add(message)
+            return assembler
+
+        return self._retried("GetResult", attempt)
+
+    def asset(
+        self, job_id: str, asset_id: str, deployment: str = ""
+    ) -> tuple[reading_package_pb2.Asset, bytes]:
+        """One asset (an image) of a SUCCEEDED job's reading package, checked against its
+        sha256: the Asset record and the bytes."""
+        request = parser_service_pb2.GetAssetRequest(
+            job_id=job_id, asset_id=asset_id, deployment=deployment
+        )
+
+        def attempt() -> tuple[reading_package_pb2.Asset, bytes]:
+            collected = AssetChunks(asset_id)
+            for message in self.transport.stream("GetAsset", request, self.timeout_s * 10):
+                collected.add(message)
+            return collected.verified()
+
+        return self._retried("GetAsset", attempt)
 
     def cancel(self, job_id: str) -> job_pb2.Job:
         request = parser_service_pb2.CancelJobRequest(job_id=job_id)
-        response, _ = self.transport.call("CancelJob", request, self.timeout_s)
+        response, _ = self._call("CancelJob", request)
         return response.job  # type: ignore[no-any-return]
 
     # --- batches -------------------------------------------------------------------------
@@ -241,19 +292,15 @@ class Client:
             files=[parser_service_pb2.BatchFile(file_name=n, content=c) for n, c in files],
             request_id=request_id or uuid.uuid4().hex,
         )
-        delay = self.policy.backoff_s
-        for _ in range(6):
-            try:
-                response, _ = self.transport.call("CreateBatch", request, self.timeout_s)
-                return response.batch  # type: ignore[no-any-return]
-            except DocparseError as err:
-                if err.code not in TRANSIENT:
-                    raise
-            self._sleep(delay)
-            delay = min(delay * 2, self.policy.max_backoff_s)
-        raise DocparseError(grpc.StatusCode.UNAVAILABLE, "RETRIES_EXHAUSTED", "CreateBatch")
+        response, _ = self._call("CreateBatch", request)
+        return response.batch  # type: ignore[no-any-return]
 
     def batch(self, batch_id: str) -> parser_service_pb2.Batch:
+        request = parser_service_pb2.GetBatchRequest(batch_id=batch_id)
+        response, _ = self._call("GetBatch", request)
+        return response.batch  # type: ignore[no-any-return]
+
+    def _read_batch(self, batch_id: str) -> parser_service_pb2.Batch:
         request = parser_service_pb2.GetBatchRequest(batch_id=batch_id)
         response, _ = self.transport.call("GetBatch", request, self.timeout_s)
         return response.batch  # type: ignore[no-any-return]
@@ -272,6 +319,38 @@ class Client:
                 batch_id=batch_id, after_version=after
             ),
             lambda event: event.batch if event.HasField("batch") else None,
-            lambda: self.batch(batch_id),
+            lambda: self._read_batch(batch_id),
         )
         yield from self._follow(waiter, feed)
+
+
+class AssetChunks:
+    """Collects GetAsset chunks in order and checks size and sha256 against the Asset."""
+
+    def __init__(self, asset_id: str) -> None:
+        self.asset_id = asset_id
+        self.asset = reading_package_pb2.Asset()
+        self.chunks: list[bytes] = []
+        self.received = 0
+
+    def add(self, message: parser_service_pb2.GetAssetResponse) -> None:
+        if message.HasField("asset"):
+            self.asset.CopyFrom(message.asset)
+        if message.offset != self.received:
+            raise ContractError(
+                f"asset {self.asset_id}: chunk at offset {message.offset}, expected {self.received}"
+            )
+        self.chunks.append(message.chunk)
+        self.received += len(message.chunk)
+
+    def verified(self) -> tuple[reading_package_pb2.Asset, bytes]:
+        data = b"".join(self.chunks)
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != self.asset.sha256 or len(data) != self.asset.size_bytes:
+            raise DocparseError(
+                grpc.StatusCode.DATA_LOSS,
+                "CHECKSUM_MISMATCH",
+                f"asset {self.asset_id}: got {len(data)} bytes sha256 {digest}, "
+                f"expected {self.asset.size_bytes} bytes sha256 {self.asset.sha256}",
+            )
+        return self.asset, data

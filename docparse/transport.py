@@ -76,8 +76,21 @@ def _trailers(err: grpc.RpcError) -> Any:
 def rpc_failure(err: grpc.RpcError, target: str) -> DocparseError:
     """The DocparseError of a failed call. UNAVAILABLE that no docparse process answered (no
     ErrorInfo, no x-served-by: nothing listening, a refused or broken connection, a TLS
-    mismatch) gets a reason of our own, TARGET_UNREACHABLE, naming the target."""
+    mismatch) gets a reason of our own, TARGET_UNREACHABLE, naming the target; a message over
+    gRPC's size limit gets MESSAGE_TOO_LARGE."""
     error = DocparseError.from_rpc_error(err)
+    if (
+        error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        and not error.reason
+        and "larger than max" in error.message
+    ):  # grpc's own message size limit (this client's, or the server's): never retried
+        return DocparseError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "MESSAGE_TOO_LARGE",
+            f"a message to or from {target} is over gRPC's size limit: {error.message} "
+            "(submit big files through UploadBatch: `docparse submit` does)",
+            {"target": target},
+        )
     unanswered = error.code == grpc.StatusCode.UNAVAILABLE and not error.reason
     if unanswered and not served_by(_trailers(err)):
         return DocparseError(

@@ -9,25 +9,17 @@ failures, or when the server cannot stream, it polls GetStatus instead. It never
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import grpc
 
 from docparse.errors import DocparseError, JobFailed, WaitTimeout
+from docparse.retries import Verdict, backoff_delay, classify, gave_up, log
 from docparse.v1 import job_pb2, parser_service_pb2
 
 TERMINAL = frozenset({job_pb2.STATE_SUCCEEDED, job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED})
-# Errors after which the same read may simply be tried again (with backoff).
-TRANSIENT = frozenset(
-    {
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.CANCELLED,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.INTERNAL,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-    }
-)
 
 
 def state_name(state: int) -> str:
@@ -47,15 +39,14 @@ class WaitPolicy:
     max_backoff_s: float = 5.0
     # Stream failures in a row before waiting falls back to polling.
     stream_failures_before_polling: int = 3
-    # Transient errors (UNAVAILABLE, ...) with no answer in between for this long end the wait
-    # with the last error, before `timeout_s`: a service that is gone is reported, not waited
-    # out. A Redis outage shorter than this, or a replica restart, is ridden out.
-    unavailable_budget_s: float = 60.0
-
-    @property
-    def submit_budget_s(self) -> float:
-        """How long a submit is retried (same request_id) while it gets no answer."""
-        return min(self.timeout_s, self.unavailable_budget_s)
+    # Retried errors (UNAVAILABLE, ...; docparse.retries) with no answer in between for this
+    # long end the call or the wait with the last error, before `timeout_s`: a service that is
+    # gone (a target refusing connections) is reported, not waited out. A Redis outage shorter
+    # than this, or a replica restart, is ridden out.
+    unavailable_budget_s: float = 30.0
+    # A retry delay a server names (RATE_LIMITED's retry_after_s) is waited out up to this
+    # long; a longer one ends the call at once.
+    max_retry_delay_s: float = 60.0
 
 
 class Action(enum.Enum):
@@ -89,6 +80,7 @@ class Waiter(Generic[R]):
     check_status: bool = False
     # Whether the cursor is a version this waiter received (not one a caller gave).
     cursor_seen: bool = False
+    rng: random.Random = field(default_factory=random.Random)
 
     kind = "job"
 
@@ -147,27 +139,45 @@ class Waiter(Generic[R]):
         return 0.0 if self.finished or quick else self.policy.poll_interval_s
 
     def on_error(self, err: DocparseError, now: float) -> float:
-        """Decides what a failed read means: returns the delay before the next try, or raises
-        (NOT_FOUND and contract-level errors are final; NOT_FOUND tells if it expired;
-        transient errors become final after `unavailable_budget_s` without an answer)."""
+        """Decides what a failed read means: returns the delay before the next try, or raises.
+        Reads are idempotent, so docparse.retries' table decides with that; NOT_FOUND is final
+        (it tells if it expired); retried errors become final after `unavailable_budget_s`
+        without an answer."""
         cannot_stream = err.code == grpc.StatusCode.UNIMPLEMENTED  # this server
         if (cannot_stream or err.reason == "TOO_MANY_STREAMS") and not self.polling:
             self.polling = True  # poll instead (at our stream limit: poll, not knock again)
             return 0.0
         lagging = err.reason == "AFTER_VERSION_AHEAD" and self.cursor_seen  # a stale read
-        if err.code not in TRANSIENT and not lagging:
-            raise err
+        verdict = Verdict.BACKOFF if lagging else classify(err, idempotent=True)
         self.failing_since = now if self.failing_since is None else self.failing_since
-        if now - self.failing_since >= self.policy.unavailable_budget_s:
-            raise err
+        spent = now - self.failing_since
         self.failures += 1
-        if not self.polling and self.failures >= self.policy.stream_failures_before_polling:
-            self.polling = True
-        return self._backoff()
+        if verdict is Verdict.FINAL:
+            raise err
+        if verdict is Verdict.AFTER_DELAY:
+            delay = float(err.retry_after_s or 0)
+            if delay > self.policy.max_retry_delay_s:
+                raise err
+        else:
+            if spent >= self.policy.unavailable_budget_s:
+                what = f"the wait for {self.kind} {self.subject_id}"
+                raise gave_up(err, what, self.failures, spent)
+            if not self.polling and self.failures >= self.policy.stream_failures_before_polling:
+                self.polling = True
+            delay = self._backoff()
+        log.info(
+            "%s %s: retrying in %.1f s after %s %s: %s",
+            self.kind,
+            self.subject_id,
+            delay,
+            err.code.name,
+            err.reason or "NO_REASON",
+            err.message,
+        )
+        return delay
 
     def _backoff(self) -> float:
-        delay: float = self.policy.backoff_s * 2 ** max(0, self.failures - 1)
-        return min(delay, self.policy.max_backoff_s)
+        return backoff_delay(self.policy, self.failures, self.rng)
 
     def left(self, now: float) -> float:
         return self.started + self.policy.timeout_s - now

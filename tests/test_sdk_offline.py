@@ -5,6 +5,8 @@ stack in test_sdk_stack.py."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import random
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -356,3 +358,181 @@ def test_async_watch_takes_the_same_paths() -> None:
             await sdk.wait("j1")
 
     asyncio.run(run())
+
+
+# --- the retry table (docparse.retries), pinned for both clients -----------------------------
+
+
+def err(code: grpc.StatusCode, reason: str = "", **metadata: str) -> DocparseError:
+    return DocparseError(code, reason, "scripted", metadata)
+
+
+SC = grpc.StatusCode
+# (error, method, retried?) — SubmitJob and GetStatus are idempotent, CancelJob is not.
+RETRY_TABLE = [
+    (err(SC.UNAVAILABLE, "TARGET_UNREACHABLE"), "SubmitJob", True),
+    (err(SC.UNAVAILABLE, "STATE_STORE_UNAVAILABLE"), "CancelJob", True),
+    (err(SC.DEADLINE_EXCEEDED), "SubmitJob", True),
+    (err(SC.DEADLINE_EXCEEDED), "GetStatus", True),
+    (err(SC.DEADLINE_EXCEEDED), "CancelJob", False),
+    (err(SC.ABORTED), "GetStatus", True),
+    (err(SC.ABORTED), "CancelJob", False),
+    (err(SC.RESOURCE_EXHAUSTED, "RATE_LIMITED", retry_after_s="7"), "SubmitJob", True),
+    (err(SC.RESOURCE_EXHAUSTED, "RATE_LIMITED"), "SubmitJob", False),  # no delay named
+    (err(SC.RESOURCE_EXHAUSTED, "RATE_LIMITED", retry_after_s="600"), "SubmitJob", False),
+    (err(SC.RESOURCE_EXHAUSTED, "DOCUMENT_TOO_LARGE", limit_bytes="10"), "SubmitJob", False),
+    (err(SC.RESOURCE_EXHAUSTED, "DOCUMENT_TOO_LARGE", retry_after_s="1"), "SubmitJob", False),
+    (err(SC.RESOURCE_EXHAUSTED, "MESSAGE_TOO_LARGE"), "SubmitJob", False),
+    (err(SC.INVALID_ARGUMENT, "UNSUPPORTED_FORMAT"), "SubmitJob", False),
+    (err(SC.PERMISSION_DENIED, "CROSS_SITE_REQUEST"), "SubmitJob", False),
+    (err(SC.UNAUTHENTICATED, "API_KEY_INVALID"), "SubmitJob", False),
+    (err(SC.INTERNAL, "STATE_STORE_ERROR"), "SubmitJob", False),
+    (err(SC.INTERNAL), "GetStatus", False),
+    (err(SC.CANCELLED), "GetStatus", False),
+    (err(SC.NOT_FOUND, "JOB_NOT_FOUND"), "GetStatus", False),
+]
+TABLE_IDS = [f"{e.code.name}-{e.reason or 'none'}-{e.metadata}-{m}" for e, m, _ in RETRY_TABLE]
+
+
+def _answer(method: str) -> Message:
+    done = job(2, job_pb2.STATE_SUCCEEDED)
+    if method == "SubmitJob":
+        return submitted(done)
+    if method == "GetStatus":
+        return parser_service_pb2.GetStatusResponse(job=done)
+    return parser_service_pb2.CancelJobResponse(job=done)
+
+
+def _invoke_sync(sdk: Client, method: str) -> Any:
+    if method == "SubmitJob":
+        return sdk.submit("a.pdf", b"%PDF-1.7")
+    if method == "GetStatus":
+        return sdk.status("j1")
+    return sdk.cancel("j1")
+
+
+async def _invoke_async(sdk: AsyncClient, method: str) -> Any:
+    if method == "SubmitJob":
+        return await sdk.submit("a.pdf", b"%PDF-1.7")
+    if method == "GetStatus":
+        return await sdk.status("j1")
+    return await sdk.cancel("j1")
+
+
+def _run_both(
+    script: dict[str, list[Any]], method: str, **policy: Any
+) -> list[tuple[ScriptedTransport, FakeClock, list[float], Any]]:
+    """Runs `method` once through the sync and once through the asyncio client, each on its
+    own copy of the script: (transport, clock, the sleeps, the outcome: answer or error)."""
+    runs = []
+    transport = ScriptedTransport(**script)
+    sdk, clock = client(transport, **policy)
+    sleeps: list[float] = []
+    real_sleep = clock.sleep
+    sdk._sleep = lambda s: (sleeps.append(s), real_sleep(s))[1]  # type: ignore[func-returns-value]
+    try:
+        outcome: Any = _invoke_sync(sdk, method)
+    except DocparseError as failure:
+        outcome = failure
+    runs.append((transport, clock, sleeps, outcome))
+
+    atransport = AsyncScriptedTransport(**script)
+    aclock = FakeClock()
+    asleeps: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        asleeps.append(seconds)
+        aclock.sleep(seconds)
+
+    async def run() -> Any:
+        asdk = AsyncClient(
+            "x:1", transport=atransport, policy=WaitPolicy(**policy), clock=aclock,
+            sleep=fake_sleep,
+        )  # fmt: skip
+        try:
+            return await _invoke_async(asdk, method)
+        except DocparseError as failure:
+            return failure
+
+    runs.append((atransport, aclock, asleeps, asyncio.run(run())))
+    return runs
+
+
+@pytest.mark.parametrize(("error", "method", "retried"), RETRY_TABLE, ids=TABLE_IDS)
+def test_retry_table_is_the_same_for_both_clients(
+    error: DocparseError, method: str, retried: bool
+) -> None:
+    for transport, clock, sleeps, outcome in _run_both({method: [error, _answer(method)]}, method):
+        if retried:
+            assert not isinstance(outcome, DocparseError), outcome
+            assert transport.methods() == [method, method]
+            if error.retry_after_s is not None:  # after the delay the server named, not before
+                assert sleeps == [float(error.retry_after_s)]
+            else:
+                assert len(sleeps) == 1 and 0 < sleeps[0] <= 0.1
+        else:
+            assert isinstance(outcome, DocparseError)
+            assert (outcome.code, outcome.reason) == (error.code, error.reason)
+            assert transport.methods() == [method] and sleeps == [] and clock.now == 0
+
+
+def test_a_target_that_refuses_connections_fails_within_30_s_saying_what_was_tried() -> None:
+    refused = DocparseError(
+        SC.UNAVAILABLE, "TARGET_UNREACHABLE", "no docparse server answered at 127.0.0.1:9: "
+        "connection refused", {"target": "127.0.0.1:9"},
+    )  # fmt: skip
+    for transport, clock, sleeps, outcome in _run_both({"SubmitJob": [refused] * 200}, "SubmitJob"):
+        assert isinstance(outcome, DocparseError) and outcome.reason == "TARGET_UNREACHABLE"
+        assert 15 < clock.now <= 30  # the default budget, not the 10 minutes of old
+        tries = len(transport.calls)
+        assert f"SubmitJob tried {tries} times over" in outcome.message
+        assert "127.0.0.1:9" in outcome.message and outcome.metadata["attempts"] == str(tries)
+        assert 8 <= tries <= 20  # backed off (0.1 s doubling up to 5 s), did not spin
+        assert all(delay <= 5 for delay in sleeps)
+
+
+def test_backoff_is_jittered_so_clients_do_not_retry_in_step() -> None:
+    delays = []
+    for seed in (1, 2):
+        transport = ScriptedTransport(SubmitJob=[unavailable()] * 6 + [submitted(job(1, 3))])
+        clock = FakeClock()
+        slept: list[float] = []
+        sdk = Client("x:1", transport=transport, sleep=slept.append, clock=clock,
+                     rng=random.Random(seed))  # fmt: skip
+        sdk.submit("a.pdf", b"%PDF")
+        delays.append(slept)
+    assert delays[0] != delays[1]
+    for slept in delays:  # each delay within [half, all] of its doubling ceiling
+        ceilings = [min(0.1 * 2**i, 5.0) for i in range(6)]
+        assert all(c / 2 <= d <= c for d, c in zip(slept, ceilings, strict=True))
+
+
+def test_each_retry_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    limited = err(SC.RESOURCE_EXHAUSTED, "RATE_LIMITED", retry_after_s="3")
+    transport = ScriptedTransport(SubmitJob=[unavailable(), limited, submitted(job(1, 3))])
+    sdk, _ = client(transport)
+    with caplog.at_level(logging.INFO, logger="docparse.client"):
+        sdk.submit("a.pdf", b"%PDF")
+    lines = [r.getMessage() for r in caplog.records if r.name == "docparse.client"]
+    assert len(lines) == 2
+    assert "retrying SubmitJob" in lines[0] and "UNAVAILABLE STATE_STORE_UNAVAILABLE" in lines[0]
+    assert "retrying SubmitJob in 3.0 s after RESOURCE_EXHAUSTED RATE_LIMITED" in lines[1]
+
+
+def test_waits_follow_the_table_too() -> None:
+    """A watch that meets INTERNAL or DOCUMENT_TOO_LARGE-like errors stops at once; a rate
+    limit with a delay is waited out; UNAVAILABLE is ridden out."""
+    internal = err(SC.INTERNAL, "STATE_STORE_ERROR")
+    transport = ScriptedTransport(WatchJob=[[internal]])
+    sdk, clock = client(transport)
+    with pytest.raises(DocparseError) as failure:
+        sdk.wait("j1")
+    assert failure.value.reason == "STATE_STORE_ERROR" and transport.methods() == ["WatchJob"]
+
+    limited = err(SC.RESOURCE_EXHAUSTED, "RATE_LIMITED", retry_after_s="4")
+    transport = ScriptedTransport(
+        WatchJob=[[limited], [unavailable()], events(job(3, job_pb2.STATE_SUCCEEDED))]
+    )
+    sdk, clock = client(transport)
+    assert sdk.wait("j1").version == 3
+    assert transport.methods() == ["WatchJob"] * 3 and 4 <= clock.now < 5
