@@ -44,6 +44,13 @@ class GatewaySettings(BaseSettings):
     # upstream. Each open one also holds a watch stream on a parser_svc replica (its
     # DOCPARSE_MAX_STREAMS_PER_TENANT).
     http_max_event_streams_per_tenant: int = 100
+    # CORS: origins ("https://app.example.com", scheme://host[:port], comma separated) whose
+    # pages may call the HTTP API from a browser, or "*" for any origin; "" (the default)
+    # allows none: no CORS headers, and a POST from another site's page is refused
+    # (CROSS_SITE_REQUEST). Requests authenticate with API keys in headers, never cookies.
+    http_cors_origins: str = ""
+    # How long a browser may reuse a preflight (OPTIONS) answer.
+    http_cors_max_age_s: int = 600
 
     # Authentication of docparse.v1 calls: "required" (API keys) or "disabled" (dev mode: every
     # call is the tenant "default"; `docparse up` runs this way and says so).

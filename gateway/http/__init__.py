@@ -8,6 +8,8 @@ Routes (all answers JSON unless said otherwise; errors: see gateway.http.errors)
     GET  /v1/jobs/{id}/result        the reading package (?format=json|text|markdown|proto)
     POST /v1/jobs/{id}:cancel        cancel
     GET  /v1/jobs/{id}/events        SSE (gateway.http.sse)
+    GET  /v1/jobs                    the caller's jobs, newest first, a page at a time (.listing)
+    GET  /v1/jobs/{id}/assets/{aid}  one asset (an image) of the job (.assets)
     POST /v1/batches                 submit several files (multipart)
     GET  /v1/batches/{id}            the batch
     GET  /v1/batches/{id}/events     SSE
@@ -15,7 +17,8 @@ Routes (all answers JSON unless said otherwise; errors: see gateway.http.errors)
     GET  /                           the upload page (gateway/static/)
 
 Stateless like the gRPC side: every handler is calls to parser_svc through the gateway's
-round-robin upstream channel, nothing kept between requests.
+round-robin upstream channel, nothing kept between requests. CORS, off by default:
+gateway.http.cors.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from docparse.errors import DocparseError
 from docparse.serving import binding, served_by
 from docparse.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
-from gateway.http import api, sse
+from gateway.http import api, assets, cors, listing, sse
 from gateway.http.errors import error_response
 from gateway.http.keys import CLOSING, RENDERER, SERVING, SETTINGS, STREAMS, UPSTREAM
 from gateway.http.rendering import Renderer
@@ -163,7 +166,11 @@ async def same_origin_writes(request: web.Request, handler: Handler) -> web.Stre
     """POSTs from another site's page are refused (403 PERMISSION_DENIED CROSS_SITE_REQUEST)
     before anything is read: without API keys (`docparse up`'s dev mode) any web page could
     otherwise upload to, or cancel on, the developer's local service."""
-    if request.method not in SAFE_METHODS and (why := cross_site(request)):
+    if (
+        request.method not in SAFE_METHODS
+        and (why := cross_site(request))
+        and not cors.allowed_origin(request)  # a page of an origin CORS allows
+    ):
         raise HttpError(
             DocparseError(
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -207,7 +214,7 @@ def build_app(
     channel: grpc.aio.Channel, settings: GatewaySettings, auth: GatewayAuth
 ) -> web.Application:
     app = web.Application(
-        middlewares=[access_lines, json_errors, same_origin_writes],
+        middlewares=[access_lines, json_errors, cors.preflight, same_origin_writes],
         client_max_size=settings.max_message_bytes,
     )
     app[SETTINGS] = settings
@@ -240,6 +247,9 @@ def build_app(
     app.router.add_post("/v1/batches", api.create_batch)
     app.router.add_get(f"/v1/batches/{{batch_id:{ID}}}", api.get_batch)
     app.router.add_get(f"/v1/batches/{{batch_id:{ID}}}/events", sse.batch_events)
+    listing.register(app)
+    assets.register(app)
+    cors.setup(app, settings.http_cors_origins, settings.http_cors_max_age_s)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/", index)
     app.router.add_get("/static/{name}", static_file)

@@ -1,0 +1,158 @@
+"""GET /v1/jobs/{job_id}/assets/{asset_id}: one asset (an image) of a SUCCEEDED job, over HTTP.
+
+The bytes come from parser_svc's GetAsset (the caller's tenant only: another tenant's job is
+404 like an unknown one) and are checked against the size and sha256 the first message
+announces before anything is sent (500 CHECKSUM_MISMATCH otherwise). Asset ids are derived
+from the content, so an asset never changes: `ETag` is its sha256, `Cache-Control: private`
+(a browser may keep it, a shared cache may not), `If-None-Match` answers 304 without fetching
+the bytes, and one byte range (`Range: bytes=a-b`, `a-`, `-n`; `If-Range` with the ETag) is
+206 with `Content-Range`, or 416 when it starts beyond the end. Several ranges are answered
+with the whole asset (200), as RFC 9110 allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from aiohttp import web
+
+from docparse.errors import DocparseError
+from docparse.serving import served_by
+from docparse.v1 import parser_service_pb2
+from gateway.http.api import text
+from gateway.http.errors import echo, error_body
+from gateway.http.keys import UPSTREAM
+from gateway.http.upstream import HttpError, rpc_failure, served_by_header
+
+ID = r"[^/:{}]+"
+CHUNK_BYTES = 1024 * 1024
+CACHE_CONTROL = "private, max-age=86400, immutable"
+# An asset is shown, never run: an SVG or HTML-looking image gets no script and no origin.
+ASSET_CSP = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | str | None:
+    """The single byte range `header` asks for, as (first, last) inclusive; None to answer
+    with the whole asset (no range, several ranges, or one that is not understood: RFC 9110
+    says ignore it); "unsatisfiable" when it starts beyond the end."""
+    unit, _, spec = header.partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first_text, dash, last_text = spec.strip().partition("-")
+    if not dash:
+        return None
+    first_text, last_text = first_text.strip(), last_text.strip()
+    if not all(t.isascii() and t.isdigit() and len(t) <= 20 for t in (first_text, last_text) if t):
+        return None
+    if not first_text:  # the last N bytes
+        if not last_text:
+            return None
+        suffix = int(last_text)
+        if suffix == 0 or size == 0:
+            return "unsatisfiable"
+        return max(0, size - suffix), size - 1
+    first = int(first_text)
+    last = int(last_text) if last_text else None
+    if last is not None and last < first:
+        return None  # not a valid range: ignored
+    if first >= size:
+        return "unsatisfiable"
+    return first, size - 1 if last is None else min(last, size - 1)
+
+
+def etag_matches(header: str, etag: str) -> bool:
+    """If-None-Match: "*" or any listed tag equal to ours (weak comparison)."""
+    tags = [t.strip().removeprefix("W/") for t in header.split(",")]
+    return "*" in tags or etag in tags
+
+
+async def _first(messages: AsyncIterator[Any]) -> Any:
+    try:
+        return await messages.__anext__()
+    except StopAsyncIteration:
+        raise HttpError(
+            DocparseError(grpc.StatusCode.INTERNAL, "UPSTREAM_CONTRACT", "GetAsset sent nothing")
+        ) from None
+
+
+async def get_asset(request: web.Request) -> web.StreamResponse:
+    job_id = text(request.match_info["job_id"])
+    asset_id = text(request.match_info["asset_id"])
+    upstream = request.app[UPSTREAM]
+    call = upstream.stub.GetAsset(
+        parser_service_pb2.GetAssetRequest(job_id=job_id, asset_id=asset_id),
+        timeout=upstream.unary_timeout_s,
+        metadata=upstream.metadata(request),
+    )
+    try:
+        messages = call.__aiter__()
+        first = await _first(messages)
+        asset = first.asset
+        etag = f'"{asset.sha256}"'
+        headers = {
+            "ETag": etag,
+            "Cache-Control": CACHE_CONTROL,
+            "Accept-Ranges": "bytes",
+            "Content-Security-Policy": ASSET_CSP,
+        }
+        if etag_matches(request.headers.get("If-None-Match", ""), etag):
+            # The client has these bytes: none are fetched.
+            return web.Response(status=304, headers={**headers, "X-Served-By": served_by()})
+        chunks = [first.chunk]
+        async for message in messages:
+            chunks.append(message.chunk)
+        served = served_by_header(await call.trailing_metadata())
+    except grpc.aio.AioRpcError as err:
+        raise rpc_failure(err) from err
+    finally:
+        call.cancel()
+    data = b"".join(chunks)
+    digest = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
+    if len(data) != asset.size_bytes or digest != asset.sha256:
+        raise HttpError(
+            DocparseError(
+                grpc.StatusCode.DATA_LOSS,
+                "CHECKSUM_MISMATCH",
+                f"asset {asset_id} of job {job_id} arrived with {len(data)} bytes and another "
+                "sha256 than announced; retry",
+                {"job_id": job_id, "asset_id": asset_id},
+            ),
+            served,
+        )
+    headers["X-Served-By"] = served
+    headers["Content-Type"] = asset.mime_type or "application/octet-stream"
+    status, body = 200, memoryview(data)
+    wanted = request.headers.get("Range")
+    if wanted and request.headers.get("If-Range", etag) == etag:
+        picked = parse_range(wanted, len(data))
+        if picked == "unsatisfiable":
+            error = DocparseError(
+                grpc.StatusCode.OUT_OF_RANGE,
+                "RANGE_NOT_SATISFIABLE",
+                f"the range {echo(wanted)} starts beyond the asset's {len(data)} bytes",
+                {"size_bytes": str(len(data))},
+            )
+            headers["Content-Type"] = "application/json"
+            headers["Content-Range"] = f"bytes */{len(data)}"
+            return web.Response(status=416, text=json.dumps(error_body(error)), headers=headers)
+        if isinstance(picked, tuple):
+            first_byte, last_byte = picked
+            status, body = 206, body[first_byte : last_byte + 1]
+            headers["Content-Range"] = f"bytes {first_byte}-{last_byte}/{len(data)}"
+    response = web.StreamResponse(status=status, headers=headers)
+    response.content_length = len(body)
+    await response.prepare(request)
+    if request.method != "HEAD":
+        for offset in range(0, len(body), CHUNK_BYTES):
+            await response.write(body[offset : offset + CHUNK_BYTES])
+    await response.write_eof()
+    return response
+
+
+def register(app: web.Application) -> None:
+    app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/assets/{{asset_id:{ID}}}", get_asset)
