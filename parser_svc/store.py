@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import grpc
 import redis.asyncio as aioredis
@@ -66,6 +66,8 @@ class CreateResult:
 class WriteResult:
     status: WriteStatus
     version: int
+    # A claim that is in (OK or DONE) answers with the record it made: no second read.
+    record: job_pb2.Job | None = None
 
     @property
     def ok(self) -> bool:
@@ -351,6 +353,7 @@ class JobStore:
         patch: dict[str, str | int],
         inline: bytes = b"",
         lock_key: str = "",
+        publishing: Literal["", "quiet", "announce"] = "",
     ) -> WriteResult:
         ttl = self.ttl
         batch_id = batch_id_of(job_id)
@@ -376,19 +379,30 @@ class JobStore:
             ttl.queued_ms,
             self.keys.batch_files(batch_id) if batch_id else "",
             self.keys.retained,
+            publishing,
         ]
         durable = self._durable if op in _ENDING_OPS else {}
         reply = await self.call(lambda: UPDATE_JOB(self.client, keys, args, **durable))
         return _write_result(reply)
 
     async def claim(
-        self, job_id: str, fence: str, *, lock_key: str = "", lock_token: str = ""
+        self,
+        job_id: str,
+        fence: str,
+        *,
+        lock_key: str = "",
+        lock_token: str = "",
+        quiet: bool = False,
     ) -> WriteResult:
         """A worker takes the job: RUNNING, attempt + 1, and `fence` becomes the only token
         whose writes are accepted. With `lock_key`, only the holder of that queue lock
-        (value `lock_token`) may claim."""
+        (value `lock_token`) may claim. The result carries the claimed record. `quiet`: the
+        record changes but nothing is published; the claimer's next write must then be a
+        `progress(..., announce=True)` or a terminal write, which publish it."""
         patch: dict[str, str | int] = {"stage": "opening", "lock_token": lock_token}
-        return await self._update(job_id, "claim", fence, patch, lock_key=lock_key)
+        return await self._update(
+            job_id, "claim", fence, patch, lock_key=lock_key, publishing="quiet" if quiet else ""
+        )
 
     async def give_up(
         self, job_id: str, fence: str, reason: str, message: str, *, lock_key: str, lock_token: str
@@ -411,10 +425,16 @@ class JobStore:
         return await self._update(job_id, "cancel", "", {"err_message": message})
 
     async def progress(
-        self, job_id: str, fence: str, *, done: int, total: int, stage: str
+        self, job_id: str, fence: str, *, done: int, total: int, stage: str, announce: bool = False
     ) -> WriteResult:
+        """Merges progress (never backwards; an empty `stage` leaves the stage as it is).
+        `announce`: publish the record even when this write changes nothing (the first write
+        after a quiet claim)."""
+        patch: dict[str, str | int] = {"done": done, "total": total}
+        if stage:
+            patch["stage"] = stage
         return await self._update(
-            job_id, "progress", fence, {"done": done, "total": total, "stage": stage}
+            job_id, "progress", fence, patch, publishing="announce" if announce else ""
         )
 
     async def touch(self, job_id: str, fence: str) -> WriteResult:
@@ -429,7 +449,9 @@ class JobStore:
         fields: dict[str, str | int],
         inline: bytes = b"",
     ) -> WriteResult:
-        """The terminal write. `fields` holds err_* (FAILED) or res_* (SUCCEEDED) values."""
+        """The terminal write. `fields` holds err_* (FAILED) or res_* (SUCCEEDED) values, and
+        may carry the last `done` and `total` (merged like a progress write, never backwards),
+        so a job's last progress needs no write of its own."""
         return await self._update(job_id, "finish", fence, {"state": state, **fields}, inline)
 
 
@@ -437,5 +459,10 @@ def _text(value: bytes | int) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _write_result(reply: list[bytes | int]) -> WriteResult:
-    return WriteResult(status=_text(reply[0]), version=int(reply[1]))  # type: ignore[arg-type]
+def _write_result(reply: list[Any]) -> WriteResult:
+    record = None
+    if len(reply) > 2 and isinstance(reply[2], list):
+        flat = [_text(item) for item in reply[2]]
+        record = record_to_job(dict(zip(flat[::2], flat[1::2], strict=True)))
+    status: WriteStatus = _text(reply[0])  # type: ignore[assignment]
+    return WriteResult(status=status, version=int(reply[1]), record=record)

@@ -29,6 +29,7 @@ from bullmq.custom_errors import UnrecoverableError
 
 from docparse import observability
 from docparse.errors import DocparseError
+from docparse.v1 import job_pb2
 from parser_svc.blobs import BlobStore
 from parser_svc.cpus import usable_cpus
 from parser_svc.queue import JobQueue, bullmq_options
@@ -43,12 +44,133 @@ T = TypeVar("T")
 RETRYABLE_REASONS = frozenset({"PARSER_CRASHED", "WORKER_LOST"})
 
 
+# A running job's progress is written at most this often (the latest state; a stage change is
+# never skipped), and the claim publishes nothing: the first write after it does, at most this
+# long after it. A job that ends sooner costs two state writes (claim, terminal) and one
+# message (the terminal record, which carries the last progress): bench/README.md, issue 9.
+PROGRESS_WRITE_INTERVAL_S = 0.2
+
+
 class LostOwnership(Exception):
     """The state store refused a write: another worker owns the job, or it already ended."""
+
+    def __init__(self, message: str, status: str = "") -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class RetryableFailure(Exception):
     """Raised to BullMQ so it schedules another attempt with backoff."""
+
+
+class ProgressWriter:
+    """The progress writes of one claimed job (claimed quietly: nothing published yet).
+
+    `report()` takes every progress event of the parse; a write goes out when the last one
+    (or the claim) is `interval_s` old, else the event waits as the pending state and a timer
+    writes the latest one when the interval is up. A pending event of another stage is
+    written before it is replaced, so every stage change is published. The first write after
+    the claim announces the record (published even when it changes nothing), and `start()`
+    arms it on its own, so watchers learn of RUNNING within the interval however long the first
+    page takes. `latest` (done, total) is what the terminal write carries.
+
+    A refused write (the job was cancelled, or another worker took it over) is raised as
+    LostOwnership by `report()` or `check()`; a write that fails while Redis is away is best
+    effort (the next one carries the state), as progress always was.
+    """
+
+    def __init__(self, store: JobStore, job_id: str, fence: str, interval_s: float) -> None:
+        self._store = store
+        self._job_id = job_id
+        self._fence = fence
+        self._interval_s = interval_s
+        self._pending: tuple[int, int, str] | None = None
+        self._announced = False
+        self._last_write = time.monotonic()
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.Task[None] | None = None
+        self._timer_writing = False
+        self._failure: BaseException | None = None
+        self._closed = False
+        self.latest: tuple[int, int] | None = None
+
+    def start(self) -> None:
+        self._arm()
+
+    async def report(self, done: int, total: int, stage: str) -> None:
+        self.check()
+        self.latest = (done, total)
+        if self._pending is not None and self._pending[2] != stage:
+            await self._flush()
+        self._pending = (done, total, stage)
+        if time.monotonic() - self._last_write >= self._interval_s and not self._timer_writing:
+            await self._flush()
+        else:
+            self._arm()
+        self.check()
+
+    def check(self) -> None:
+        """Raises what a write of this job met: LostOwnership or a store error."""
+        if self._failure is not None:
+            raise self._failure
+
+    async def close(self) -> None:
+        """No more writes: a timer that waits is dropped, one that writes is waited for."""
+        self._closed = True
+        timer, self._timer = self._timer, None
+        if timer is None:
+            return
+        if not self._timer_writing:
+            timer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await timer
+
+    def _arm(self) -> None:
+        if self._closed or (self._timer is not None and not self._timer.done()):
+            return
+        delay = max(0.0, self._last_write + self._interval_s - time.monotonic())
+        self._timer = asyncio.get_running_loop().create_task(self._later(delay))
+
+    async def _later(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self._timer_writing = True
+        try:
+            await self._flush()
+        finally:
+            self._timer_writing = False
+        if self._pending is not None and self._failure is None and not self._closed:
+            self._timer = None
+            self._arm()
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            if self._failure is not None:
+                return
+            pending, self._pending = self._pending, None
+            if pending is None and self._announced:
+                return
+            done, total, stage = pending or (0, 0, "")
+            try:
+                result = await self._store.progress(
+                    self._job_id,
+                    self._fence,
+                    done=done,
+                    total=total,
+                    stage=stage,
+                    announce=not self._announced,
+                )
+            except DocparseError as err:
+                if err.code != grpc.StatusCode.UNAVAILABLE:
+                    self._failure = err
+                elif self._pending is None:
+                    self._pending = pending  # best effort: a later write carries it
+                return
+            finally:
+                self._last_write = time.monotonic()
+            if result.status in ("FENCED", "TERMINAL", "NOT_FOUND"):
+                self._failure = LostOwnership(f"progress refused: {result.status}", result.status)
+                return
+            self._announced = True
 
 
 class ParseWorker:
@@ -139,15 +261,34 @@ class ParseWorker:
     ) -> str:
         # The claim is retried through a blip (a re-run of a claim that went in answers DONE),
         # so a slow Redis reply never costs the job an attempt.
+        # Quiet: the claim publishes nothing; the progress writer's first write or the
+        # terminal write publishes the record (ProgressWriter).
         claim = await self._retrying(
-            lambda: self.store.claim(job_id, fence, lock_key=lock_key, lock_token=token)
+            lambda: self.store.claim(job_id, fence, lock_key=lock_key, lock_token=token, quiet=True)
         )
         if not claim.ok:
             log.info("job %s not claimed: %s", job_id, claim.status, extra={"job_id": job_id})
             if claim.status in ("TERMINAL", "NOT_FOUND"):
                 self.blobs.delete_upload(job_id)  # ended (cancelled) before any parse
             return claim.status
-        record = await self._retrying(lambda: self.store.get(job_id))
+        record = claim.record
+        if record is None:  # not expected: a claim that is in answers with its record
+            record = await self._retrying(lambda: self.store.get(job_id))
+        writer = ProgressWriter(self.store, job_id, fence, PROGRESS_WRITE_INTERVAL_S)
+        writer.start()
+        try:
+            return await self._run_claimed(job_id, fence, record, last_try, writer)
+        finally:
+            await writer.close()
+
+    async def _run_claimed(
+        self,
+        job_id: str,
+        fence: str,
+        record: job_pb2.Job,
+        last_try: bool,
+        writer: ProgressWriter,
+    ) -> str:
         observability.job_claimed(job_id, record.attempt)
         if record.attempt > 1:
             await asyncio.to_thread(self.blobs.discard_results, job_id)
@@ -160,9 +301,7 @@ class ParseWorker:
                     "while parsing it",
                 )
             else:
-                outcome = await self._parse(
-                    job_id, fence, record.attempt, record.content_type, list(record.languages)
-                )
+                outcome = await self._parse(job_id, fence, record, list(record.languages), writer)
             created_ms = record.create_time.ToMilliseconds()
             if not outcome.reason:
                 observability.job_finished(
@@ -175,7 +314,7 @@ class ParseWorker:
                     observability.job_retried(job_id, record.attempt, outcome.reason)
                     raise RetryableFailure(f"{outcome.reason}: {outcome.message}")
                 raise LostOwnership("release refused")
-            await self._finish_failed(job_id, fence, outcome)
+            await self._finish_failed(job_id, fence, outcome, writer)
             observability.job_finished(
                 job_id, "FAILED", outcome.reason, attempt=record.attempt, create_ms=created_ms
             )
@@ -185,23 +324,26 @@ class ParseWorker:
             return "LOST"
 
     async def _parse(
-        self, job_id: str, fence: str, attempt: int, content_type: str, languages: list[str]
+        self,
+        job_id: str,
+        fence: str,
+        record: job_pb2.Job,
+        languages: list[str],
+        writer: ProgressWriter,
     ) -> Outcome:
         input_path = self.blobs.path(self.blobs.input_key(job_id))
+        content_type = record.content_type
+
+        def lost(err: LostOwnership) -> LostOwnership:
+            if err.status != "FENCED":
+                self.blobs.delete_upload(job_id)  # the job ended (cancelled) mid-parse
+            return err
 
         async def on_progress(done: int, total: int, stage: str) -> None:
             try:
-                result = await self.store.progress(
-                    job_id, fence, done=done, total=total, stage=stage
-                )
-            except DocparseError as err:
-                if err.code != grpc.StatusCode.UNAVAILABLE:
-                    raise
-                return  # progress is best effort while Redis is away; the parse goes on
-            if result.status in ("FENCED", "TERMINAL", "NOT_FOUND"):
-                if result.status != "FENCED":
-                    self.blobs.delete_upload(job_id)  # the job ended (cancelled) mid-parse
-                raise LostOwnership(f"progress refused: {result.status}")
+                await writer.report(done, total, stage)
+            except LostOwnership as err:
+                raise lost(err) from None
 
         s = self.settings
         limits = Limits(s.parse_timeout_s, s.parse_cpu_s, s.parse_memory_mb)
@@ -217,10 +359,16 @@ class ParseWorker:
                 self._fork_server,
             )  # fmt: skip
             observability.parse_observed(content_type, time.monotonic() - started)
+            try:
+                writer.check()  # a write the timer made while the last page ran was refused
+            except LostOwnership as err:
+                raise lost(err) from None
             if not outcome.reason:
                 # Assets first: a SUCCEEDED record must never point at missing images.
                 await asyncio.to_thread(self.blobs.put_assets, job_id, assets_dir)
-                await self._finish_succeeded(job_id, fence, attempt, outcome, output_path)
+                await self._finish_succeeded(
+                    job_id, fence, record.attempt, outcome, output_path, writer
+                )
                 self.blobs.delete_upload(job_id)
         return outcome
 
@@ -263,18 +411,28 @@ class ParseWorker:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
-    async def _finish_failed(self, job_id: str, fence: str, outcome: Outcome) -> None:
+    async def _finish_failed(
+        self, job_id: str, fence: str, outcome: Outcome, writer: ProgressWriter
+    ) -> None:
         fields: dict[str, str | int] = {
             "err_reason": outcome.reason,
             "err_message": outcome.message,
+            **_last_progress(writer),
         }
+        await writer.close()
         result = await self._retrying(lambda: self.store.finish(job_id, fence, "FAILED", fields))
         if not result.ok:
             raise LostOwnership(f"terminal write refused: {result.status}")
         self.blobs.delete_upload(job_id)
 
     async def _finish_succeeded(
-        self, job_id: str, fence: str, attempt: int, outcome: Outcome, output_path: Path
+        self,
+        job_id: str,
+        fence: str,
+        attempt: int,
+        outcome: Outcome,
+        output_path: Path,
+        writer: ProgressWriter,
     ) -> None:
         data = await asyncio.to_thread(output_path.read_bytes)
         sha256 = hashlib.sha256(data).hexdigest()
@@ -284,6 +442,7 @@ class ParseWorker:
             "res_content_type": "application/x-protobuf; proto=docparse.v1.ReadingPackage",
             "res_pages": outcome.pages,
             "res_chars": outcome.chars,
+            **_last_progress(writer),
         }
         inline = b""
         blob_key = ""
@@ -294,6 +453,7 @@ class ParseWorker:
             blob_key = await asyncio.to_thread(self.blobs.put_result, job_id, attempt, sha256, data)
             fields["res_storage"] = "blob"
             fields["res_blob_key"] = blob_key
+        await writer.close()  # no progress write may race the terminal one
         # An error here leaves the outcome unknown (the write may have gone in): the blob stays.
         # The next attempt's claim either finds the job SUCCEEDED with this very blob, or
         # takes the job over and discards what earlier attempts stored.
@@ -304,3 +464,11 @@ class ParseWorker:
             if blob_key:
                 self.blobs.delete(blob_key)
             raise LostOwnership(f"terminal write refused: {result.status}")
+
+
+def _last_progress(writer: ProgressWriter) -> dict[str, str | int]:
+    """The last progress the parse reported, for the terminal write to carry."""
+    if writer.latest is None:
+        return {}
+    done, total = writer.latest
+    return {"done": done, "total": total}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from typing import Any
 
 import grpc
 import pytest
@@ -95,6 +96,62 @@ async def test_every_change_is_published_with_its_version(redis_server: Embedded
             assert "fence" not in record
             versions.append(int(record["version"]))
     assert versions == [1, 2, 3, 4]
+    await client.aclose()
+
+
+async def test_a_quiet_claim_is_published_by_the_claimers_next_write(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """What a worker does for a one-page job (issue 9): a quiet claim (versioned, fenced, not
+    published) answering with the record, then the terminal write carrying the last progress.
+    Watchers get strictly increasing versions; the announce write publishes the claimed
+    record even when it changes nothing."""
+    store = new_store(redis_server)
+    client = aioredis.Redis.from_url(redis_server.url)
+    pubsub = client.pubsub()
+
+    async def published(count: int) -> list[dict[str, str]]:
+        """Every message until `count` have come and then none for 0.3 s."""
+        records: list[dict[str, str]] = []
+        message: dict[str, Any] | None = {}
+        async with asyncio.timeout(10):
+            while len(records) < count or message is not None:
+                message = await pubsub.get_message(timeout=1 if len(records) < count else 0.3)
+                if message is not None and message["type"] == "message":
+                    records.append(json.loads(message["data"]))
+        return records
+
+    fast, slow = uuid.uuid4().hex, uuid.uuid4().hex
+    await pubsub.subscribe(store.keys.job_channel(fast), store.keys.job_channel(slow))
+    assert await published(0) == []
+    for job_id in (fast, slow):
+        await store.create(job_id, {"file_name": "a.pdf", "content_type": "pdf"})
+        claim = await store.claim(job_id, "w", quiet=True)
+        assert claim.status == "OK" and claim.record is not None
+        assert (claim.record.state, claim.record.attempt, claim.record.version) == (
+            job_pb2.STATE_RUNNING, 1, 2)  # fmt: skip
+        assert claim.record.content_type == "pdf"
+        again = await store.claim(job_id, "w", quiet=True)  # a re-run after a lost reply
+        assert again.status == "DONE" and again.record == claim.record
+
+    # fast: the terminal write is the next one; it carries done/total.
+    fields: dict[str, str | int] = {"res_sha256": "ab", "done": 1, "total": 1}
+    assert (await store.finish(fast, "w", "SUCCEEDED", fields)).ok
+    # slow: the announce (nothing changed) publishes the claimed record, then progress.
+    assert (await store.progress(slow, "w", done=0, total=0, stage="", announce=True)).status == (
+        "NOOP")  # fmt: skip
+    assert (await store.progress(slow, "w", done=1, total=3, stage="text")).ok
+    records = await published(5)
+    assert len(records) == 5
+    by_job = {
+        job_id: [(int(r["version"]), r["state"]) for r in records if r["job_id"] == job_id]
+        for job_id in (fast, slow)
+    }
+    assert by_job[fast] == [(1, "QUEUED"), (3, "SUCCEEDED")]
+    assert by_job[slow] == [(1, "QUEUED"), (2, "RUNNING"), (3, "RUNNING")]
+    final = await store.get(fast)
+    assert (final.progress.done, final.progress.total, final.progress.stage) == (1, 1, "done")
+    assert (await store.get(slow)).progress.stage == "text"
     await client.aclose()
 
 

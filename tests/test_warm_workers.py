@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import redis
 
 from docparse.client import Client
 from docparse.stack import LocalStack
@@ -113,6 +114,32 @@ def test_a_job_that_leaks_and_corrupts_globals_leaves_later_jobs_untouched(
     # The 64 MB it kept went with its process: the fork server did not take it on.
     assert _zygote(stack) == zygote
     assert _rss_kb(zygote) < zygote_rss + 16 * 1024
+
+
+def test_a_one_page_job_publishes_once_after_its_create(stack: LocalStack) -> None:
+    """Issue 9, item 4: a job that ends within the progress interval writes no progress of its
+    own and publishes no claim: its watchers get the created record and the terminal one, which
+    carries the last progress (versions strictly increasing)."""
+    assert stack.redis_url
+    client = redis.Redis.from_url(stack.redis_url)
+    pubsub = client.pubsub()
+    pubsub.psubscribe("docparse:*:job:*:events")
+    assert pubsub.get_message(timeout=5)["type"] == "psubscribe"
+    try:
+        job = _parse(stack, make_pdf(1, "quiet"), "quiet.pdf")
+        assert job.state == job_pb2.STATE_SUCCEEDED, job.error
+        assert (job.progress.done, job.progress.total) == (1, 1)
+        records = []
+        while (message := pubsub.get_message(timeout=0.5)) is not None:
+            record = json.loads(message["data"])
+            if record["job_id"] == job.job_id:
+                records.append((int(record["version"]), record["state"]))
+    finally:
+        pubsub.close()
+        client.close()
+    # Created (QUEUED), then SUCCEEDED; the quiet claim's version is skipped.
+    assert [state for _, state in records] == ["QUEUED", "SUCCEEDED"], records
+    assert records[0][0] < records[1][0] == job.version
 
 
 def test_a_killed_fork_server_costs_no_running_parse_and_is_replaced(

@@ -3,7 +3,8 @@
 --   2. every op but 'claim', 'cancel' and 'give_up' must carry the current fencing token;
 --   3. merge progress without going backwards; 4. bump version (no-op writes change nothing);
 --   5. TTL by state (parser_svc/lifetimes.py has the rules) and the tombstone that outlives
---      the record; 6. PUBLISH the full new record on the job's channel.
+--      the record; 6. PUBLISH the full new record on the job's channel (a worker's claim
+--      may be 'quiet', ARGV[14]: its next write publishes; a terminal write always does).
 -- Every op is safe to run twice (a retry after a lost reply): a re-run of a write that already
 -- took effect answers DONE and changes nothing. That is how the caller tells "my write is in"
 -- (claim, release, finish, cancel, give_up that find their own effect) from "someone else won".
@@ -23,7 +24,13 @@
 -- ARGV[12] key prefix of the batch's files ('...:job:{batch}-'; '' outside a batch)
 -- ARGV[13] the retained index (sorted set): ended jobs by the time their record expires, for
 --          the sweeper that deletes their blobs after the retention
--- Returns {status, version}: OK | DONE | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH.
+-- ARGV[14] publishing: '' publishes every change (steps 5-6); 'quiet' changes the record and
+--          its version but publishes nothing (a worker's claim: the worker's next write, at most
+--          a progress interval later, or its terminal write, publishes the record);
+--          'announce' also publishes the current record when nothing changed (NOOP), so the
+--          write that follows a quiet one always tells watchers (a version they have not seen)
+-- Returns {status, version}: OK | DONE | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH;
+-- a claim that is in (OK or DONE) adds the record as a flat field/value list (no second read).
 local cur = redis.call('HMGET', KEYS[1], 'state', 'version', 'done', 'total', 'stage', 'fence',
   'attempt', 'tenant', 'job_id', 'dedupe_key')
 local state = cur[1]
@@ -43,7 +50,9 @@ if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then
   end
   return {'TERMINAL', version}
 end
-if op == 'claim' and state == 'RUNNING' and cur[6] == ARGV[2] then return {'DONE', version} end
+if op == 'claim' and state == 'RUNNING' and cur[6] == ARGV[2] then
+  return {'DONE', version, redis.call('HGETALL', KEYS[1])}
+end
 if op == 'release' and state == 'QUEUED' and cur[6] == 'released:' .. ARGV[2] then
   return {'DONE', version}
 end
@@ -54,6 +63,24 @@ local now = tonumber(ARGV[3])
 local running_ttl, retention = tonumber(ARGV[5]), tonumber(ARGV[6])
 local tomb_extra, queued_ttl = tonumber(ARGV[7]), tonumber(ARGV[11])
 local owner, job_id, dedupe = cur[8] or '', cur[9], cur[10]
+local publishing = ARGV[14] or ''
+
+-- The full record on the job's channel (without its fence and dedupe pointer); returns the
+-- record as HGETALL gives it.
+local function publish_record()
+  local flat = redis.call('HGETALL', KEYS[1])
+  local rec = {}
+  for i = 1, #flat, 2 do rec[flat[i]] = flat[i + 1] end
+  rec['fence'] = nil
+  rec['dedupe_key'] = nil
+  redis.call('PUBLISH', ARGV[4], cjson.encode(rec))
+  return flat
+end
+
+local function publish_batch(batch_version)
+  redis.call('PUBLISH', ARGV[10], cjson.encode({job_id = job_id,
+    version = version, batch_version = batch_version}))
+end
 
 -- A batch's meta record outlives every file that is still open by at least the retention, so
 -- a batch never loses its counters while a file can still end (lifetimes.py).
@@ -133,8 +160,16 @@ if op == 'progress' and patch['stage'] and new_done >= done and patch['stage'] ~
   set['stage'] = patch['stage']
   changed = true
 end
-if not changed then return {'NOOP', version} end
+if not changed then
+  if publishing == 'announce' then
+    if KEYS[4] ~= '' then publish_batch(tonumber(redis.call('HGET', KEYS[4], 'version') or '0')) end
+    publish_record()
+  end
+  return {'NOOP', version}
+end
 
+-- A terminal write always tells watchers: it is the record a watch ends with.
+if terminal then publishing = '' end
 version = version + 1
 local batch_done = false
 -- Back in the queue (released for a retry), a job may wait there as long as a new one may.
@@ -186,14 +221,13 @@ if KEYS[4] ~= '' then
   elseif not terminal then
     keep_meta_past(ttl)
   end
-  redis.call('PUBLISH', ARGV[10], cjson.encode({job_id = job_id,
-    version = version, batch_version = batch_version}))
+  if publishing ~= 'quiet' then publish_batch(batch_version) end
 end
 
-local flat = redis.call('HGETALL', KEYS[1])
-local rec = {}
-for i = 1, #flat, 2 do rec[flat[i]] = flat[i + 1] end
-rec['fence'] = nil
-rec['dedupe_key'] = nil
-redis.call('PUBLISH', ARGV[4], cjson.encode(rec))
+if publishing ~= 'quiet' then
+  local flat = publish_record()
+  if op == 'claim' then return {'OK', version, flat} end
+elseif op == 'claim' then
+  return {'OK', version, redis.call('HGETALL', KEYS[1])}
+end
 return {'OK', version}
