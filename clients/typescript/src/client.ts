@@ -5,14 +5,14 @@ import { open, rename, rm, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fromBinary } from "@bufbuild/protobuf";
-import { type Client, type Interceptor, createClient } from "@connectrpc/connect";
+import { type Client, ConnectError, type Interceptor, createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import { type Job, type ResultRef, State } from "./gen/docparse/v1/job_pb.js";
 import { ParserService } from "./gen/docparse/v1/parser_service_pb.js";
 import { type ReadingPackage, ReadingPackageSchema } from "./gen/docparse/v1/reading_package_pb.js";
 import { ContractError, DocparseError } from "./errors.js";
 import { ResultAssembler } from "./results.js";
-import { DEFAULT_POLICY, JobWaiter, type WaitPolicy, backoffDelay, retryable } from "./waiting.js";
+import { DEFAULT_POLICY, JobWaiter, Retrier, type WaitPolicy } from "./waiting.js";
 
 export const DEFAULT_TARGET = "127.0.0.1:50050";
 /** The largest message the server accepts (a SubmitJob carries the whole document). */
@@ -50,6 +50,8 @@ export interface ClientOptions {
   policy?: Partial<WaitPolicy>;
   /** Told about every retry (a cut watch stream resumed, a submit repeated, ...). */
   onRetry?: (event: RetryEvent) => void;
+  /** Where retries are logged, one line each (e.g. `console`); default: nowhere. */
+  logger?: { info(message: string): void };
   /** Told who answered each call: the `x-served-by` values (the replica, then the gateway). */
   onAnswer?: (method: string, servedBy: string[]) => void;
 }
@@ -86,6 +88,7 @@ export class DocparseClient {
   private readonly session: Http2SessionManager;
   private readonly onRetry: ((event: RetryEvent) => void) | undefined;
   private readonly onAnswer: ((method: string, servedBy: string[]) => void) | undefined;
+  private readonly logger: { info(message: string): void } | undefined;
 
   constructor(options: ClientOptions = {}) {
     this.target = options.target || process.env["DOCPARSE_TARGET"] || DEFAULT_TARGET;
@@ -93,6 +96,7 @@ export class DocparseClient {
     this.callTimeoutMs = options.callTimeoutMs ?? 30_000;
     this.onRetry = options.onRetry;
     this.onAnswer = options.onAnswer;
+    this.logger = options.logger;
     const apiKey = options.apiKey ?? process.env["DOCPARSE_API_KEY"] ?? "";
     const tls = options.tls === true ? {} : options.tls || undefined;
     const baseUrl = `${tls ? "https" : "http"}://${this.target}`;
@@ -142,7 +146,7 @@ export class DocparseClient {
       waitTimeoutMs: options.waitTimeoutMs ?? 0,
     };
     const timeoutMs = this.callTimeoutMs + (options.waitTimeoutMs ?? 0);
-    const answer = await this.retrying("SubmitJob", true, (onTrailer) =>
+    const answer = await this.retrying("SubmitJob", (onTrailer) =>
       this.rpc.submitJob(request, { timeoutMs, onTrailer }),
     );
     return { job: checkSubmitAnswer(answer.response.job), servedBy: answer.servedBy };
@@ -158,7 +162,7 @@ export class DocparseClient {
 
   /** The current record of a job (NOT_FOUND / JOB_NOT_FOUND or JOB_EXPIRED when there is none). */
   async getStatus(jobId: string): Promise<Answer> {
-    const answer = await this.retrying("GetStatus", true, (onTrailer) =>
+    const answer = await this.retrying("GetStatus", (onTrailer) =>
       this.rpc.getStatus({ jobId }, { timeoutMs: this.callTimeoutMs, onTrailer }),
     );
     if (!answer.response.job) {
@@ -227,10 +231,10 @@ export class DocparseClient {
         attempt = 0;
       } catch (err) {
         signal?.throwIfAborted();
-        const error = DocparseError.from(err);
+        const error = this.failure(err);
         delay = waiter.onError(error, Date.now());
         attempt += 1;
-        this.onRetry?.({
+        this.retried({
           method: action === "stream" ? "WatchJob" : "GetStatus",
           error,
           attempt,
@@ -291,14 +295,14 @@ export class DocparseClient {
         assembler.add(message);
       }
     } catch (err) {
-      throw err instanceof ContractError ? err : DocparseError.from(err);
+      throw err instanceof ContractError ? err : this.failure(err);
     }
     return assembler.verifiedBytes();
   }
 
   /** Cancels a job that has not ended; returns its record. */
   async cancel(jobId: string): Promise<Job> {
-    const answer = await this.retrying("CancelJob", true, (onTrailer) =>
+    const answer = await this.retrying("CancelJob", (onTrailer) =>
       this.rpc.cancelJob({ jobId }, { timeoutMs: this.callTimeoutMs, onTrailer }),
     );
     if (!answer.response.job) {
@@ -316,15 +320,14 @@ export class DocparseClient {
     };
   }
 
-  /** One unary call, retried as the retry table allows within the policy's unavailable
-   * budget (jittered backoff, or the delay the server asked for). */
+  /** One unary call, retried as the retry table (waiting.ts) allows: every try of a submit
+   * carries the same request_id. */
   private async retrying<T>(
     method: string,
-    idempotent: boolean,
     call: (onTrailer: (trailers: Headers) => void) => Promise<T>,
   ): Promise<{ response: T; servedBy: string[] }> {
-    const started = Date.now();
-    for (let attempt = 1; ; attempt += 1) {
+    const retrier = new Retrier(method, this.policy, Date.now());
+    for (;;) {
       let servedBy: string[] = [];
       const onTrailer = (trailers: Headers) => {
         servedBy = servedByOf(trailers);
@@ -334,19 +337,55 @@ export class DocparseClient {
         const response = await call(onTrailer);
         return { response, servedBy };
       } catch (err) {
-        const error = DocparseError.from(err);
-        const asked = retryable(error, idempotent);
-        if (asked === undefined) {
-          throw error;
-        }
-        const delayMs = Math.max(asked, backoffDelay(this.policy, attempt));
-        if (Date.now() + delayMs - started > this.policy.unavailableBudgetMs) {
-          throw error;
-        }
-        this.onRetry?.({ method, error, attempt, delayMs });
+        const error = this.failure(err);
+        const delayMs = retrier.onError(error, Date.now());
+        this.retried({ method, error, attempt: retrier.attempts, delayMs });
         await sleep(delayMs);
       }
     }
+  }
+
+  private retried(event: RetryEvent): void {
+    const { method, error, attempt, delayMs, afterVersion } = event;
+    const resume = afterVersion === undefined ? "" : ` after_version=${afterVersion}`;
+    this.logger?.info(
+      `docparse: retrying ${method}${resume} in ${(delayMs / 1000).toFixed(1)} s after ` +
+        `${error.code} ${error.reason || "NO_REASON"}: ${error.detail} (attempt ${attempt})`,
+    );
+    this.onRetry?.(event);
+  }
+
+  /** The DocparseError of a failed call. An UNAVAILABLE that no docparse process answered (no
+   * ErrorInfo, no x-served-by: nothing listening, a refused or broken connection, a TLS
+   * mismatch) gets the reason TARGET_UNREACHABLE naming the target; a message over the size
+   * limit gets MESSAGE_TOO_LARGE (both as in the Python SDK). */
+  private failure(err: unknown): DocparseError {
+    const error = DocparseError.from(err);
+    if (error.reason) {
+      return error;
+    }
+    const answered = err instanceof ConnectError && err.metadata.get(SERVED_BY) !== null;
+    let translated: DocparseError | undefined;
+    if (error.code === "RESOURCE_EXHAUSTED" && /larger than|exceeds|MaxBytes/i.test(error.detail)) {
+      translated = new DocparseError(
+        8,
+        "MESSAGE_TOO_LARGE",
+        `a message to or from ${this.target} is over the size limit: ${error.detail}`,
+        { target: this.target },
+      );
+    } else if (error.code === "UNAVAILABLE" && !answered) {
+      translated = new DocparseError(
+        14,
+        "TARGET_UNREACHABLE",
+        `no docparse server answered at ${this.target}: ${error.detail || "no details"}`,
+        { target: this.target },
+      );
+    }
+    if (translated === undefined) {
+      return error;
+    }
+    translated.cause = err;
+    return translated;
   }
 }
 

@@ -24,11 +24,16 @@ export {
 } from "./errors.js";
 export {
   DEFAULT_POLICY,
+  IDEMPOTENT,
   JobWaiter,
+  NEVER_RETRIED_REASONS,
+  Retrier,
   TERMINAL,
+  type Verdict,
   type WaitPolicy,
   backoffDelay,
-  retryable,
+  classify,
+  gaveUp,
   stateName,
 } from "./waiting.js";
 export * from "./gen/docparse/v1/error_reason_pb.js";

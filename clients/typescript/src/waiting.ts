@@ -31,9 +31,11 @@ export interface WaitPolicy {
   maxBackoffMs: number;
   /** Stream failures in a row before waiting falls back to polling. */
   streamFailuresBeforePolling: number;
-  /** Transient errors with no answer in between for this long end the wait with the last
-   * error: a service that is gone is reported, not waited out. */
+  /** Retried errors with no answer in between for this long end the call or the wait with
+   * the last error: a service that is gone is reported, not waited out. */
   unavailableBudgetMs: number;
+  /** The longest retry delay a server may name (RATE_LIMITED) that is still waited out. */
+  maxRetryDelayMs: number;
 }
 
 export const DEFAULT_POLICY: Readonly<WaitPolicy> = Object.freeze({
@@ -43,36 +45,118 @@ export const DEFAULT_POLICY: Readonly<WaitPolicy> = Object.freeze({
   maxBackoffMs: 5_000,
   streamFailuresBeforePolling: 3,
   unavailableBudgetMs: 30_000,
+  maxRetryDelayMs: 60_000,
 });
 
-/** What may be retried (issue 13's table; gRFC A6): UNAVAILABLE always; DEADLINE_EXCEEDED and
- * ABORTED only for idempotent calls (reads, and SubmitJob with its request_id);
- * RESOURCE_EXHAUSTED only when the server names a retry delay (a rate limit), after that
- * delay; never INVALID_ARGUMENT, PERMISSION_DENIED, UNAUTHENTICATED, INTERNAL, NOT_FOUND or a
- * RESOURCE_EXHAUSTED without a delay (DOCUMENT_TOO_LARGE). Returns the delay the server asked
- * for (0 when none), or undefined when the error is final. */
-export function retryable(err: DocparseError, idempotent: boolean): number | undefined {
+/** Calls that may run twice with the same outcome: reads, and SubmitJob (its request_id makes a
+ * repeated submit answer with the first one's job). */
+export const IDEMPOTENT: ReadonlySet<string> = new Set([
+  "SubmitJob",
+  "GetStatus",
+  "WatchJob",
+  "GetResult",
+]);
+
+/** Reasons never retried, whatever delay the error names. */
+export const NEVER_RETRIED_REASONS: ReadonlySet<string> = new Set([
+  "DOCUMENT_TOO_LARGE",
+  "MESSAGE_TOO_LARGE",
+]);
+
+/** The retry table, the same as the Python SDK's (docparse/retries.py, issue 13; gRFC A6):
+ *
+ * | failure                                  | retried                                         |
+ * |------------------------------------------|-------------------------------------------------|
+ * | UNAVAILABLE (any reason)                 | "backoff": jittered exponential backoff, within |
+ * |                                          | the policy's unavailableBudgetMs (30 s)         |
+ * | DEADLINE_EXCEEDED, ABORTED               | "backoff" for idempotent calls only             |
+ * | RESOURCE_EXHAUSTED with a retry delay    | "after-delay": once that delay has passed, if   |
+ * | (RetryInfo / `retry_after_s`)            | it is at most maxRetryDelayMs                   |
+ * | RESOURCE_EXHAUSTED without one,          | "final" (DOCUMENT_TOO_LARGE; MESSAGE_TOO_LARGE, |
+ * | INVALID_ARGUMENT, PERMISSION_DENIED,     | a message over the size limit), as is every     |
+ * | UNAUTHENTICATED, INTERNAL, NOT_FOUND, ...| other code: the same call fails the same way    |
+ */
+export type Verdict = "backoff" | "after-delay" | "final";
+
+export function classify(err: DocparseError, idempotent: boolean): Verdict {
+  if (NEVER_RETRIED_REASONS.has(err.reason)) {
+    return "final";
+  }
   switch (err.code) {
     case "UNAVAILABLE":
-      return 0;
+      return "backoff";
     case "DEADLINE_EXCEEDED":
     case "ABORTED":
-      return idempotent ? 0 : undefined;
+      return idempotent ? "backoff" : "final";
     case "RESOURCE_EXHAUSTED":
-      return err.retryDelayMs;
+      return err.retryDelayMs === undefined ? "final" : "after-delay";
     default:
-      return undefined;
+      return "final";
   }
 }
 
-/** Full-jitter exponential backoff: a random delay up to backoffMs * 2^(failures-1), capped. */
+/** `err` saying what was tried before it became final (unchanged after a first try). */
+export function gaveUp(err: DocparseError, what: string, attempts: number, spentMs: number): DocparseError {
+  if (attempts <= 1) {
+    return err;
+  }
+  const error = new DocparseError(
+    err.grpcCode,
+    err.reason,
+    `${err.detail} (${what} tried ${attempts} times over ${(spentMs / 1000).toFixed(1)} s)`,
+    { ...err.metadata, attempts: String(attempts) },
+    err.retryDelayMs,
+  );
+  error.cause = err.cause;
+  return error;
+}
+
+/** The retry decisions of one unary call (all its attempts); the client does the I/O. */
+export class Retrier {
+  attempts = 0;
+  failures = 0;
+
+  constructor(
+    readonly method: string,
+    readonly policy: WaitPolicy,
+    readonly started: number,
+    readonly random: () => number = Math.random,
+  ) {}
+
+  /** The delay before the next attempt, or throws the error that ends the call. */
+  onError(err: DocparseError, now: number): number {
+    this.attempts += 1;
+    const spent = now - this.started;
+    const verdict = classify(err, IDEMPOTENT.has(this.method));
+    if (verdict === "final") {
+      throw gaveUp(err, this.method, this.attempts, spent);
+    }
+    if (verdict === "after-delay") {
+      const delay = err.retryDelayMs ?? 0;
+      if (delay > this.policy.maxRetryDelayMs || spent + delay > this.policy.timeoutMs) {
+        throw gaveUp(err, this.method, this.attempts, spent);
+      }
+      return delay;
+    }
+    this.failures += 1;
+    const delay = backoffDelay(this.policy, this.failures, this.random);
+    if (spent + delay > this.policy.unavailableBudgetMs) {
+      throw gaveUp(err, this.method, this.attempts, spent);
+    }
+    return delay;
+  }
+}
+
+/** The delay after the `failures`-th failure in a row: backoffMs doubled each time up to
+ * maxBackoffMs, with "equal jitter" (half fixed, half random) so that many clients failing
+ * together do not retry in step. */
 export function backoffDelay(
   policy: WaitPolicy,
   failures: number,
   random: () => number = Math.random,
 ): number {
   const ceiling = Math.min(policy.backoffMs * 2 ** Math.max(0, failures - 1), policy.maxBackoffMs);
-  return Math.max(1, Math.round(ceiling * (0.5 + random() / 2)));
+  return Math.max(1, Math.round(ceiling / 2 + (random() * ceiling) / 2));
 }
 
 export type Action = "stream" | "poll" | "done";
@@ -172,19 +256,27 @@ export class JobWaiter {
       return 0;
     }
     const lagging = err.reason === "AFTER_VERSION_AHEAD" && this.cursorSeen; // a stale read
-    const asked = lagging ? 0 : retryable(err, true);
-    if (asked === undefined) {
-      throw err;
-    }
+    const verdict = lagging ? "backoff" : classify(err, true);
     this.failingSince ??= now;
-    if (now - this.failingSince >= this.policy.unavailableBudgetMs) {
+    const spent = now - this.failingSince;
+    this.failures += 1;
+    if (verdict === "final") {
       throw err;
     }
-    this.failures += 1;
+    if (verdict === "after-delay") {
+      const delay = err.retryDelayMs ?? 0;
+      if (delay > this.policy.maxRetryDelayMs) {
+        throw err;
+      }
+      return delay;
+    }
+    if (spent >= this.policy.unavailableBudgetMs) {
+      throw gaveUp(err, `the wait for job ${this.jobId}`, this.failures, spent);
+    }
     if (!this.polling && this.failures >= this.policy.streamFailuresBeforePolling) {
       this.polling = true;
     }
-    return Math.max(asked, backoffDelay(this.policy, this.failures, this.random));
+    return backoffDelay(this.policy, this.failures, this.random);
   }
 
   left(now: number): number {

@@ -3,12 +3,14 @@
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { createServer } from "node:net";
 import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
   ContractError,
   DEFAULT_POLICY,
+  DocparseClient,
   DocparseError,
   JobFailed,
   JobSchema,
@@ -17,7 +19,8 @@ import {
   ResultRefSchema,
   State,
   WaitTimeout,
-  retryable,
+  Retrier,
+  classify,
 } from "../src/index.js";
 import { ErrorInfoSchema, RetryInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
 
@@ -34,17 +37,24 @@ const error = (code: number, reason = "", metadata: Record<string, string> = {})
 
 describe("retry table", () => {
   it("retries UNAVAILABLE, and DEADLINE_EXCEEDED / ABORTED only for idempotent calls", () => {
-    assert.equal(retryable(error(Code.Unavailable), false), 0);
-    assert.equal(retryable(error(Code.DeadlineExceeded), true), 0);
-    assert.equal(retryable(error(Code.DeadlineExceeded), false), undefined);
-    assert.equal(retryable(error(Code.Aborted), true), 0);
-    assert.equal(retryable(error(Code.Aborted), false), undefined);
+    assert.equal(classify(error(Code.Unavailable), false), "backoff");
+    assert.equal(classify(error(Code.DeadlineExceeded), true), "backoff");
+    assert.equal(classify(error(Code.DeadlineExceeded), false), "final");
+    assert.equal(classify(error(Code.Aborted), true), "backoff");
+    assert.equal(classify(error(Code.Aborted), false), "final");
   });
 
   it("retries RESOURCE_EXHAUSTED only after the delay the server names", () => {
-    assert.equal(retryable(error(Code.ResourceExhausted, "DOCUMENT_TOO_LARGE"), true), undefined);
+    assert.equal(classify(error(Code.ResourceExhausted, "DOCUMENT_TOO_LARGE"), true), "final");
+    assert.equal(classify(error(Code.ResourceExhausted, "MESSAGE_TOO_LARGE"), true), "final");
     const limited = error(Code.ResourceExhausted, "RATE_LIMITED", { retry_after_s: "2" });
-    assert.equal(retryable(limited, true), 2000);
+    assert.equal(classify(limited, true), "after-delay");
+    const retrier = new Retrier("SubmitJob", DEFAULT_POLICY, 0);
+    assert.equal(retrier.onError(limited, 10), 2000, "waits exactly the delay it was told");
+    const tooLong = error(Code.ResourceExhausted, "RATE_LIMITED", { retry_after_s: "3600" });
+    assert.throws(() => new Retrier("SubmitJob", DEFAULT_POLICY, 0).onError(tooLong, 0), {
+      reason: "RATE_LIMITED",
+    });
   });
 
   it("never retries what cannot succeed", () => {
@@ -57,8 +67,27 @@ describe("retry table", () => {
       Code.FailedPrecondition,
       Code.Unknown,
     ]) {
-      assert.equal(retryable(error(code), true), undefined, `code ${code}`);
+      assert.equal(classify(error(code), true), "final", `code ${code}`);
     }
+  });
+
+  it("gives up UNAVAILABLE after the budget, saying what was tried", () => {
+    const retrier = new Retrier("GetStatus", DEFAULT_POLICY, 0, () => 0.5);
+    let now = 0;
+    const failed = (() => {
+      for (;;) {
+        try {
+          now += retrier.onError(error(Code.Unavailable, "TARGET_UNREACHABLE"), now);
+        } catch (err) {
+          return err;
+        }
+      }
+    })();
+    assert.ok(failed instanceof DocparseError);
+    assert.equal(failed.reason, "TARGET_UNREACHABLE");
+    assert.match(failed.message, /GetStatus tried \d+ times over \d+\.\d s/);
+    assert.ok(now <= DEFAULT_POLICY.unavailableBudgetMs, `retried for ${now} ms`);
+    assert.ok(now >= DEFAULT_POLICY.unavailableBudgetMs - DEFAULT_POLICY.maxBackoffMs);
   });
 });
 
@@ -204,5 +233,38 @@ describe("errors", () => {
     const err = DocparseError.from(new Error("socket hang up"));
     assert.equal(err.code, "UNKNOWN");
     assert.equal(err.reason, "");
+  });
+});
+
+describe("a target nobody listens on", () => {
+  it("fails within the unavailable budget, naming the target and what was tried", async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as { port: number };
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const logged: string[] = [];
+    const client = new DocparseClient({
+      target: `127.0.0.1:${port}`,
+      apiKey: "",
+      policy: { unavailableBudgetMs: 2_000 },
+      logger: { info: (line) => logged.push(line) },
+    });
+    const started = Date.now();
+    try {
+      await assert.rejects(client.getStatus("0".repeat(32)), (err: unknown) => {
+        assert.ok(err instanceof DocparseError, String(err));
+        assert.equal(err.code, "UNAVAILABLE");
+        assert.equal(err.reason, "TARGET_UNREACHABLE");
+        assert.equal(err.metadata["target"], `127.0.0.1:${port}`);
+        assert.match(err.message, new RegExp(`no docparse server answered at 127.0.0.1:${port}`));
+        assert.match(err.message, /GetStatus tried \d+ times/);
+        return true;
+      });
+    } finally {
+      client.close();
+    }
+    assert.ok(Date.now() - started < 2_000 + 1_000, `took ${Date.now() - started} ms`);
+    assert.ok(logged.length >= 2, "each retry is logged");
+    assert.match(logged[0]!, /retrying GetStatus in \d+\.\d s after UNAVAILABLE TARGET_UNREACHABLE/);
   });
 });
