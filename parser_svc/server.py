@@ -7,6 +7,7 @@ in-flight ones, open calls get `shutdown_grace_s` to end, then the process exits
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import signal
@@ -22,9 +23,11 @@ from parser_svc.blobs import BlobStore
 from parser_svc.callers import CallerInterceptor, current_tenant
 from parser_svc.events import EventHub
 from parser_svc.queue import JobQueue
+from parser_svc.redis_conn import RedisTarget, check_at_start
 from parser_svc.service import ParserService
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
+from parser_svc.webhooks import DELIVERIES, Dispatcher, check_config
 from parser_svc.worker import ParseWorker
 
 log = logging.getLogger("parser_svc")
@@ -44,6 +47,7 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
 
 
 async def serve(settings: Settings) -> None:
+    await check_at_start(RedisTarget.of(settings), "parser_svc", settings.redis_timeout_s)
     client = connect(settings)
     store = JobStore(client, settings)
     blobs = BlobStore(settings.blob_dir, settings.env)
@@ -52,7 +56,7 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    hub = EventHub(settings.redis_url, timeout_s=settings.redis_timeout_s)
+    hub = EventHub(RedisTarget.of(settings), timeout_s=settings.redis_timeout_s)
     queue = JobQueue(settings)
     interceptors = [
         observability.RpcObserver("parser_svc", tenant=current_tenant),
@@ -70,13 +74,17 @@ async def serve(settings: Settings) -> None:
     # take a job from the queue and leave it to the lock expiry.
     port = serving.bind_grpc_or_exit("parser_svc", server, settings.listen)
     worker = None
+    dispatcher = None
     if settings.role in ("all", "worker"):
         worker = ParseWorker(settings, store, blobs)
         worker.start()
+        if settings.webhook_secrets_file:  # without secrets no callback is ever accepted
+            dispatcher = asyncio.create_task(Dispatcher(settings, store).run())
     await hub.start()
     await server.start()
     refresher = None
-    if observability.start_metrics_server(settings.metrics_listen, observability.PARSER_METRICS):
+    metrics = (*observability.PARSER_METRICS, DELIVERIES)
+    if observability.start_metrics_server(settings.metrics_listen, metrics):
         refresher = asyncio.create_task(
             observability.refresh_queue_depth(queue.counts, settings.queue_metrics_interval_s)
         )
@@ -94,6 +102,10 @@ async def serve(settings: Settings) -> None:
     hub.close_streams()
     if worker is not None:
         await worker.close(settings.shutdown_grace_s)
+    if dispatcher is not None:  # a delivery cut short is claimed, and retried after its timeout
+        dispatcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await dispatcher
     await server.stop(settings.shutdown_grace_s)
     await hub.close()
     if refresher is not None:
@@ -132,6 +144,10 @@ def main() -> None:
         "parser_svc", settings.log_format, settings.log_level, access_log=settings.access_log
     )
     check_identity(settings)
+    try:
+        check_config(settings)
+    except DocparseError as err:
+        serving.exit_on_startup_error("parser_svc", err)
     asyncio.run(serve(settings))
 
 

@@ -31,6 +31,13 @@ class Settings(BaseSettings):
     # 0 (default): the primary's acknowledgement is enough (the loss window of a failover).
     redis_min_replicas_ack: int = 0
     redis_replica_wait_ms: int = 500
+    # TLS to Redis (a rediss:// or rediss+sentinel:// URL; URL forms in parser_svc/redis_conn.py):
+    # the CA certificates that sign the server's (unset: the system's), and a client
+    # certificate and its key for a server that requires one. Set with a plaintext URL, or
+    # unreadable, they stop the start (exit 2). The server's name or IP in the URL is checked.
+    redis_tls_ca_file: Path | None = None
+    redis_tls_cert_file: Path | None = None
+    redis_tls_key_file: Path | None = None
     # Terminal jobs stay readable this long after they end; then only a tombstone remains.
     retention_s: int = 24 * 3600
     # The tombstone (GetStatus answers JOB_EXPIRED) outlives the record by this much.
@@ -141,3 +148,28 @@ class Settings(BaseSettings):
     metrics_listen: str = ""
     # docparse_queue_jobs is refreshed this often (one BullMQ count call per period).
     queue_metrics_interval_s: float = 10.0
+
+    # Webhooks (SubmitJobRequest.callback; parser_svc/webhooks.py). The secrets every tenant
+    # registered, a JSON file {"<tenant>": {"<secret name>": "whsec_<base64>"}}: a callback
+    # names one of its tenant's secrets, never the secret itself. Unset: every callback is
+    # refused (CALLBACK_SECRET_UNKNOWN). A file that cannot be read stops the start (exit 2);
+    # it is re-read when it changes (rotate a secret by adding the new name first).
+    webhook_secrets_file: Path | None = None
+    # Callbacks whose host resolves to a private, loopback, link-local, multicast or reserved
+    # address are refused, at submit and at every delivery, unless one of these comma separated
+    # CIDRs ("10.1.2.0/24,fd00::/8") lists the address.
+    webhook_allow_cidrs: str = ""
+    # Deliveries: one worker replica at a time (a lease) looks every `webhook_poll_s` for due
+    # ones, checks a job that has not ended again after `webhook_recheck_s`, waits at most
+    # `webhook_timeout_s` for an answer (reads at most `webhook_max_response_bytes` of it; no
+    # redirect is followed) and sends up to `webhook_concurrency` at once. A delivery without
+    # a 2xx answer is retried after `webhook_backoff_ms`, doubling up to `webhook_backoff_max_s`;
+    # after `webhook_max_attempts` attempts it moves to the dead-letter set.
+    webhook_poll_s: float = 1.0
+    webhook_recheck_s: float = 2.0
+    webhook_timeout_s: float = 10.0
+    webhook_max_response_bytes: int = 64 * 1024
+    webhook_concurrency: int = 16
+    webhook_backoff_ms: int = 5000
+    webhook_backoff_max_s: float = 3600.0
+    webhook_max_attempts: int = 10

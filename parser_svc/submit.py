@@ -30,6 +30,7 @@ from parser_svc.parsers import ocr
 from parser_svc.queue import JobQueue
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore
+from parser_svc.webhooks import Callbacks
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class Submitter:
         self.queue = queue
         self.blobs = blobs
         self._gates = KeyedLocks()
+        self.callbacks = Callbacks(settings, store)
 
     def check_size(self, content: bytes) -> None:
         """The precise error for an empty or too large upload. Costs nothing: it runs before
@@ -173,6 +175,7 @@ class Submitter:
         await self.check_rate()
         content_type = self.content_type(content)
         languages = check_languages(list(request.languages))
+        callback = await self.callbacks.check(request, tenant)
         sha256 = hashlib.sha256(content).hexdigest()
         keys = self.store.keys
         request_key = keys.request(tenant, request.request_id) if request.request_id else ""
@@ -199,6 +202,10 @@ class Submitter:
             fields["languages"] = hints
         async with self._gates.hold(dedupe_key or request_key or sha256):
             job_id = uuid.uuid4().hex
+            if callback:
+                # Before the create: a job with a callback never exists without its delivery
+                # (parser_svc/webhooks.py); one whose create does not happen is dropped.
+                await self.callbacks.outbox.add(job_id, tenant, callback)
             await asyncio.to_thread(self.blobs.put_input, job_id, content)
             if request.password:
                 # Beside the input, owner-only; never in the record. Deleted when the parse ends.
@@ -210,11 +217,17 @@ class Submitter:
             except DocparseError as err:
                 if err.code != grpc.StatusCode.UNAVAILABLE:
                     self.blobs.delete_upload(job_id)
+                    if callback:
+                        await self.callbacks.outbox.discard(job_id, callback)
                 # UNAVAILABLE: the create may have run. Keep the upload; the sweeper enqueues
                 # the job if it exists, or deletes the upload if it does not.
                 raise
             if not created.created:
                 self.blobs.delete_upload(job_id)
+                if callback:  # the callback goes with the job this submit answers with
+                    if created.status != "CONFLICT":
+                        await self.callbacks.outbox.add(created.job_id, tenant, callback)
+                    await self.callbacks.outbox.discard(job_id, callback)
                 if created.status == "CONFLICT":
                     raise invalid(
                         "REQUEST_ID_REUSED",

@@ -120,6 +120,15 @@ def _wait_ms(request: web.Request, fields: dict[str, str]) -> int:
     return min(parse_uint(raw, "wait_ms", "INVALID_WAIT"), MAX_WAIT_MS)
 
 
+def _callback(request: web.Request, fields: dict[str, str]) -> parser_service_pb2.Callback:
+    """The webhook: `callback_url` and `callback_secret` (the name of a secret the tenant
+    registered), as form fields or in the URL; the replica checks them."""
+    url, name = (
+        request.query.get(k, fields.get(k, "")) for k in ("callback_url", "callback_secret")
+    )
+    return parser_service_pb2.Callback(url=text(url), secret_name=text(name))
+
+
 def _request_id(request: web.Request, fields: dict[str, str]) -> str:
     request_id = text(
         request.headers.get("Idempotency-Key")
@@ -189,6 +198,7 @@ async def submit_job(request: web.Request) -> web.Response:
             file_name=file_name,
             content=content,
             request_id=_request_id(request, fields),
+            callback=_callback(request, fields),
             wait_timeout_ms=wait_ms,
             password=password,
             languages=_languages(request, fields),

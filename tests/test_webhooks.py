@@ -1,0 +1,291 @@
+"""Signed webhooks (SubmitJobRequest.callback): at least once, Standard Webhooks signatures,
+backoff and dead letters, SSRF-safe egress.
+
+A real stack (2 replicas, 1 gateway) and a real HTTP receiver on 127.0.0.7, the only address
+the stack's allow-list names: 127.0.0.1 and every other private address stay refused."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import os
+import socket
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+from standardwebhooks.webhooks import Webhook
+
+from docparse.errors import DocparseError
+from docparse.stack import LocalStack
+from docparse.v1 import job_pb2, parser_service_pb2
+from tests.conftest import make_stack
+from tests.helpers import eventually, make_pdf, stub, wait_terminal
+
+SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+OTHER_SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+RECEIVER_HOST = "127.0.0.7"
+MAX_ATTEMPTS = 5
+
+
+class Receiver(http.server.ThreadingHTTPServer):
+    """Answers 503 to the first `fail_first` requests, then 200. Records every request and
+    accepts (processes) each webhook-id once, after verifying its signature."""
+
+    def __init__(self, fail_first: int) -> None:
+        self.fail_first = fail_first
+        self.requests: list[tuple[dict[str, str], bytes, int]] = []
+        self.accepted: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        super().__init__((RECEIVER_HOST, 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{RECEIVER_HOST}:{self.server_address[1]}/hooks/docparse"
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    server: Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        receiver = self.server
+        with receiver.lock:
+            status = 503 if len(receiver.requests) < receiver.fail_first else 200
+            receiver.requests.append((headers, body, status))
+            if status == 200 and headers["webhook-id"] not in receiver.accepted:
+                event = Webhook(SECRET).verify(body, headers)  # raises if the signature is off
+                receiver.accepted[headers["webhook-id"]] = event
+        self.send_response(status)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    root = tmp_path_factory.mktemp("webhooks")
+    secrets = root / "webhook-secrets.json"
+    secrets.write_text(json.dumps({"default": {"main": SECRET, "other": OTHER_SECRET}}))
+    s = make_stack(
+        root / "stack",
+        replicas=2,
+        gateways=1,
+        extra_env={
+            "DOCPARSE_WEBHOOK_SECRETS_FILE": str(secrets),
+            "DOCPARSE_WEBHOOK_ALLOW_CIDRS": f"{RECEIVER_HOST}/32",
+            "DOCPARSE_WEBHOOK_POLL_S": "0.1",
+            "DOCPARSE_WEBHOOK_RECHECK_S": "0.2",
+            "DOCPARSE_WEBHOOK_BACKOFF_MS": "200",
+            "DOCPARSE_WEBHOOK_BACKOFF_MAX_S": "1",
+            "DOCPARSE_WEBHOOK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+            "DOCPARSE_WEBHOOK_TIMEOUT_S": "3",
+        },
+    )
+    s.start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def store(stack: LocalStack) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(stack.redis_url, decode_responses=True)
+    yield client
+    client.close()
+
+
+def submit(stack: LocalStack, url: str, secret_name: str = "main") -> job_pb2.Job:
+    channel, s = stub(stack.parser_addresses[0])
+    with channel:
+        return s.SubmitJob(
+            parser_service_pb2.SubmitJobRequest(
+                file_name="memo.pdf",
+                content=make_pdf(1, "webhook"),
+                callback=parser_service_pb2.Callback(url=url, secret_name=secret_name),
+            ),
+            timeout=30,
+        ).job
+
+
+def refusal(stack: LocalStack, url: str, secret_name: str = "main") -> DocparseError:
+    try:
+        submit(stack, url, secret_name)
+    except grpc.RpcError as err:
+        return DocparseError.from_rpc_error(err)
+    raise AssertionError(f"a callback to {url} was accepted")
+
+
+def deliveries(stack: LocalStack) -> dict[str, float]:
+    """docparse_webhook_deliveries_total by outcome, summed over the replicas' endpoints."""
+    total: dict[str, float] = {}
+    for child in stack.parsers:
+        url = f"http://{child.metrics_address}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            text = reply.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "docparse_webhook_deliveries_total":
+                    outcome = sample.labels["outcome"]
+                    total[outcome] = total.get(outcome, 0.0) + sample.value
+    return total
+
+
+def delivery_of(store: redis.Redis, job_id: str) -> dict[str, str]:
+    keys = list(store.scan_iter(f"docparse:test:webhook:{job_id}.*"))
+    assert len(keys) == 1, keys
+    return store.hgetall(keys[0])  # type: ignore[return-value]
+
+
+def ended_delivery(store: redis.Redis, job_id: str, outcome: str) -> dict[str, str]:
+    """The job's delivery record once it ended with `outcome` (delivered or dead)."""
+
+    def ended() -> dict[str, str] | None:
+        record = delivery_of(store, job_id)
+        return record if record.get("outcome") == outcome else None
+
+    return eventually(ended, timeout=60, what=f"the delivery of {job_id} to end {outcome}")
+
+
+def test_receiver_down_three_times_gets_one_signed_delivery(
+    stack: LocalStack, store: redis.Redis
+) -> None:
+    receiver = Receiver(fail_first=3)
+    before = deliveries(stack)
+    try:
+        job = submit(stack, receiver.url)
+        ended = wait_terminal(stack.parser_addresses[1], job.job_id)
+        assert ended.state == job_pb2.STATE_SUCCEEDED
+        eventually(lambda: receiver.accepted, timeout=60, what="an accepted delivery")
+        record = ended_delivery(store, job.job_id, "delivered")
+    finally:
+        receiver.shutdown()
+        receiver.server_close()
+    # Four attempts (503, 503, 503, 200), one id: the receiver processed the job once.
+    assert [status for _, _, status in receiver.requests] == [503, 503, 503, 200]
+    ids = {headers["webhook-id"] for headers, _, _ in receiver.requests}
+    assert ids == {f"msg_{job.job_id}_succeeded"}
+    assert list(receiver.accepted) == [f"msg_{job.job_id}_succeeded"]
+    event = receiver.accepted[f"msg_{job.job_id}_succeeded"]
+    assert event["type"] == "job.succeeded"
+    data = event["data"]
+    assert isinstance(data, dict)
+    assert data["job_id"] == job.job_id and data["state"] == "STATE_SUCCEEDED"
+    assert data["version"] == str(ended.version)
+    # Every attempt was signed anew (its own timestamp) and verifies.
+    for headers, body, _ in receiver.requests:
+        Webhook(SECRET).verify(body, headers)
+    assert record["attempts"] == "4"
+    assert not [m for m in store.zrange("docparse:test:webhooks:due", 0, -1) if job.job_id in m]
+
+    def counted() -> dict[str, float] | None:
+        after = deliveries(stack)
+        delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+        return delta if delta.get("delivered") == 1 else None
+
+    delta = eventually(counted, what="the metric to count the delivery")
+    assert delta == {"delivered": 1, "failed": 3, "dead_lettered": 0}
+
+
+def test_receiver_down_for_good_ends_in_the_dead_letter_set(
+    stack: LocalStack, store: redis.Redis
+) -> None:
+    with socket.socket() as sock:  # a port nobody listens on: every connect is refused
+        sock.bind((RECEIVER_HOST, 0))
+        port = sock.getsockname()[1]
+    before = deliveries(stack)
+    job = submit(stack, f"http://{RECEIVER_HOST}:{port}/gone")
+    assert wait_terminal(stack.parser_addresses[0], job.job_id).state == job_pb2.STATE_SUCCEEDED
+    record = ended_delivery(store, job.job_id, "dead")
+    dead: list[str] = store.zrange("docparse:test:webhooks:dead", 0, -1)  # type: ignore[assignment]
+    assert [m for m in dead if m.startswith(job.job_id)], dead
+    assert record["attempts"] == str(MAX_ATTEMPTS)
+    assert "connect" in record["last_error"].lower(), record["last_error"]
+
+    def counted() -> dict[str, float] | None:
+        after = deliveries(stack)
+        delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+        return delta if delta.get("dead_lettered") == 1 else None
+
+    delta = eventually(counted, what="the metric to count the dead letter")
+    assert delta == {"delivered": 0, "failed": MAX_ATTEMPTS - 1, "dead_lettered": 1}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://10.0.0.1/hook",
+        "http://127.0.0.1:8080/hook",  # loopback, but not the allow-listed 127.0.0.7
+        "http://169.254.169.254/latest/meta-data",  # cloud metadata (link-local)
+        "http://[::1]/hook",
+        "http://[::ffff:10.0.0.1]/hook",  # IPv4-mapped IPv6
+        "http://224.0.0.1/hook",  # multicast
+        "http://localhost/hook",  # a name: resolved, and every address checked
+    ],
+)
+def test_callback_to_a_private_address_is_refused_at_submit(stack: LocalStack, url: str) -> None:
+    err = refusal(stack, url)
+    assert err.code == grpc.StatusCode.INVALID_ARGUMENT, err
+    assert err.reason == "CALLBACK_NOT_ALLOWED", err
+
+
+@pytest.mark.parametrize(
+    ("url", "secret_name", "reason"),
+    [
+        (f"http://{RECEIVER_HOST}/hook", "nope", "CALLBACK_SECRET_UNKNOWN"),
+        (f"http://{RECEIVER_HOST}/hook", "", "CALLBACK_INVALID"),
+        ("ftp://example.com/hook", "main", "CALLBACK_INVALID"),
+        (f"http://user:pw@{RECEIVER_HOST}/hook", "main", "CALLBACK_INVALID"),
+        ("http://" + "a" * 2100 + ".com/", "main", "CALLBACK_INVALID"),
+    ],
+)
+def test_bad_callbacks_are_refused_at_submit(
+    stack: LocalStack, url: str, secret_name: str, reason: str
+) -> None:
+    err = refusal(stack, url, secret_name)
+    assert (err.code, err.reason) == (grpc.StatusCode.INVALID_ARGUMENT, reason), err
+
+
+def test_http_submit_takes_the_callback_fields(stack: LocalStack) -> None:
+    query = urllib.parse.urlencode(
+        {"file_name": "memo.pdf", "callback_url": "http://10.0.0.1/x", "callback_secret": "main"}
+    )
+    request = urllib.request.Request(
+        f"http://{stack.http_addresses[0]}/v1/jobs?{query}",
+        data=make_pdf(1),
+        method="POST",
+        headers={"content-type": "application/pdf"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=30)
+    assert caught.value.code == 400
+    body = json.loads(caught.value.read())
+    assert (body["code"], body["reason"]) == ("INVALID_ARGUMENT", "CALLBACK_NOT_ALLOWED")
+
+
+def test_a_stack_with_an_unreadable_secrets_file_does_not_start(tmp_path: Path) -> None:
+    secrets = tmp_path / "secrets.json"
+    secrets.write_text('{"default": {"main": "not-a-whsec-secret"}}')
+    s = make_stack(
+        tmp_path / "stack",
+        replicas=1,
+        gateways=0,
+        extra_env={"DOCPARSE_WEBHOOK_SECRETS_FILE": str(secrets)},
+    )
+    with pytest.raises(DocparseError) as caught:
+        s.start(timeout=30)
+    # The replica exited 2 naming the reason and the file (the stack relays its error line).
+    assert caught.value.reason == "WEBHOOK_CONFIG_INVALID", caught.value
+    assert str(secrets) in caught.value.message and "whsec_" in caught.value.message
