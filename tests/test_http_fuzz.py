@@ -67,11 +67,16 @@ ROUTES = [
     ("POST", "/v1/batches"),
     ("GET", "/v1/batches/{id}"),
     ("GET", "/v1/batches/{id}/events"),
+    ("GET", "/v1/jobs"),
+    ("GET", "/v1/jobs/{id}/assets/{id}"),
     ("GET", "/healthz"),
     ("GET", "/"),
     ("GET", "/static/{id}"),
 ]
-QUERY_NAMES = ["format", "after_version", "wait_ms", "file_name", "request_id", "access_token"]
+QUERY_NAMES = [
+    "format", "after_version", "wait_ms", "file_name", "request_id", "access_token",
+    "state", "batch_id", "page_size", "page_token",
+]  # fmt: skip
 HEADER_NAMES = [
     "Authorization", "X-Api-Key", "Last-Event-ID", "Idempotency-Key", "Content-Type", "Origin",
     "Sec-Fetch-Site", "X-Docparse-Password", "Accept", "If-None-Match", "Range",
