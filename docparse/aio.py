@@ -84,6 +84,7 @@ class AsyncClient:
         password: str = "",
         wait_timeout_ms: int = 0,
         languages: list[str] | tuple[str, ...] = (),
+        callback: parser_service_pb2.Callback | None = None,
     ) -> Answer:
         """Submits once, however often the call itself has to be retried (same request_id)."""
         request = parser_service_pb2.SubmitJobRequest(
@@ -93,6 +94,7 @@ class AsyncClient:
             password=password,
             wait_timeout_ms=wait_timeout_ms,
             languages=list(languages),
+            callback=callback,
         )
         deadline = self.timeout_s + wait_timeout_ms / 1000
         response, replicas = await self._call("SubmitJob", request, deadline)

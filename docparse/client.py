@@ -136,10 +136,13 @@ class Client:
         password: str = "",
         wait_timeout_ms: int = 0,
         languages: list[str] | tuple[str, ...] = (),
+        callback: parser_service_pb2.Callback | None = None,
     ) -> Answer:
         """Submits once, however often the call itself has to be retried (same request_id).
         `wait_timeout_ms`: the server may wait that long for the job to end before answering
-        (the sync answer); `languages`: BCP-47 hints for OCR ("en", "zh-Hant")."""
+        (the sync answer); `languages`: BCP-47 hints for OCR ("en", "zh-Hant"); `callback`:
+        a signed webhook when the job ends, `Callback(url=..., secret_name=...)` naming a secret
+        the tenant registered (`from docparse.v1.parser_service_pb2 import Callback`)."""
         request = parser_service_pb2.SubmitJobRequest(
             file_name=file_name,
             content=content,
@@ -147,6 +150,7 @@ class Client:
             password=password,
             wait_timeout_ms=wait_timeout_ms,
             languages=list(languages),
+            callback=callback,
         )
         deadline = self.timeout_s + wait_timeout_ms / 1000
         response, replicas = self._call("SubmitJob", request, deadline)

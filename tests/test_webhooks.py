@@ -25,9 +25,11 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 from standardwebhooks.webhooks import Webhook
 
+from docparse.client import Client
 from docparse.errors import DocparseError
 from docparse.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse.v1.parser_service_pb2 import Callback
 from tests.conftest import make_stack
 from tests.helpers import eventually, make_pdf, stub, wait_terminal
 
@@ -206,8 +208,10 @@ def test_receiver_down_for_good_ends_in_the_dead_letter_set(
         sock.bind((RECEIVER_HOST, 0))
         port = sock.getsockname()[1]
     before = deliveries(stack)
-    job = submit(stack, f"http://{RECEIVER_HOST}:{port}/gone")
-    assert wait_terminal(stack.parser_addresses[0], job.job_id).state == job_pb2.STATE_SUCCEEDED
+    with Client(stack.gateway_addresses[0]) as client:  # the SDK, through the gateway
+        callback = Callback(url=f"http://{RECEIVER_HOST}:{port}/gone", secret_name="main")
+        job = client.submit("memo.pdf", make_pdf(1), callback=callback).job
+        assert client.wait(job).state == job_pb2.STATE_SUCCEEDED
     record = ended_delivery(store, job.job_id, "dead")
     dead: list[str] = store.zrange("docparse:test:webhooks:dead", 0, -1)  # type: ignore[assignment]
     assert [m for m in dead if m.startswith(job.job_id)], dead
