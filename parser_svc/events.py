@@ -4,6 +4,11 @@ Subscriptions are ref-counted per channel. `subscribe()` returns only once Redis
 the subscription, so a snapshot read after it cannot miss an event published in between. When
 the connection breaks, the hub reconnects, resubscribes every channel and puts a RESYNC marker
 on every subscriber's queue: pub/sub is at-most-once, so watchers re-read their snapshot.
+
+A channel whose last subscriber left stays subscribed for up to `linger_s`: the channels left
+meanwhile are unsubscribed together, in one command (one per job was a third of a short job's
+pub/sub commands), and a watcher that comes back within the linger (a resumed stream, a
+SubmitJob's wait followed by a WatchJob) needs no new SUBSCRIBE.
 """
 
 from __future__ import annotations
@@ -56,14 +61,29 @@ class _Channel:
     confirmed: asyncio.Event = field(default_factory=asyncio.Event)
     # Set after the first confirmation: later ones follow a reconnect, when events were lost.
     was_confirmed: bool = False
+    # No subscriber left: unsubscribed at the next flush unless one comes back first.
+    idle: bool = False
 
 
 class EventHub:
-    def __init__(self, url: str, *, timeout_s: float = 2.0, queue_size: int = 64) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 2.0,
+        queue_size: int = 64,
+        linger_s: float = 1.0,
+        max_idle: int = 1000,
+    ) -> None:
         self._url = url
         self._timeout_s = timeout_s
         self._queue_size = queue_size
+        self._linger_s = linger_s
+        self._max_idle = max_idle
         self._channels: dict[str, _Channel] = {}
+        self._idle: set[str] = set()
+        self._flusher: asyncio.Task[None] | None = None
+        self._pending_sends: set[asyncio.Task[None]] = set()
         self._client: aioredis.Redis | None = None
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
@@ -75,13 +95,18 @@ class EventHub:
 
     @property
     def channel_count(self) -> int:
-        return len(self._channels)
+        """Channels with at least one subscriber."""
+        return len(self._channels) - len(self._idle)
 
     async def start(self) -> None:
         self._reader = asyncio.create_task(self._run(), name="event-hub")
 
     async def close(self) -> None:
         self._closed = True
+        if self._flusher:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
         if self._reader:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -106,6 +131,9 @@ class EventHub:
         first = entry is None
         if entry is None:
             entry = self._channels[channel] = _Channel()
+        elif entry.idle:  # still subscribed (lingering): taken back as it is
+            entry.idle = False
+            self._idle.discard(channel)
         entry.queues.add(queue)
         observability.WATCH_STREAMS.inc()
         try:
@@ -122,8 +150,35 @@ class EventHub:
             entry.queues.discard(queue)
             observability.WATCH_STREAMS.dec()
             if not entry.queues and self._channels.get(channel) is entry:
-                del self._channels[channel]
-                await self._send_unsubscribe(channel)
+                if entry.confirmed.is_set() and not self._closed:
+                    entry.idle = True
+                    self._idle.add(channel)
+                    self._schedule_flush()
+                else:  # never confirmed (a timeout, a reconnect): nothing to linger on
+                    del self._channels[channel]
+                    await self._send_unsubscribe(channel)
+
+    def _schedule_flush(self) -> None:
+        if len(self._idle) >= self._max_idle:
+            self._flush_idle()
+        elif self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_later())
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(self._linger_s)
+        self._flush_idle()
+
+    def _flush_idle(self) -> None:
+        """Unsubscribes every channel still without a subscriber, in one command (sent
+        without waiting for its reply, as every unsubscribe is)."""
+        channels = [c for c in self._idle if self._channels[c].idle]
+        self._idle.clear()
+        for channel in channels:
+            del self._channels[channel]
+        if channels:
+            task = asyncio.get_running_loop().create_task(self._send_unsubscribe(*channels))
+            self._pending_sends.add(task)
+            task.add_done_callback(self._pending_sends.discard)
 
     async def _send_subscribe(self, channel: str) -> None:
         async with asyncio.timeout(self._timeout_s):
@@ -132,11 +187,11 @@ class EventHub:
             await self._connected.wait()
             await self._pubsub.subscribe(channel)
 
-    async def _send_unsubscribe(self, channel: str) -> None:
+    async def _send_unsubscribe(self, *channels: str) -> None:
         if self._pubsub is None or not self._connected.is_set():
             return
         with contextlib.suppress(Exception):
-            await self._pubsub.unsubscribe(channel)
+            await self._pubsub.unsubscribe(*channels)
 
     async def _connect(self) -> None:
         self._client = aioredis.Redis.from_url(
@@ -151,6 +206,9 @@ class EventHub:
 
     async def _disconnect(self) -> None:
         self._connected.clear()
+        for channel in self._idle:  # nobody listens: not worth resubscribing
+            del self._channels[channel]
+        self._idle.clear()
         for entry in self._channels.values():
             entry.confirmed.clear()
         if self._pubsub is not None:

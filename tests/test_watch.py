@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import uuid
 
 import grpc
@@ -156,5 +157,40 @@ async def test_watchers_survive_killed_pubsub_connection(redis_server: EmbeddedR
     finals = await asyncio.wait_for(asyncio.gather(*(last(s) for s in streams)), 10)
     assert all(job.state == job_pb2.STATE_SUCCEEDED for job in finals)
     assert hub.reconnects >= 1
+    await admin.aclose()
+    await hub.close()
+
+
+async def test_channels_left_are_unsubscribed_together_after_the_linger(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """A channel whose last watcher left stays subscribed for the linger: a watcher that comes
+    back meanwhile hears the next event with no new SUBSCRIBE; then every channel still
+    without a watcher is unsubscribed (one UNSUBSCRIBE for all of them)."""
+    hub = EventHub(redis_server.url, linger_s=0.5)
+    await hub.start()
+    admin = aioredis.Redis.from_url(redis_server.url)
+    channels = [f"linger:{uuid.uuid4().hex}:{i}" for i in range(5)]
+
+    async def subscribers() -> list[int]:
+        return [n for _, n in await admin.pubsub_numsub(*channels)]
+
+    async def until_subscribers(expected: list[int]) -> None:
+        for _ in range(200):  # 10 s
+            if await subscribers() == expected:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"subscribers: {await subscribers()}, expected {expected}")
+
+    for channel in channels:
+        async with hub.subscribe(channel):
+            pass
+    assert hub.channel_count == 0
+    assert await subscribers() == [1] * 5  # lingering
+    async with hub.subscribe(channels[0]) as queue:
+        assert await admin.publish(channels[0], json.dumps({"job_id": "x", "version": 3})) == 1
+        assert await asyncio.wait_for(queue.get(), 5) == {"job_id": "x", "version": 3}
+        await until_subscribers([1, 0, 0, 0, 0])
+    await until_subscribers([0] * 5)
     await admin.aclose()
     await hub.close()
