@@ -128,12 +128,39 @@ class FileRow {
       const open = { target: "_blank", rel: "noopener" };
       links.push(el("a", { href: withToken(`${base}?format=text`), ...open }, "Text"));
       links.push(el("a", { href: withToken(base), ...open }, "JSON"));
+      links.push(
+        el("button", { type: "button", class: "link", onclick: () => this.showImages() }, "Images"),
+      );
     } else if (!TERMINAL.has(job.state)) {
       links.push(
         el("button", { type: "button", class: "link", onclick: () => this.cancel() }, "Cancel"),
       );
     }
     this.actions.replaceChildren(...links);
+  }
+
+  // The package's images (its assets), as thumbnails linking to each one at full size:
+  // GET /v1/jobs/{id}/assets/{asset_id}, the key in the URL as for the result links.
+  async showImages() {
+    const job = encodeURIComponent(this.jobId);
+    const response = await fetch(`/v1/jobs/${job}/result`, { headers: authHeaders() });
+    if (response.status === 401) askForKey();
+    const body = await response.json().catch(() => null);
+    if (!response.ok) {
+      showNotice(`Could not read ${this.name}: ${describeError(body, response.status)}`);
+      return;
+    }
+    const assets = (body && body.assets) || [];
+    const figures = assets.map((asset) => {
+      const src = withToken(`/v1/jobs/${job}/assets/${encodeURIComponent(asset.asset_id)}`);
+      const img = el("img", { src, alt: `image ${asset.asset_id}`, loading: "lazy" });
+      return el("a", { href: src, target: "_blank", rel: "noopener", class: "thumb" }, img);
+    });
+    if (!this.images) {
+      this.images = el("div", { class: "images" });
+      this.node.append(this.images);
+    }
+    this.images.replaceChildren(...(figures.length ? figures : ["No images in this document."]));
   }
 
   async cancel() {
