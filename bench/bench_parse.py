@@ -18,7 +18,8 @@ order of the stacks:
 
 Then: resident memory per replica (parser_svc + its fork server) at idle, and per running
 parse (each parse child's peak RSS and its private part, sampled from /proc); Redis commands
-(round trips) and PUBLISH messages per one-page job (MONITOR on the fork_server stack's Redis);
+(round trips) and PUBLISH messages per one-page job (MONITOR on the fork_server stack's Redis;
+30 jobs one after another, then 30 from 8 concurrent clients);
 OCR pages/s; the peak RSS of the 1,000,000-cell XLSX parse child (goal < 400 MB).
 
 Inputs: the shared corpus (../shared/corpus) when present, else generated documents. Rounds
@@ -323,9 +324,11 @@ class ChildSampler:
         return rss, private, len(peaks)
 
 
-def redis_per_job(stack: LocalStack, paths: list[Path]) -> dict[str, float]:
-    """Redis commands from clients (round trips), commands run inside scripts, and PUBLISH
-    messages per one-page job, parsed one after another, minus the same window's idle rate."""
+def redis_per_job(stack: LocalStack, paths: list[Path], clients: int) -> dict[str, float]:
+    """Redis commands from clients (round trips; `bullmq_*`: those of BullMQ's queue, whose
+    workers poll per parse slot), commands run inside scripts, and PUBLISH messages per
+    one-page job, minus the same window's idle rate. Twice: the jobs one after another
+    (`sequential_*`), then with `clients` concurrent SDK clients (`concurrent_*`)."""
     assert stack.redis_url is not None
     client = redis.Redis.from_url(stack.redis_url)
     counts: Counter[str] = Counter()
@@ -339,6 +342,10 @@ def redis_per_job(stack: LocalStack, paths: list[Path]) -> dict[str, float]:
                     return
                 kind = "script" if command["client_type"] == "lua" else "client"
                 counts[kind] += 1
+                words = text.split(" ", 4)
+                first_key = words[3:4] if words[0].upper() in ("EVALSHA", "EVAL") else words[1:2]
+                if kind == "client" and ":bull:" in str(first_key):
+                    counts["bullmq"] += 1
                 if text.split(" ", 1)[0].upper() == "PUBLISH":
                     counts["publish"] += 1
 
@@ -351,18 +358,26 @@ def redis_per_job(stack: LocalStack, paths: list[Path]) -> dict[str, float]:
         started = time.perf_counter()
         action() if callable(action) else time.sleep(float(str(action)))
         seconds = time.perf_counter() - started
+        time.sleep(1.5)  # what a job's end leaves (the event hub's batched UNSUBSCRIBE)
         client.echo(marker)
         thread.join(10)
-        return Counter(counts), seconds
+        return Counter(counts), seconds + 1.5
 
-    with Client(stack.gateway_addresses[0]) as sdk:
-        busy, busy_s = window(lambda: [sdk.parse(p) for p in paths])
-    idle, idle_s = window(busy_s)
+    half = len(paths) // 2
+    address = stack.gateway_addresses[0]
+    with Client(address) as sdk:
+        sequential = window(lambda: [sdk.parse(p) for p in paths[:half]])
+    concurrent = window(lambda: concurrent_sdk_jobs(address, paths[half:], clients))
+    idle, idle_s = window(sequential[1] - 1.5)
     client.close()
     per_job = {}
-    for kind in ("client", "script", "publish"):
-        extra = busy[kind] - idle[kind] * busy_s / idle_s
-        per_job[f"{kind}_per_job"] = round(extra / len(paths), 1)
+    for name, (busy, busy_s), jobs in (
+        ("sequential", sequential, half),
+        ("concurrent", concurrent, len(paths) - half),
+    ):
+        for kind in ("client", "bullmq", "script", "publish"):
+            extra = busy[kind] - idle[kind] * busy_s / idle_s
+            per_job[f"{name}_{kind}_per_job"] = round(extra / jobs, 1)
     per_job["idle_client_per_s"] = round(idle["client"] / idle_s, 1)
     return per_job
 
@@ -531,8 +546,10 @@ def main() -> None:
                 rates.setdefault(f"{mode}_lone_ms", []).extend(x * 1000 for x in latencies)
                 rates.setdefault(f"{mode}_status_ms", []).extend(x * 1000 for x in status)
         if "fork_server" in stacks:
-            redis_paths = one_page_pdfs(work, 20, "redis")
-            result["redis_fork_server"] = redis_per_job(stacks["fork_server"], redis_paths)
+            redis_paths = one_page_pdfs(work, 60, "redis")
+            result["redis_fork_server"] = redis_per_job(
+                stacks["fork_server"], redis_paths, args.clients
+            )
         if not args.skip_ocr:
             address = next(iter(stacks.values())).gateway_addresses[0]
             ocr_pages, ocr_s, ocr_failures = through_stack(address, scans, 1)
