@@ -169,6 +169,33 @@ def test_api_key_and_tls_are_required(run_live: Callable[[str], str]) -> None:
     run_live("auth.test.js")
 
 
+def test_readme_example_runs(
+    node: str, stack: LocalStack, certificate: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """clients/typescript/README.md's example, as a user would paste it (it is plain JS too),
+    importing the package by its name; run from the repository's root."""
+    readme = (SDK / "README.md").read_text()
+    example = re.search(r"^```ts\n(.*?)^```$", readme, re.MULTILINE | re.DOTALL)
+    assert example, "the README has no ```ts block"
+    script = SDK / "dist" / f"readme-example-{tmp_path.name}.mjs"  # inside the package: its
+    script.write_text(example.group(1))  # own name resolves to it (package self-reference)
+    try:
+        done = subprocess.run(
+            [node, str(script)],
+            capture_output=True, text=True, timeout=120, check=False, cwd=REPO,
+            env={**os.environ, "DOCPARSE_TARGET": stack.gateway_addresses[0],
+                 "DOCPARSE_API_KEY": KEY, "DOCPARSE_TLS_CA": str(certificate[0])},
+        )  # fmt: skip
+    finally:
+        script.unlink()
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    lines = done.stdout.splitlines()
+    records = [line for line in lines if line.startswith("version=")]
+    assert records[-1].endswith("state=SUCCEEDED done=12"), done.stdout
+    assert "pages=12" in lines
+    assert lines[-1] == "error: NOT_FOUND JOB_NOT_FOUND", done.stdout
+
+
 def test_generated_code_matches_protos(node: str, tmp_path: Path) -> None:
     """The committed src/gen is what `make ts-proto` generates from protos/ (like proto-check)."""
     buf = SDK / "node_modules" / ".bin" / "buf"

@@ -284,20 +284,32 @@ export class DocparseClient {
     return ref;
   }
 
+  /** GetResult, assembled and verified; a stream that breaks is read again from the start
+   * (GetResult is idempotent), as the retry table allows. */
   private async download(jobId: string): Promise<{ data: Uint8Array; ref: ResultRef }> {
-    const assembler = new ResultAssembler(jobId);
-    try {
-      const stream = this.rpc.getResult(
-        { jobId },
-        { timeoutMs: this.callTimeoutMs * 10, onTrailer: this.trailerSink("GetResult") },
-      );
-      for await (const message of stream) {
-        assembler.add(message);
+    const retrier = new Retrier("GetResult", this.policy, Date.now());
+    for (;;) {
+      const assembler = new ResultAssembler(jobId);
+      try {
+        const stream = this.rpc.getResult(
+          { jobId },
+          { timeoutMs: this.callTimeoutMs * 10, onTrailer: this.trailerSink("GetResult") },
+        );
+        for await (const message of stream) {
+          assembler.add(message);
+        }
+      } catch (err) {
+        if (err instanceof ContractError) {
+          throw err;
+        }
+        const error = this.failure(err);
+        const delayMs = retrier.onError(error, Date.now());
+        this.retried({ method: "GetResult", error, attempt: retrier.attempts, delayMs });
+        await sleep(delayMs);
+        continue;
       }
-    } catch (err) {
-      throw err instanceof ContractError ? err : this.failure(err);
+      return assembler.verifiedBytes();
     }
-    return assembler.verifiedBytes();
   }
 
   /** Cancels a job that has not ended; returns its record. */
