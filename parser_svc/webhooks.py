@@ -495,7 +495,7 @@ class Dispatcher:
         self.secrets = WebhookSecrets(settings.webhook_secrets_file)
         self.egress = Egress(settings, AddressPolicy(parse_cidrs(settings.webhook_allow_cidrs)))
         self.owner = f"{socket.gethostname()}/{os.getpid()}/webhooks"
-        self._slots = asyncio.Semaphore(max(1, settings.webhook_concurrency))
+        self._concurrency = max(1, settings.webhook_concurrency)
 
     async def run(self) -> None:
         """Runs until cancelled; never raises otherwise."""
@@ -525,7 +525,7 @@ class Dispatcher:
 
     async def dispatch_once(self) -> int:
         """One round: the due deliveries, each rescheduled, dropped or sent. Returns how many
-        were due (at most BATCH)."""
+        were due (BATCH: more are, look again at once)."""
         outbox, keys, client = self.outbox, self.store.keys, self.store.client
         now = now_ms()
         found = await self.store.call(
@@ -564,6 +564,9 @@ class Dispatcher:
             else:
                 log.info("webhook %s dropped: its job was never created", delivery)
                 gone.append(delivery)
+        # At most one request per slot a round, so a round lasts at most one timeout: within
+        # the claim and the lease. The rest stay due for the next round, at once.
+        ready, waiting = ready[: self._concurrency], len(ready) > self._concurrency
         claim = now + int((self.settings.webhook_timeout_s + 5) * 1000)
         later.update({delivery: claim for delivery, _, _ in ready})
 
@@ -578,14 +581,13 @@ class Dispatcher:
         if later or gone:
             await self.store.call(reschedule)
         await asyncio.gather(*(self._deliver(*item) for item in ready))
-        return len(ids)
+        return BATCH if waiting else len(ids)
 
     async def _deliver(self, delivery: str, spec: dict[str, str], record: dict[str, str]) -> None:
-        async with self._slots:
-            try:
-                await self._attempt(delivery, spec, record)
-            except DocparseError as err:  # the store: the claim runs out, another round retries
-                log.info("webhook %s: state store error %s; retried later", delivery, err.reason)
+        try:
+            await self._attempt(delivery, spec, record)
+        except DocparseError as err:  # the store: the claim runs out, another round retries
+            log.info("webhook %s: state store error %s; retried later", delivery, err.reason)
 
     async def _attempt(self, delivery: str, spec: dict[str, str], record: dict[str, str]) -> None:
         outbox, client = self.outbox, self.store.client

@@ -40,11 +40,13 @@ MAX_ATTEMPTS = 5
 
 
 class Receiver(http.server.ThreadingHTTPServer):
-    """Answers 503 to the first `fail_first` requests, then 200. Records every request and
-    accepts (processes) each webhook-id once, after verifying its signature."""
+    """Answers its first requests with `statuses` (a 3xx with `Location: <location>`), then
+    200. Records every request and accepts (processes) each webhook-id once, after verifying
+    its signature."""
 
-    def __init__(self, fail_first: int) -> None:
-        self.fail_first = fail_first
+    def __init__(self, statuses: tuple[int, ...] = (), location: str = "") -> None:
+        self.statuses = statuses
+        self.location = location
         self.requests: list[tuple[dict[str, str], bytes, int]] = []
         self.accepted: dict[str, Any] = {}
         self.lock = threading.Lock()
@@ -64,12 +66,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         receiver = self.server
         with receiver.lock:
-            status = 503 if len(receiver.requests) < receiver.fail_first else 200
+            seen = len(receiver.requests)
+            status = receiver.statuses[seen] if seen < len(receiver.statuses) else 200
             receiver.requests.append((headers, body, status))
             if status == 200 and headers["webhook-id"] not in receiver.accepted:
                 event = Webhook(SECRET).verify(body, headers)  # raises if the signature is off
                 receiver.accepted[headers["webhook-id"]] = event
         self.send_response(status)
+        if 300 <= status < 400:
+            self.send_header("location", receiver.location)
         self.send_header("content-length", "0")
         self.end_headers()
 
@@ -164,7 +169,7 @@ def ended_delivery(store: redis.Redis, job_id: str, outcome: str) -> dict[str, s
 def test_receiver_down_three_times_gets_one_signed_delivery(
     stack: LocalStack, store: redis.Redis
 ) -> None:
-    receiver = Receiver(fail_first=3)
+    receiver = Receiver(statuses=(503, 503, 503))
     before = deliveries(stack)
     try:
         job = submit(stack, receiver.url)
@@ -225,6 +230,21 @@ def test_receiver_down_for_good_ends_in_the_dead_letter_set(
 
     delta = eventually(counted, what="the metric to count the dead letter")
     assert delta == {"delivered": 0, "failed": MAX_ATTEMPTS - 1, "dead_lettered": 1}
+
+
+def test_a_redirect_is_not_followed(stack: LocalStack, store: redis.Redis) -> None:
+    trap = Receiver()  # an allowed address: following the redirect would reach it
+    receiver = Receiver(statuses=(307,), location=trap.url)
+    try:
+        job = submit(stack, receiver.url)
+        record = ended_delivery(store, job.job_id, "delivered")
+    finally:
+        for server in (receiver, trap):
+            server.shutdown()
+            server.server_close()
+    assert [status for _, _, status in receiver.requests] == [307, 200]
+    assert trap.requests == []
+    assert record["attempts"] == "2"
 
 
 @pytest.mark.parametrize(
