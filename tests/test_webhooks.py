@@ -114,13 +114,20 @@ def store(stack: LocalStack) -> Iterator[redis.Redis]:
     client.close()
 
 
-def submit(stack: LocalStack, url: str, secret_name: str = "main") -> job_pb2.Job:
+def submit(
+    stack: LocalStack,
+    url: str,
+    secret_name: str = "main",
+    request_id: str = "",
+    content: bytes = b"",
+) -> job_pb2.Job:
     channel, s = stub(stack.parser_addresses[0])
     with channel:
         return s.SubmitJob(
             parser_service_pb2.SubmitJobRequest(
                 file_name="memo.pdf",
-                content=make_pdf(1, "webhook"),
+                content=content or make_pdf(1, "webhook"),
+                request_id=request_id,
                 callback=parser_service_pb2.Callback(url=url, secret_name=secret_name),
             ),
             timeout=30,
@@ -230,6 +237,35 @@ def test_receiver_down_for_good_ends_in_the_dead_letter_set(
 
     delta = eventually(counted, what="the metric to count the dead letter")
     assert delta == {"delivered": 0, "failed": MAX_ATTEMPTS - 1, "dead_lettered": 1}
+
+
+def due_entries(store: redis.Redis, job_id: str) -> list[str]:
+    due: list[str] = store.zrange("docparse:test:webhooks:due", 0, -1)  # type: ignore[assignment]
+    return [member for member in due if member.startswith(job_id)]
+
+
+def test_a_repeated_submit_adds_its_callback_once(stack: LocalStack, store: redis.Redis) -> None:
+    """Re-runs of a submit (same request_id: a lost reply) answer with the first job; each
+    callback they name is delivered once, and one that was delivered is not added again."""
+    first, second = Receiver(), Receiver()
+    request_id = f"webhooks-{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        pdf = make_pdf(1, "repeated")
+        jobs = [submit(stack, r.url, "main", request_id, pdf) for r in (first, second, first)]
+        job_id = jobs[0].job_id
+        assert {job.job_id for job in jobs} == {job_id}
+        for receiver in (first, second):
+            eventually(lambda r=receiver: r.accepted, timeout=60, what="both deliveries")  # type: ignore[misc]
+        eventually(lambda: not due_entries(store, job_id), what="both deliveries to end")
+        assert submit(stack, first.url, "main", request_id, pdf).job_id == job_id
+        assert due_entries(store, job_id) == []  # delivered already: not added again
+    finally:
+        for server in (first, second):
+            server.shutdown()
+            server.server_close()
+    msg_id = f"msg_{job_id}_succeeded"
+    for receiver in (first, second):
+        assert [headers["webhook-id"] for headers, _, _ in receiver.requests] == [msg_id]
 
 
 def test_a_redirect_is_not_followed(stack: LocalStack, store: redis.Redis) -> None:
