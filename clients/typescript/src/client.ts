@@ -5,12 +5,12 @@ import { open, rename, rm, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fromBinary } from "@bufbuild/protobuf";
-import { type Client, ConnectError, type Interceptor, createClient } from "@connectrpc/connect";
-import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+import { type Client, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { ContractError, DocparseError } from "./errors.js";
 import { type Job, type ResultRef, State } from "./gen/docparse/v1/job_pb.js";
 import { ParserService } from "./gen/docparse/v1/parser_service_pb.js";
 import { type ReadingPackage, ReadingPackageSchema } from "./gen/docparse/v1/reading_package_pb.js";
-import { ContractError, DocparseError } from "./errors.js";
 import { ResultAssembler } from "./results.js";
 import { DEFAULT_POLICY, JobWaiter, Retrier, type WaitPolicy } from "./waiting.js";
 
@@ -91,13 +91,13 @@ export class DocparseClient {
   private readonly logger: { info(message: string): void } | undefined;
 
   constructor(options: ClientOptions = {}) {
-    this.target = options.target || process.env["DOCPARSE_TARGET"] || DEFAULT_TARGET;
+    this.target = options.target || process.env.DOCPARSE_TARGET || DEFAULT_TARGET;
     this.policy = { ...DEFAULT_POLICY, ...options.policy };
     this.callTimeoutMs = options.callTimeoutMs ?? 30_000;
     this.onRetry = options.onRetry;
     this.onAnswer = options.onAnswer;
     this.logger = options.logger;
-    const apiKey = options.apiKey ?? process.env["DOCPARSE_API_KEY"] ?? "";
+    const apiKey = options.apiKey ?? process.env.DOCPARSE_API_KEY ?? "";
     const tls = options.tls === true ? {} : options.tls || undefined;
     const baseUrl = `${tls ? "https" : "http"}://${this.target}`;
     this.session = new Http2SessionManager(
@@ -136,7 +136,11 @@ export class DocparseClient {
   /** Submits once, however often the call itself has to be retried: every try carries the
    * same request_id, so the server returns the first job instead of making a second. The
    * answer may already be terminal (with `waitTimeoutMs`) or still QUEUED/RUNNING. */
-  async submit(fileName: string, content: Uint8Array, options: SubmitOptions = {}): Promise<Answer> {
+  async submit(
+    fileName: string,
+    content: Uint8Array,
+    options: SubmitOptions = {},
+  ): Promise<Answer> {
     const request = {
       fileName,
       content,
@@ -199,7 +203,10 @@ export class DocparseClient {
     return this.follow(waiter, options.signal);
   }
 
-  private async *follow(waiter: JobWaiter, signal?: AbortSignal): AsyncGenerator<Job, void, undefined> {
+  private async *follow(
+    waiter: JobWaiter,
+    signal?: AbortSignal,
+  ): AsyncGenerator<Job, void, undefined> {
     let attempt = 0;
     for (let action = waiter.nextAction(); action !== "done"; action = waiter.nextAction()) {
       signal?.throwIfAborted();
@@ -408,7 +415,7 @@ function servedByOf(trailers: Headers): string[] {
 
 /** A SubmitJob answer must name a job in a real state; anything else is a contract error. */
 export function checkSubmitAnswer(job: Job | undefined): Job {
-  if (!job || !job.jobId || job.state === State.UNSPECIFIED) {
+  if (!job?.jobId || job.state === State.UNSPECIFIED) {
     throw new ContractError("SubmitJob answered without a usable job");
   }
   if (job.state === State.SUCCEEDED && !job.result?.sha256) {

@@ -126,7 +126,7 @@ function retryDetails(err: ConnectError) {
 }
 
 function retryAfterFromMetadata(metadata: Record<string, string>): number | undefined {
-  const raw = metadata["retry_after_s"] ?? "";
+  const raw = metadata.retry_after_s ?? "";
   return /^\d{1,6}$/.test(raw) ? Number(raw) * 1000 : undefined;
 }
 
@@ -163,9 +163,7 @@ export class WaitTimeout extends ClientError {
     readonly waitedMs: number,
   ) {
     const seen =
-      lastVersion > 0n
-        ? `still ${lastState} (version ${lastVersion})`
-        : "no new record received";
+      lastVersion > 0n ? `still ${lastState} (version ${lastVersion})` : "no new record received";
     super(`job ${jobId} ${seen} after ${(waitedMs / 1000).toFixed(1)} s; it goes on`);
   }
 }

@@ -3,6 +3,7 @@
 export {
   type Answer,
   type ClientOptions,
+  checkSubmitAnswer,
   DEFAULT_TARGET,
   DocparseClient,
   MESSAGE_LIMIT,
@@ -10,7 +11,6 @@ export {
   type SubmitOptions,
   type TlsOptions,
   type WatchOptions,
-  checkSubmitAnswer,
 } from "./client.js";
 export {
   ClientError,
@@ -19,25 +19,25 @@ export {
   JobFailed,
   STATUS_NAMES,
   type StatusName,
-  WaitTimeout,
   statusName,
+  WaitTimeout,
 } from "./errors.js";
-export {
-  DEFAULT_POLICY,
-  IDEMPOTENT,
-  JobWaiter,
-  NEVER_RETRIED_REASONS,
-  Retrier,
-  TERMINAL,
-  type Verdict,
-  type WaitPolicy,
-  backoffDelay,
-  classify,
-  gaveUp,
-  stateName,
-} from "./waiting.js";
 export * from "./gen/docparse/v1/error_reason_pb.js";
 export * from "./gen/docparse/v1/job_pb.js";
 export * from "./gen/docparse/v1/parser_service_pb.js";
 export * from "./gen/docparse/v1/reading_package_pb.js";
 export { ResultAssembler } from "./results.js";
+export {
+  backoffDelay,
+  classify,
+  DEFAULT_POLICY,
+  gaveUp,
+  IDEMPOTENT,
+  JobWaiter,
+  NEVER_RETRIED_REASONS,
+  Retrier,
+  stateName,
+  TERMINAL,
+  type Verdict,
+  type WaitPolicy,
+} from "./waiting.js";

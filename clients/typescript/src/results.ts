@@ -3,9 +3,9 @@
 // checked against the size and sha256 of the ResultRef the first message carries.
 
 import { createHash } from "node:crypto";
+import { ContractError, DocparseError } from "./errors.js";
 import type { ResultRef } from "./gen/docparse/v1/job_pb.js";
 import type { GetResultResponse } from "./gen/docparse/v1/parser_service_pb.js";
-import { ContractError, DocparseError } from "./errors.js";
 
 const DATA_LOSS = 15;
 

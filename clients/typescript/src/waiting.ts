@@ -7,8 +7,8 @@
 // caller sees strictly increase even when a lagging replica answers. After repeated stream
 // failures, or when the server cannot stream, it polls GetStatus instead. It never submits.
 
-import { type Job, State } from "./gen/docparse/v1/job_pb.js";
 import { DocparseError, JobFailed, WaitTimeout } from "./errors.js";
+import { type Job, State } from "./gen/docparse/v1/job_pb.js";
 
 export const TERMINAL: ReadonlySet<State> = new Set([
   State.SUCCEEDED,
@@ -96,7 +96,12 @@ export function classify(err: DocparseError, idempotent: boolean): Verdict {
 }
 
 /** `err` saying what was tried before it became final (unchanged after a first try). */
-export function gaveUp(err: DocparseError, what: string, attempts: number, spentMs: number): DocparseError {
+export function gaveUp(
+  err: DocparseError,
+  what: string,
+  attempts: number,
+  spentMs: number,
+): DocparseError {
   if (attempts <= 1) {
     return err;
   }

@@ -7,8 +7,10 @@ import { createServer } from "node:net";
 import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema, RetryInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import {
   ContractError,
+  classify,
   DEFAULT_POLICY,
   DocparseClient,
   DocparseError,
@@ -17,12 +19,10 @@ import {
   JobWaiter,
   ResultAssembler,
   ResultRefSchema,
+  Retrier,
   State,
   WaitTimeout,
-  Retrier,
-  classify,
 } from "../src/index.js";
-import { ErrorInfoSchema, RetryInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
 
 const job = (version: number, state = State.RUNNING, done = 0) =>
   create(JobSchema, {
@@ -152,12 +152,15 @@ describe("waiting resumes by version", () => {
   it("times out with the last state seen, and fails with the job's reason", () => {
     const waiter = new JobWaiter("j", { ...DEFAULT_POLICY, timeoutMs: 50 }, 0);
     waiter.observe(job(4));
-    assert.throws(() => waiter.checkDeadline(60), (err: unknown) => {
-      assert.ok(err instanceof WaitTimeout);
-      assert.equal(err.lastState, "RUNNING");
-      assert.equal(err.lastVersion, 4n);
-      return true;
-    });
+    assert.throws(
+      () => waiter.checkDeadline(60),
+      (err: unknown) => {
+        assert.ok(err instanceof WaitTimeout);
+        assert.equal(err.lastState, "RUNNING");
+        assert.equal(err.lastVersion, 4n);
+        return true;
+      },
+    );
     const failed = create(JobSchema, {
       jobId: "j",
       version: 9n,
@@ -165,11 +168,14 @@ describe("waiting resumes by version", () => {
       error: { reason: "CORRUPT_DOCUMENT", message: "broken" },
     });
     waiter.observe(failed);
-    assert.throws(() => waiter.outcome(), (err: unknown) => {
-      assert.ok(err instanceof JobFailed);
-      assert.equal(err.reason, "CORRUPT_DOCUMENT");
-      return true;
-    });
+    assert.throws(
+      () => waiter.outcome(),
+      (err: unknown) => {
+        assert.ok(err instanceof JobFailed);
+        assert.equal(err.reason, "CORRUPT_DOCUMENT");
+        return true;
+      },
+    );
   });
 });
 
@@ -255,7 +261,7 @@ describe("a target nobody listens on", () => {
         assert.ok(err instanceof DocparseError, String(err));
         assert.equal(err.code, "UNAVAILABLE");
         assert.equal(err.reason, "TARGET_UNREACHABLE");
-        assert.equal(err.metadata["target"], `127.0.0.1:${port}`);
+        assert.equal(err.metadata.target, `127.0.0.1:${port}`);
         assert.match(err.message, new RegExp(`no docparse server answered at 127.0.0.1:${port}`));
         assert.match(err.message, /GetStatus tried \d+ times/);
         return true;
@@ -265,6 +271,9 @@ describe("a target nobody listens on", () => {
     }
     assert.ok(Date.now() - started < 2_000 + 1_000, `took ${Date.now() - started} ms`);
     assert.ok(logged.length >= 2, "each retry is logged");
-    assert.match(logged[0]!, /retrying GetStatus in \d+\.\d s after UNAVAILABLE TARGET_UNREACHABLE/);
+    assert.match(
+      logged[0]!,
+      /retrying GetStatus in \d+\.\d s after UNAVAILABLE TARGET_UNREACHABLE/,
+    );
   });
 });

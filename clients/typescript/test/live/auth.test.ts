@@ -14,11 +14,24 @@ function refusedWith(reason: string) {
 
 test("calls without a valid API key are refused UNAUTHENTICATED, at once", async () => {
   const retries: RetryEvent[] = [];
-  const anonymous = new DocparseClient({ target: target(), apiKey: "", tls: { ca: ca() }, onRetry: (e) => retries.push(e) });
-  const wrong = new DocparseClient({ target: target(), apiKey: "not-a-key", tls: { ca: ca() }, onRetry: (e) => retries.push(e) });
+  const anonymous = new DocparseClient({
+    target: target(),
+    apiKey: "",
+    tls: { ca: ca() },
+    onRetry: (e) => retries.push(e),
+  });
+  const wrong = new DocparseClient({
+    target: target(),
+    apiKey: "not-a-key",
+    tls: { ca: ca() },
+    onRetry: (e) => retries.push(e),
+  });
   try {
     const started = Date.now();
-    await assert.rejects(anonymous.submit("two-pages.pdf", document("two-pages.pdf")), refusedWith("API_KEY_MISSING"));
+    await assert.rejects(
+      anonymous.submit("two-pages.pdf", document("two-pages.pdf")),
+      refusedWith("API_KEY_MISSING"),
+    );
     await assert.rejects(anonymous.getStatus("0".repeat(32)), refusedWith("API_KEY_MISSING"));
     await assert.rejects(wrong.wait("0".repeat(32)), refusedWith("API_KEY_INVALID"));
     assert.deepEqual(retries, [], "UNAUTHENTICATED is never retried");
@@ -30,7 +43,10 @@ test("calls without a valid API key are refused UNAUTHENTICATED, at once", async
   // The same call with the key gets through to the service.
   const { client: keyed } = client({ apiKey: apiKey() });
   try {
-    await assert.rejects(keyed.getStatus("0".repeat(32)), { code: "NOT_FOUND", reason: "JOB_NOT_FOUND" });
+    await assert.rejects(keyed.getStatus("0".repeat(32)), {
+      code: "NOT_FOUND",
+      reason: "JOB_NOT_FOUND",
+    });
   } finally {
     keyed.close();
   }

@@ -16,10 +16,14 @@ function required(name: string): string {
 export const target = (): string => required("DOCPARSE_TARGET");
 export const apiKey = (): string => required("DOCPARSE_API_KEY");
 export const ca = (): Buffer => readFileSync(required("DOCPARSE_TLS_CA"));
-export const document = (name: string): Buffer => readFileSync(join(required("DOCPARSE_TEST_FILES"), name));
+export const document = (name: string): Buffer =>
+  readFileSync(join(required("DOCPARSE_TEST_FILES"), name));
 
 /** A client of the test stack (TLS, the test's API key) that records its retries. */
-export function client(options: ClientOptions = {}): { client: DocparseClient; retries: RetryEvent[] } {
+export function client(options: ClientOptions = {}): {
+  client: DocparseClient;
+  retries: RetryEvent[];
+} {
   const retries: RetryEvent[] = [];
   const made = new DocparseClient({
     target: target(),

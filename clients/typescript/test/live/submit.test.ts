@@ -14,11 +14,18 @@ test("a sync answer is final; an async one is QUEUED or RUNNING and ends by wait
   assert.equal(sync.job.fileName, "two-pages.pdf");
   assert.equal(sync.job.contentType, "pdf");
   assert.equal(sync.job.progress?.done, 2);
-  assert.equal(sync.servedBy.length, 2, `x-served-by names the replica and the gateway: ${sync.servedBy}`);
+  assert.equal(
+    sync.servedBy.length,
+    2,
+    `x-served-by names the replica and the gateway: ${sync.servedBy}`,
+  );
   assert.deepEqual(await docparse.wait(sync.job), sync.job, "a terminal answer needs no call");
 
   const queued = await docparse.submit("forty-pages.pdf", document("forty-pages.pdf"));
-  assert.ok(!TERMINAL.has(queued.job.state), `a 4 s parse answered at once: ${State[queued.job.state]}`);
+  assert.ok(
+    !TERMINAL.has(queued.job.state),
+    `a 4 s parse answered at once: ${State[queued.job.state]}`,
+  );
   const done = await docparse.wait(queued.job);
   assert.equal(done.state, State.SUCCEEDED);
   assert.equal(done.progress?.done, 40);

@@ -31,8 +31,14 @@ test("a watch cut by the server resumes after the last version it yielded", asyn
   assert.ok(resumed.length >= 1, "the 4 s watch was never cut: the test proves nothing");
   for (const event of resumed) {
     assert.equal(event.error.code, "UNAVAILABLE");
-    assert.ok(versions.includes(event.afterVersion!), `resumed after ${event.afterVersion}, never yielded`);
-    assert.ok(versions.some((v) => v > event.afterVersion!), "nothing came after the resume");
+    assert.ok(
+      versions.includes(event.afterVersion!),
+      `resumed after ${event.afterVersion}, never yielded`,
+    );
+    assert.ok(
+      versions.some((v) => v > event.afterVersion!),
+      "nothing came after the resume",
+    );
   }
   assert.ok(!retries.some((event) => event.method === "SubmitJob"), "waiting never submits");
 
