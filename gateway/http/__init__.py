@@ -14,6 +14,7 @@ Routes (all answers JSON unless said otherwise; errors: see gateway.http.errors)
     GET  /v1/batches/{id}            the batch
     GET  /v1/batches/{id}/events     SSE
     GET  /healthz                    200 while serving (503 while starting or shutting down)
+    GET  /openapi.json               the OpenAPI 3.1 document of all of these (.openapi)
     GET  /                           the upload page (gateway/static/)
 
 Stateless like the gRPC side: every handler is calls to parser_svc through the gateway's
@@ -38,7 +39,7 @@ from docparse.errors import DocparseError
 from docparse.serving import binding, served_by
 from docparse.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
-from gateway.http import api, assets, cors, listing, sse
+from gateway.http import api, assets, cors, listing, openapi, sse
 from gateway.http.errors import error_response
 from gateway.http.keys import CLOSING, RENDERER, SERVING, SETTINGS, STREAMS, UPSTREAM
 from gateway.http.rendering import Renderer
@@ -249,6 +250,7 @@ def build_app(
     app.router.add_get(f"/v1/batches/{{batch_id:{ID}}}/events", sse.batch_events)
     listing.register(app)
     assets.register(app)
+    openapi.register(app)
     cors.setup(app, settings.http_cors_origins, settings.http_cors_max_age_s)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/", index)
