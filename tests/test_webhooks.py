@@ -30,7 +30,9 @@ from docparse.errors import DocparseError
 from docparse.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.v1.parser_service_pb2 import Callback
+from parser_svc.store import CREATE_JOB
 from tests.conftest import make_stack
+from tests.faultproxy import FaultProxy
 from tests.helpers import eventually, make_pdf, stub, wait_terminal
 
 SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
@@ -82,26 +84,26 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def webhook_env(root: Path) -> dict[str, str]:
+    """Webhooks on, the receiver's address allowed, small timers."""
+    secrets = root / "webhook-secrets.json"
+    secrets.write_text(json.dumps({"default": {"main": SECRET, "other": OTHER_SECRET}}))
+    return {
+        "DOCPARSE_WEBHOOK_SECRETS_FILE": str(secrets),
+        "DOCPARSE_WEBHOOK_ALLOW_CIDRS": f"{RECEIVER_HOST}/32",
+        "DOCPARSE_WEBHOOK_POLL_S": "0.1",
+        "DOCPARSE_WEBHOOK_RECHECK_S": "0.2",
+        "DOCPARSE_WEBHOOK_BACKOFF_MS": "200",
+        "DOCPARSE_WEBHOOK_BACKOFF_MAX_S": "1",
+        "DOCPARSE_WEBHOOK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+        "DOCPARSE_WEBHOOK_TIMEOUT_S": "3",
+    }
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     root = tmp_path_factory.mktemp("webhooks")
-    secrets = root / "webhook-secrets.json"
-    secrets.write_text(json.dumps({"default": {"main": SECRET, "other": OTHER_SECRET}}))
-    s = make_stack(
-        root / "stack",
-        replicas=2,
-        gateways=1,
-        extra_env={
-            "DOCPARSE_WEBHOOK_SECRETS_FILE": str(secrets),
-            "DOCPARSE_WEBHOOK_ALLOW_CIDRS": f"{RECEIVER_HOST}/32",
-            "DOCPARSE_WEBHOOK_POLL_S": "0.1",
-            "DOCPARSE_WEBHOOK_RECHECK_S": "0.2",
-            "DOCPARSE_WEBHOOK_BACKOFF_MS": "200",
-            "DOCPARSE_WEBHOOK_BACKOFF_MAX_S": "1",
-            "DOCPARSE_WEBHOOK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
-            "DOCPARSE_WEBHOOK_TIMEOUT_S": "3",
-        },
-    )
+    s = make_stack(root / "stack", replicas=2, gateways=1, extra_env=webhook_env(root))
     s.start()
     yield s
     s.stop()
@@ -349,3 +351,49 @@ def test_a_stack_with_an_unreadable_secrets_file_does_not_start(tmp_path: Path) 
     # The replica exited 2 naming the reason and the file (the stack relays its error line).
     assert caught.value.reason == "WEBHOOK_CONFIG_INVALID", caught.value
     assert str(secrets) in caught.value.message and "whsec_" in caught.value.message
+
+
+def test_a_create_whose_reply_came_too_late_still_calls_back(
+    tmp_path: Path, isolated_proxy: FaultProxy
+) -> None:
+    """The create ran but its reply came after the replica gave up: the submit failed
+    UNAVAILABLE and the caller never retried. The delivery was written before the create, so
+    the job (queued by the sweeper) still calls back, once."""
+    env = {
+        **webhook_env(tmp_path),
+        "DOCPARSE_SWEEP_INTERVAL_S": "0.5",
+        "DOCPARSE_SWEEP_ENQUEUE_AFTER_S": "1",
+    }
+    receiver = Receiver()
+    with make_stack(
+        tmp_path / "stack", replicas=1, gateways=0, redis_url=isolated_proxy.url, extra_env=env
+    ) as proxied:
+        # Scripts loaded, so the fault below hits a real run of the create (not NOSCRIPT).
+        assert wait_terminal(proxied.parser_addresses[0], submit(proxied, receiver.url).job_id)
+        eventually(lambda: receiver.accepted, timeout=60, what="the warm-up job's webhook")
+        receiver.accepted.clear()
+        fault = isolated_proxy.arm("delay", lambda c: c.script_sha() == CREATE_JOB.sha, delay_s=2.5)
+        try:
+            with pytest.raises(grpc.RpcError) as failed:
+                submit(proxied, receiver.url)
+            error = DocparseError.from_rpc_error(failed.value)
+            assert (error.code, error.reason) == (
+                grpc.StatusCode.UNAVAILABLE,
+                "STATE_STORE_UNAVAILABLE",
+            )
+            assert fault.fired == 1
+            event = eventually(
+                lambda: next(iter(receiver.accepted.values()), None),
+                timeout=60,
+                what="the webhook of the job whose create reply was late",
+            )
+        finally:
+            isolated_proxy.calm()
+            receiver.shutdown()
+            receiver.server_close()
+        job_id = event["data"]["job_id"]
+        assert event["type"] == "job.succeeded"
+        assert wait_terminal(proxied.parser_addresses[0], job_id).state == job_pb2.STATE_SUCCEEDED
+        assert [h["webhook-id"] for h, _, _ in receiver.requests].count(
+            f"msg_{job_id}_succeeded"
+        ) == 1
