@@ -19,8 +19,9 @@ tests/test_state_machine.py checks them against a model after every write.
   (a release re-queues it) and then run (a parse is stopped after `parse_timeout_s`; the record
   lives `running_ttl_s` past the last write), then the retention follows the end (a batch's
   files end with their last file, which obeys the same bound). So the index never expires
-  before a job it lists; each create also drops entries older than `listed_ms` (their records
-  are gone), and ListJobs drops the entries whose record it finds gone.
+  before a job it lists. Entries whose record is gone are dropped by ListJobs when it meets
+  them, by each create (the oldest few, if their record is gone) and, at the latest, by the
+  first create `listed_ms` after theirs.
 
 So a record never expires while its job can still change (a QUEUED job waits at most the queued
 TTL, a retry included), a batch's files never expire before the batch, and a request_id never

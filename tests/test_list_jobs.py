@@ -186,3 +186,31 @@ async def test_the_index_outlives_every_record_it_lists(redis_server: EmbeddedRe
     assert (await store.claim(job_id, "f")).ok
     assert (await store.finish(job_id, "f", "SUCCEEDED", {"res_sha256": "0" * 64})).ok
     assert await store.client.pttl(store.keys.job(job_id)) < index_ms
+
+
+async def test_creates_drop_the_oldest_entries_whose_records_are_gone(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """Nobody lists, jobs expire: the index still follows the live jobs, as each create drops
+    the oldest entries whose record is gone (two for a job, n + 1 for a batch of n)."""
+    store, _ = new_store(redis_server)
+    index = store.keys.tenant_jobs("a")
+
+    async def entries() -> set[str]:
+        return {m.decode() for m in await store.client.zrange(index, 0, -1)}
+
+    batch_id = uuid.uuid4().hex
+    assert (await store.create_batch(batch_id, "a", [upload("a", "f.pdf")] * 2)).created
+    old = [await create(store, "a", f"old{i}.pdf") for i in range(3)]
+    gone = [batch_file_id(batch_id, 0), batch_file_id(batch_id, 1), old[0]]
+    for job_id in gone:  # as if their retention ran out
+        await store.client.delete(store.keys.job(job_id))
+    new = await create(store, "a", "new.pdf")  # the two oldest: the batch's files
+    assert await entries() == {*old, new}
+    again = await create(store, "a", "again.pdf")
+    assert await entries() == {*old[1:], new, again}
+    for job_id in [*old[1:], new]:
+        await store.client.delete(store.keys.job(job_id))
+    other = uuid.uuid4().hex
+    assert (await store.create_batch(other, "a", [upload("a", "g.pdf")] * 3)).created
+    assert await entries() == {again, *(batch_file_id(other, i) for i in range(3))}

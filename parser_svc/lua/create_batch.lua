@@ -52,6 +52,18 @@ end
 local listed = tonumber(ARGV[#ARGV])
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. tostring(now - listed))
 if redis.call('PTTL', KEYS[4]) < listed then redis.call('PEXPIRE', KEYS[4], listed) end
+-- The n + 1 oldest entries go when their record is gone: the index follows the live jobs even
+-- when nobody lists. Job keys are '<prefix>{<id>}', or '<prefix>{<batch>}-<i>' for a file;
+-- the prefix is ARGV[7] without this batch's '{<batch>}-'.
+local job_prefix = string.sub(ARGV[7], 1, #ARGV[7] - #batch_id - 3)
+for _, old in ipairs(redis.call('ZRANGE', KEYS[4], 0, n)) do
+  local dash = string.find(old, '-', 1, true)
+  local key = job_prefix .. '{' .. old .. '}'
+  if dash then
+    key = job_prefix .. '{' .. string.sub(old, 1, dash - 1) .. '}' .. string.sub(old, dash)
+  end
+  if redis.call('EXISTS', key) == 0 then redis.call('ZREM', KEYS[4], old) end
+end
 if KEYS[2] ~= '' then
   redis.call('HSET', KEYS[2], 'batch_id', batch_id, 'digest', ARGV[6])
   redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[5]))

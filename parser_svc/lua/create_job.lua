@@ -68,6 +68,14 @@ local listed = tonumber(ARGV[9])
 redis.call('ZADD', KEYS[6], now, job_id)
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. tostring(now - listed))
 if redis.call('PTTL', KEYS[6]) < listed then redis.call('PEXPIRE', KEYS[6], listed) end
+-- The two oldest entries go when their record is gone: the index follows the live jobs even
+-- when nobody lists (records expire about in the order they were made).
+for _, old in ipairs(redis.call('ZRANGE', KEYS[6], 0, 1)) do
+  local dash = string.find(old, '-', 1, true)
+  local key = ARGV[7] .. '{' .. old .. '}'
+  if dash then key = ARGV[7] .. '{' .. string.sub(old, 1, dash - 1) .. '}' .. string.sub(old, dash) end
+  if redis.call('EXISTS', key) == 0 then redis.call('ZREM', KEYS[6], old) end
+end
 
 local flat = redis.call('HGETALL', KEYS[1])
 local rec = {}
