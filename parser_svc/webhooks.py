@@ -333,9 +333,9 @@ class Egress:
 
     async def post(self, url: str, body: bytes, headers: dict[str, str]) -> int:
         """The answer's status; DeliveryFailed when there is none (refused, timed out)."""
-        target = parse_url(url)
-        literal = ip_literal(target.host)
         try:
+            target = parse_url(url)
+            literal = ip_literal(target.host)
             if literal is not None:  # aiohttp does not ask the resolver about IP literals
                 self.policy.check(target.host, [str(literal)])
             async with self.session().post(
@@ -599,9 +599,12 @@ class Dispatcher:
         msg_id = message_id(job.job_id, state)
         started = time.monotonic()
         try:
-            secret = self.secrets.get(spec.get("tenant", ""), spec.get("secret", ""))
-            if secret is None or record.get("tenant", "") != spec.get("tenant", ""):
-                raise DeliveryFailed(f"the tenant's secret {spec.get('secret')!r} is gone")
+            tenant = spec.get("tenant", "")
+            secret = self.secrets.get(tenant, spec.get("secret", ""))
+            if secret is None:
+                raise DeliveryFailed(f"tenant {tenant!r} has no secret {spec.get('secret')!r} now")
+            if record.get("tenant", "") != tenant:  # never: a submit joins its own tenant's jobs
+                raise DeliveryFailed("the job belongs to another tenant")
             timestamp = int(time.time())
             headers = {
                 "content-type": "application/json",

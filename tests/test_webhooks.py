@@ -46,9 +46,12 @@ class Receiver(http.server.ThreadingHTTPServer):
     200. Records every request and accepts (processes) each webhook-id once, after verifying
     its signature."""
 
-    def __init__(self, statuses: tuple[int, ...] = (), location: str = "") -> None:
+    def __init__(
+        self, statuses: tuple[int, ...] = (), location: str = "", secret: str = SECRET
+    ) -> None:
         self.statuses = statuses
         self.location = location
+        self.secret = secret
         self.requests: list[tuple[dict[str, str], bytes, int]] = []
         self.accepted: dict[str, Any] = {}
         self.lock = threading.Lock()
@@ -72,7 +75,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             status = receiver.statuses[seen] if seen < len(receiver.statuses) else 200
             receiver.requests.append((headers, body, status))
             if status == 200 and headers["webhook-id"] not in receiver.accepted:
-                event = Webhook(SECRET).verify(body, headers)  # raises if the signature is off
+                event = Webhook(receiver.secret).verify(body, headers)  # raises if it is off
                 receiver.accepted[headers["webhook-id"]] = event
         self.send_response(status)
         if 300 <= status < 400:
@@ -397,3 +400,22 @@ def test_a_create_whose_reply_came_too_late_still_calls_back(
         assert [h["webhook-id"] for h, _, _ in receiver.requests].count(
             f"msg_{job_id}_succeeded"
         ) == 1
+
+
+def test_a_secret_added_to_the_file_is_used_without_a_restart(stack: LocalStack) -> None:
+    secrets = Path(stack.parsers[0].env["DOCPARSE_WEBHOOK_SECRETS_FILE"])
+    rotated = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+    before = secrets.read_text()
+    receiver = Receiver(secret=rotated)
+    try:
+        assert refusal(stack, receiver.url, "rotated").reason == "CALLBACK_SECRET_UNKNOWN"
+        tenants = json.loads(before)
+        tenants["default"]["rotated"] = rotated
+        secrets.write_text(json.dumps(tenants))
+        job = submit(stack, receiver.url, "rotated")
+        eventually(lambda: receiver.accepted, timeout=60, what="the delivery signed with it")
+    finally:
+        secrets.write_text(before)
+        receiver.shutdown()
+        receiver.server_close()
+    assert list(receiver.accepted) == [f"msg_{job.job_id}_succeeded"]  # verified with `rotated`
