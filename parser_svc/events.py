@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 
 from docparse import observability
 from docparse.errors import DocparseError, store_failure, store_unavailable
+from parser_svc.redis_conn import RedisTarget
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +69,14 @@ class _Channel:
 class EventHub:
     def __init__(
         self,
-        url: str,
+        url: str | RedisTarget,
         *,
         timeout_s: float = 2.0,
         queue_size: int = 64,
         linger_s: float = 1.0,
         max_idle: int = 1000,
     ) -> None:
-        self._url = url
+        self._target = url if isinstance(url, RedisTarget) else RedisTarget(url)
         self._timeout_s = timeout_s
         self._queue_size = queue_size
         self._linger_s = linger_s
@@ -194,9 +195,7 @@ class EventHub:
             await self._pubsub.unsubscribe(*channels)
 
     async def _connect(self) -> None:
-        self._client = aioredis.Redis.from_url(
-            self._url, socket_connect_timeout=self._timeout_s, retry=None
-        )
+        self._client = self._target.client(socket_connect_timeout=self._timeout_s, retry=None)
         self._pubsub = self._client.pubsub()
         # A placeholder subscription gives the connection something to listen on at once.
         await self._pubsub.subscribe("docparse:hub:alive")

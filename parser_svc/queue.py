@@ -11,12 +11,18 @@ from redis.exceptions import RedisError
 
 from docparse.errors import store_unavailable
 from parser_svc.keys import Keys
+from parser_svc.redis_conn import RedisTarget
 from parser_svc.settings import Settings
 from parser_svc.store import connect, store_error, unavailable_detail
 
 
 def bullmq_options(settings: Settings) -> dict[str, Any]:
-    return {"connection": settings.redis_url, "prefix": Keys(settings.env).queue_prefix}
+    """BullMQ's options: its connections reach Redis as every client of ours does (TLS, ACL
+    user, Sentinel: parser_svc/redis_conn.py)."""
+    return {
+        "connection": RedisTarget.of(settings).bullmq_connection(),
+        "prefix": Keys(settings.env).queue_prefix,
+    }
 
 
 class JobQueue:

@@ -23,6 +23,7 @@ from parser_svc.blobs import BlobStore
 from parser_svc.callers import CallerInterceptor, current_tenant
 from parser_svc.events import EventHub
 from parser_svc.queue import JobQueue
+from parser_svc.redis_conn import RedisTarget, check_at_start
 from parser_svc.service import ParserService
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
@@ -46,6 +47,7 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
 
 
 async def serve(settings: Settings) -> None:
+    await check_at_start(RedisTarget.of(settings), "parser_svc", settings.redis_timeout_s)
     client = connect(settings)
     store = JobStore(client, settings)
     blobs = BlobStore(settings.blob_dir, settings.env)
@@ -54,7 +56,7 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    hub = EventHub(settings.redis_url, timeout_s=settings.redis_timeout_s)
+    hub = EventHub(RedisTarget.of(settings), timeout_s=settings.redis_timeout_s)
     queue = JobQueue(settings)
     interceptors = [
         observability.RpcObserver("parser_svc", tenant=current_tenant),

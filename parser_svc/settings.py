@@ -31,6 +31,13 @@ class Settings(BaseSettings):
     # 0 (default): the primary's acknowledgement is enough (the loss window of a failover).
     redis_min_replicas_ack: int = 0
     redis_replica_wait_ms: int = 500
+    # TLS to Redis (a rediss:// or rediss+sentinel:// URL; URL forms in parser_svc/redis_conn.py):
+    # the CA certificates that sign the server's (unset: the system's), and a client
+    # certificate and its key for a server that requires one. Set with a plaintext URL, or
+    # unreadable, they stop the start (exit 2). The server's name or IP in the URL is checked.
+    redis_tls_ca_file: Path | None = None
+    redis_tls_cert_file: Path | None = None
+    redis_tls_key_file: Path | None = None
     # Terminal jobs stay readable this long after they end; then only a tombstone remains.
     retention_s: int = 24 * 3600
     # The tombstone (GetStatus answers JOB_EXPIRED) outlives the record by this much.

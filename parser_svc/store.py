@@ -38,6 +38,7 @@ from parser_svc.callers import current_tenant
 from parser_svc.keys import Keys, batch_id_of
 from parser_svc.lifetimes import Lifetimes
 from parser_svc.records import decode_hash, record_to_job
+from parser_svc.redis_conn import RedisTarget, refusal_detail
 from parser_svc.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -134,9 +135,9 @@ UPDATE_JOB = LuaScript("update_job.lua")
 def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.Redis:
     """A client whose calls fail fast instead of hanging when Redis is away. One immediate
     retry on a broken connection replaces pooled connections that died with a Redis restart;
-    a Redis that is really down still fails at once (connection refused)."""
-    return aioredis.Redis.from_url(
-        settings.redis_url,
+    a Redis that is really down still fails at once (connection refused). Any URL of
+    parser_svc/redis_conn.py (TLS, ACL user, Sentinel)."""
+    return RedisTarget.of(settings).client(
         decode_responses=decode_responses,
         socket_timeout=settings.redis_timeout_s,
         socket_connect_timeout=settings.redis_timeout_s,
@@ -158,7 +159,7 @@ def unavailable_detail(err: BaseException) -> str:
         return "Redis is read-only (a replica, or failing over)"
     if isinstance(err, RedisTimeoutError | TimeoutError):
         return "timed out"
-    return "connection failed"
+    return refusal_detail(err) or "connection failed"
 
 
 def store_error(err: RedisError) -> DocparseError:
