@@ -38,6 +38,8 @@ DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 # Index entries one call examines at most (records read, filters applied).
 SCAN_BUDGET = 2000
+# Entries read at a time when filtering by state (their states first, then matching records).
+FILTERED_SLICE = 256
 MAX_TOKEN_CHARS = 512
 _STATE_NAMES: dict[int, str] = {
     int(value): name.removeprefix("STATE_")
@@ -147,15 +149,23 @@ class JobListing:
         jobs: list[job_pb2.Job] = []
         budget = SCAN_BUDGET
         ended = False
+        wanted_states = set(states)
         while len(jobs) < page_size and budget > 0 and not ended:
-            entries, examined, last, ended = await self._slice(
-                tenant, cursor, window, page_size - len(jobs), budget
-            )
+            want = page_size - len(jobs)
+            # With a state filter, entries are read in larger slices (states first, one
+            # pipeline), and whole records only for those that match.
+            ask = min(budget, max(want, FILTERED_SLICE)) if states else want
+            entries, examined, last, ended = await self._slice(tenant, cursor, window, ask, budget)
             budget -= examined
             if last is None:
                 break
             cursor = last
-            jobs += await self._records(tenant, entries, set(states))
+            if wanted_states:
+                entries = await self._in_states(tenant, entries, wanted_states)
+                if len(entries) > want:  # the page is full before the slice's end
+                    entries = entries[:want]
+                    cursor, ended = Cursor(entries[-1][1], entries[-1][0]), False
+            jobs += await self._records(tenant, [job_id for job_id, _ in entries], wanted_states)
         response = parser_service_pb2.ListJobsResponse(jobs=jobs)
         if not ended and cursor is not None:
             response.next_page_token = self.tokens.make(scope, cursor)
@@ -174,9 +184,9 @@ class JobListing:
 
     async def _slice(
         self, tenant: str, cursor: Cursor | None, window: Window, want: int, budget: int
-    ) -> tuple[list[str], int, Cursor | None, bool]:
-        """The ids of the next entries after `cursor` in `window`, how many entries were
-        examined, the last of them, and whether the index ended there."""
+    ) -> tuple[list[tuple[str, int]], int, Cursor | None, bool]:
+        """The next entries (job id, create ms) after `cursor` in `window`, how many entries
+        were examined, the last of them, and whether the index ended there."""
         keys = [self.store.keys.tenant_jobs(tenant)]
         newest = cursor.create_ms if cursor else window.newest_ms
         args: list[str | bytes | int] = [
@@ -190,7 +200,39 @@ class JobListing:
         reply = await self.store.call(lambda: LIST_INDEX(self.store.client, keys, args))
         ended, examined, last_id, last_ms, *pairs = (_text(item) for item in reply)
         last = Cursor(int(float(last_ms)), last_id) if last_id else None
-        return pairs[::2], int(examined), last, ended == "1"
+        entries = [(pairs[i], int(float(pairs[i + 1]))) for i in range(0, len(pairs), 2)]
+        return entries, int(examined), last, ended == "1"
+
+    async def _in_states(
+        self, tenant: str, entries: list[tuple[str, int]], states: set[str]
+    ) -> list[tuple[str, int]]:
+        """The entries whose job is in `states` (state and tenant read in one pipeline);
+        entries whose record is gone are removed from the index."""
+        if not entries:
+            return []
+        client, keys = self.store.client, self.store.keys
+
+        async def read() -> list[Any]:
+            async with client.pipeline(transaction=False) as pipe:
+                for job_id, _ in entries:
+                    pipe.hmget(keys.job(job_id), ["state", "tenant"])
+                return list(await pipe.execute())
+
+        found = await self.store.call(read)
+        kept: list[tuple[str, int]] = []
+        gone: list[str] = []
+        for entry, (state, owner) in zip(entries, found, strict=True):
+            if state is None:
+                gone.append(entry[0])
+            elif _text(state) in states and _text(owner or DEFAULT_TENANT) == tenant:
+                kept.append(entry)
+        await self._forget(tenant, gone)
+        return kept
+
+    async def _forget(self, tenant: str, gone: list[str]) -> None:
+        if gone:
+            index = self.store.keys.tenant_jobs(tenant)
+            await self.store.call(lambda: self.store.client.zrem(index, *gone))
 
     async def _records(
         self, tenant: str, entries: list[str], states: set[str]
@@ -220,9 +262,7 @@ class JobListing:
             if states and record.get("state", "") not in states:
                 continue
             jobs.append(record_to_job(record))
-        if gone:
-            index = keys.tenant_jobs(tenant)
-            await self.store.call(lambda: client.zrem(index, *gone))
+        await self._forget(tenant, gone)
         return jobs
 
 
