@@ -5,7 +5,13 @@ import { open, rename, rm, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fromBinary } from "@bufbuild/protobuf";
-import { type Client, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
+import {
+  type Client,
+  Code,
+  ConnectError,
+  createClient,
+  type Interceptor,
+} from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { ContractError, DocparseError } from "./errors.js";
 import { type Job, type ResultRef, State } from "./gen/docparse/v1/job_pb.js";
@@ -376,7 +382,7 @@ export class DocparseClient {
 
   /** The DocparseError of a failed call. An UNAVAILABLE that no docparse process answered (no
    * ErrorInfo, no x-served-by: nothing listening, a refused or broken connection, a TLS
-   * mismatch) gets the reason TARGET_UNREACHABLE naming the target; a message over the size
+   * mismatch or an untrusted certificate) is UNAVAILABLE TARGET_UNREACHABLE naming the target; a message over the size
    * limit gets MESSAGE_TOO_LARGE (both as in the Python SDK). */
   private failure(err: unknown): DocparseError {
     const error = DocparseError.from(err);
@@ -392,7 +398,7 @@ export class DocparseClient {
         `a message to or from ${this.target} is over the size limit: ${error.detail}`,
         { target: this.target },
       );
-    } else if (error.code === "UNAVAILABLE" && !answered) {
+    } else if ((error.code === "UNAVAILABLE" || connectionFailed(err)) && !answered) {
       translated = new DocparseError(
         14,
         "TARGET_UNREACHABLE",
@@ -406,6 +412,26 @@ export class DocparseClient {
     translated.cause = err;
     return translated;
   }
+}
+
+/** A failure of the connection itself, before any server answered: connect-node reports a
+ * TLS handshake that failed (an untrusted certificate) as INTERNAL with the Node error (which
+ * has a `code`) as its cause, and plaintext spoken to a TLS port as a CANCELLED stream with no
+ * response at all (no headers, no trailers). A server's own error always has trailers. */
+function connectionFailed(err: unknown): boolean {
+  if (!(err instanceof ConnectError)) {
+    return false;
+  }
+  if (err.code === Code.Unavailable) {
+    return true;
+  }
+  if (![Code.Internal, Code.Unknown, Code.Canceled].includes(err.code)) {
+    return false;
+  }
+  const cause: unknown = err.cause;
+  const nodeError =
+    cause instanceof Error && typeof (cause as { code?: unknown }).code === "string";
+  return nodeError || [...err.metadata.keys()].length === 0;
 }
 
 function servedByOf(trailers: Headers): string[] {

@@ -60,7 +60,9 @@ test("the gateway speaks TLS only: a client without its CA or without TLS gets n
     for (const wrongWay of [untrusted, plaintext]) {
       await assert.rejects(wrongWay.getStatus("0".repeat(32)), (err: unknown) => {
         assert.ok(err instanceof DocparseError, String(err));
-        assert.notEqual(err.code, "NOT_FOUND", "the call must not reach the service");
+        assert.equal(err.code, "UNAVAILABLE", err.message); // never NOT_FOUND: no call got through
+        assert.equal(err.reason, "TARGET_UNREACHABLE", err.message);
+        assert.equal(err.metadata.target, target());
         return true;
       });
     }
