@@ -13,11 +13,18 @@ import os
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from docparse.client import Answer, AssetChunks, default_target
+from docparse.client import (
+    UPLOAD_CHUNK_BYTES,
+    UPLOAD_MIN_BYTES_PER_S,
+    Answer,
+    AssetChunks,
+    BatchUpload,
+    default_target,
+)
 from docparse.errors import DocparseError
 from docparse.results import ResultAssembler, check_submit_answer
 from docparse.retries import Retrier
@@ -209,6 +216,34 @@ class AsyncClient:
             return collected.verified()
 
         return await self._retried("GetAsset", attempt)
+
+    async def upload_batch(
+        self,
+        files: Sequence[Path | tuple[str, Path]],
+        *,
+        request_id: str = "",
+        languages: list[str] | tuple[str, ...] = (),
+    ) -> parser_service_pb2.Batch:
+        """Submits files of any size as one batch through UploadBatch, in chunks read off the
+        event loop (see docparse.client.Client.upload_batch)."""
+        upload = await asyncio.to_thread(BatchUpload.of, files, request_id, languages)
+        deadline = self.timeout_s + upload.total_bytes / UPLOAD_MIN_BYTES_PER_S
+
+        async def requests() -> AsyncIterator[parser_service_pb2.UploadBatchRequest]:
+            yield upload.header()
+            for name, path, size in upload.files:
+                yield upload.file_header(name, size)
+                source = await asyncio.to_thread(path.open, "rb")
+                try:
+                    while chunk := await asyncio.to_thread(source.read, UPLOAD_CHUNK_BYTES):
+                        yield parser_service_pb2.UploadBatchRequest(chunk=chunk)
+                finally:
+                    source.close()
+
+        response, _ = await self._retried(
+            "UploadBatch", lambda: self.transport.upload("UploadBatch", requests(), deadline)
+        )
+        return response.batch  # type: ignore[no-any-return]
 
     async def cancel(self, job_id: str) -> job_pb2.Job:
         request = parser_service_pb2.CancelJobRequest(job_id=job_id)

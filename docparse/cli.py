@@ -4,7 +4,8 @@
     docparse submit PATH... [--watch] submit files (a folder: all its files; several: a batch)
     docparse status JOB_ID           a job's current record
     docparse watch JOB_ID            follow a job to its end with a progress bar
-    docparse result JOB_ID           the reading package (--format json|text|markdown, -o FILE)
+    docparse result JOB_ID           the reading package (Markdown on a terminal, else JSON;
+                                     --format json|text|markdown|raw, -o FILE, --assets-dir DIR)
     docparse cancel JOB_ID           cancel a job that has not ended
     docparse batch BATCH_ID          a batch's files and counters
 
@@ -18,6 +19,7 @@ files): 2 before 3 before 1.
 from __future__ import annotations
 
 import argparse
+import getpass
 import logging
 import os
 import signal
@@ -35,7 +37,7 @@ from docparse.errors import ContractError, DocparseError, JobFailed, WaitTimeout
 from docparse.ports import port_holder, port_in_use, port_is_free
 from docparse.progress import ProgressBoard
 from docparse.render import to_markdown, to_text
-from docparse.v1 import job_pb2
+from docparse.v1 import job_pb2, reading_package_pb2
 from docparse.waiting import TERMINAL, WaitPolicy, state_name
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_ERROR, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -95,6 +97,14 @@ def _files(paths: list[str]) -> list[Path]:
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
+    except OSError as err:
+        raise _local_error("FILE_UNREADABLE", f"{path}: {err.strerror or err}", path) from err
+
+
+def _check_readable(path: Path) -> None:
+    try:
+        with path.open("rb"):
+            pass
     except OSError as err:
         raise _local_error("FILE_UNREADABLE", f"{path}: {err.strerror or err}", path) from err
 
@@ -231,9 +241,10 @@ def _follow_jobs(client: Client, jobs: list[job_pb2.Job], board: ProgressBoard) 
     return results
 
 
-def _report(results: list[Followed], as_json: bool) -> int:
+def _report(results: list[Followed], as_json: bool, board: ProgressBoard) -> int:
     """The summary, one line on stderr per wait that did not end, and the exit code: 2 if a
     call failed, else 3 if a wait timed out, else 1 if a job failed, else 0."""
+    board.close()
     codes = {_finish([r.job for r in results], as_json)}
     for result in results:
         if isinstance(result.error, DocparseError):
@@ -245,10 +256,39 @@ def _report(results: list[Followed], as_json: bool) -> int:
     return next(c for c in (EXIT_ERROR, EXIT_TIMEOUT, EXIT_JOB_FAILED, EXIT_OK) if c in codes)
 
 
+def _password(args: argparse.Namespace) -> str:
+    """The document password: read from file descriptor N (`--password-fd N`, one line) or
+    asked for at a prompt that does not echo (`--password`); never taken from argv."""
+    if args.password_fd is not None:
+        try:
+            with open(args.password_fd, encoding="utf-8", closefd=False) as source:
+                line = source.readline()
+        except OSError as err:
+            raise _local_error(
+                "PASSWORD_UNREADABLE", f"--password-fd {args.password_fd}: {err.strerror}", ""
+            ) from err
+        return line.removesuffix("\n").removesuffix("\r")
+    if args.password:
+        return getpass.getpass("document password: ")
+    return ""
+
+
+def _languages(args: argparse.Namespace) -> list[str]:
+    return [tag.strip() for given in args.language or () for tag in given.split(",") if tag.strip()]
+
+
 def cmd_submit(args: argparse.Namespace, client: Client) -> int:
     paths = _files(args.paths)
-    if len(paths) > 1 and not args.separately:
-        batch = client.submit_batch([(p.name, _read(p)) for p in paths])
+    password, languages = _password(args), _languages(args)
+    wait_ms = min(int(args.server_wait * 1000), 2**32 - 1) if args.server_wait else 0
+    # A batch carries no password or server wait: with those, one job per file.
+    per_file = bool(password or wait_ms)
+    if len(paths) > 1 and not args.separately and not per_file:
+        for path in paths:
+            _check_readable(path)
+        # Streamed in chunks (UploadBatch): any number and size of files, within the server's
+        # limits; nothing is read into memory whole.
+        batch = client.upload_batch(paths, languages=languages)
         if not args.json:
             print(f"batch {batch.batch_id}", flush=True)
         if not args.watch:
@@ -264,19 +304,35 @@ def cmd_submit(args: argparse.Namespace, client: Client) -> int:
                 for index, job in enumerate(final.jobs):
                     board.update(index, job)
         except (DocparseError, WaitTimeout):
+            board.close()
             _finish(list(final.jobs), args.json)  # what is known, then the error's exit code
             raise
+        board.close()
         return _finish(list(final.jobs), args.json)
 
-    jobs = [client.submit(p.name, _read(p)).job for p in paths]
+    jobs = [
+        client.submit(
+            p.name, _read(p), password=password, languages=languages, wait_timeout_ms=wait_ms
+        ).job
+        for p in paths
+    ]
     if not args.watch:
         for job in jobs:
             _print_job(job, args.json)
-        return EXIT_OK
+        return EXIT_OK if wait_ms == 0 else _exit_for_known(jobs)
     board = ProgressBoard([p.name for p in paths], quiet=args.json)
     for index, job in enumerate(jobs):
         board.update(index, job)
-    return _report(_follow_jobs(client, jobs, board), args.json)
+    try:
+        return _report(_follow_jobs(client, jobs, board), args.json, board)
+    finally:
+        board.close()
+
+
+def _exit_for_known(jobs: list[job_pb2.Job]) -> int:
+    """With a server wait, a job that already ended FAILED or CANCELLED exits 1."""
+    ended_badly = (job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED)
+    return EXIT_JOB_FAILED if any(j.state in ended_badly for j in jobs) else EXIT_OK
 
 
 def _finish(jobs: list[job_pb2.Job], as_json: bool) -> int:
@@ -303,6 +359,7 @@ def cmd_watch(args: argparse.Namespace, client: Client) -> int:
             _print_job(job, True)
         else:
             board.update(0, job)
+    board.close()
     if last is None or last.state not in TERMINAL:  # it ended at the cursor: say how
         last = client.status(args.job_id).job
         _print_job(last, args.json)
@@ -310,22 +367,48 @@ def cmd_watch(args: argparse.Namespace, client: Client) -> int:
 
 
 def cmd_result(args: argparse.Namespace, client: Client) -> int:
-    if args.format == "raw":
+    fmt = args.format or ("markdown" if sys.stdout.isatty() and not args.output else "json")
+    if fmt == "raw":
         if not args.output:
             raise _local_error("OUTPUT_REQUIRED", "--format raw writes a file: add -o FILE", "")
         ref = client.download_result(args.job_id, Path(args.output))
         print(f"{args.output}: {ref.size_bytes} bytes, sha256 {ref.sha256} (verified)")
+        if args.assets_dir:
+            _save_assets(client, args.job_id, client.result(args.job_id), args.assets_dir)
         return EXIT_OK
     package = client.result(args.job_id)
-    if args.format == "json":
+    if fmt == "json":
         text = json_format.MessageToJson(package, preserving_proto_field_name=True) + "\n"
     else:
-        text = to_markdown(package) if args.format == "markdown" else to_text(package)
+        text = to_markdown(package) if fmt == "markdown" else to_text(package)
     if args.output:
         _write(Path(args.output), text.encode("utf-8"))
     else:
         sys.stdout.write(text)
+    if args.assets_dir:
+        _save_assets(client, args.job_id, package, args.assets_dir)
     return EXIT_OK
+
+
+def _save_assets(
+    client: Client, job_id: str, package: reading_package_pb2.ReadingPackage, folder: Path
+) -> None:
+    """Every asset (image) of the package into `folder`, each checked against its sha256,
+    named by its asset_id; a line on stderr says how many."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _local_error("OUTPUT_UNWRITABLE", f"{folder}: {err.strerror or err}", folder) from err
+    total = 0
+    for listed in package.assets:
+        name = Path(listed.asset_id).name
+        if not name or name.startswith(".") or name != listed.asset_id:
+            raise ContractError(f"asset id {listed.asset_id!r} is not a plain file name")
+        asset, data = client.asset(job_id, listed.asset_id, listed.deployment)
+        _write(folder / name, data)
+        total += asset.size_bytes
+    print(f"{len(package.assets)} assets ({total} bytes, sha256 verified) in {folder}",
+          file=sys.stderr)  # fmt: skip
 
 
 def cmd_cancel(args: argparse.Namespace, client: Client) -> int:
@@ -420,6 +503,33 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("paths", nargs="+")
     submit.add_argument("--watch", action="store_true", help="live progress until done")
     submit.add_argument("--separately", action="store_true", help="one job per file, no batch")
+    secret = submit.add_mutually_exclusive_group()
+    secret.add_argument(
+        "--password",
+        action="store_true",
+        help="ask for the password of encrypted documents at a prompt (never on the command "
+        "line); with several files, one job per file",
+    )
+    secret.add_argument(
+        "--password-fd",
+        type=int,
+        metavar="N",
+        help="read the password from file descriptor N (one line), e.g. 3< secret.txt",
+    )
+    submit.add_argument(
+        "--language",
+        action="append",
+        metavar="TAG",
+        help="OCR language hint, BCP-47 (en, de, zh-Hant); repeat or separate with commas",
+    )
+    submit.add_argument(
+        "--server-wait",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="let the server wait up to S seconds for the job to end before answering (one "
+        "call, no watch needed when it ends in time); with several files, one job per file",
+    )
     submit.set_defaults(fn=cmd_submit)
     status = client_command("status", "a job's current record")
     status.add_argument("job_id")
@@ -436,8 +546,19 @@ def build_parser() -> argparse.ArgumentParser:
     watch.set_defaults(fn=cmd_watch)
     result = client_command("result", "the reading package of a SUCCEEDED job")
     result.add_argument("job_id")
-    result.add_argument("--format", choices=["json", "text", "markdown", "raw"], default="json")
+    result.add_argument(
+        "--format",
+        choices=["json", "text", "markdown", "raw"],
+        default=None,
+        help="default: markdown on a terminal, json otherwise (a pipe, a file)",
+    )
     result.add_argument("-o", "--output", help="write to this file (needed with --format raw)")
+    result.add_argument(
+        "--assets-dir",
+        type=Path,
+        metavar="DIR",
+        help="also save the document's assets (images) into DIR, each sha256-checked",
+    )
     result.set_defaults(fn=cmd_result)
     cancel = client_command("cancel", "cancel a job that has not ended")
     cancel.add_argument("job_id")

@@ -24,7 +24,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -48,6 +48,11 @@ from docparse.waiting import (
 T = TypeVar("T")
 
 DEFAULT_TARGET = "127.0.0.1:50050"
+# UploadBatch sends files in chunks of this size: the client, the gateway and the replica each
+# hold a few chunks, never a file or a batch.
+UPLOAD_CHUNK_BYTES = 1 << 20
+# An upload's deadline grows with its size: the call timeout plus 1 s per MiB.
+UPLOAD_MIN_BYTES_PER_S = 1 << 20
 
 
 def default_target() -> str:
@@ -290,13 +295,39 @@ class Client:
     # --- batches -------------------------------------------------------------------------
 
     def submit_batch(
-        self, files: list[tuple[str, bytes]], *, request_id: str = ""
+        self,
+        files: list[tuple[str, bytes]],
+        *,
+        request_id: str = "",
+        languages: list[str] | tuple[str, ...] = (),
     ) -> parser_service_pb2.Batch:
+        """A small batch in one CreateBatch message (all files together under gRPC's message
+        size limit); `upload_batch` streams batches of any size."""
         request = parser_service_pb2.CreateBatchRequest(
             files=[parser_service_pb2.BatchFile(file_name=n, content=c) for n, c in files],
             request_id=request_id or uuid.uuid4().hex,
+            languages=list(languages),
         )
         response, _ = self._call("CreateBatch", request)
+        return response.batch  # type: ignore[no-any-return]
+
+    def upload_batch(
+        self,
+        files: Sequence[Path | tuple[str, Path]],
+        *,
+        request_id: str = "",
+        languages: list[str] | tuple[str, ...] = (),
+    ) -> parser_service_pb2.Batch:
+        """Submits files of any size as one batch through UploadBatch: each file is read and
+        sent in chunks as gRPC's flow control asks for them, so a batch is bounded by the
+        server's limits, not by a message size or by memory. Retried (from the start, same
+        request_id) as the retry table says; the same request_id answers with the first batch."""
+        upload = BatchUpload.of(files, request_id, languages)
+        deadline = self.timeout_s + upload.total_bytes / UPLOAD_MIN_BYTES_PER_S
+        response, _ = self._retried(
+            "UploadBatch",
+            lambda: self.transport.upload("UploadBatch", upload.requests(), deadline),
+        )
         return response.batch  # type: ignore[no-any-return]
 
     def batch(self, batch_id: str) -> parser_service_pb2.Batch:
@@ -326,6 +357,55 @@ class Client:
             lambda: self._read_batch(batch_id),
         )
         yield from self._follow(waiter, feed)
+
+
+@dataclass(frozen=True)
+class BatchUpload:
+    """What an UploadBatch stream sends: a header, then per file a file header (name, size)
+    and its content in chunks, read as they are sent (shared by the sync and async clients)."""
+
+    request_id: str
+    languages: tuple[str, ...]
+    files: tuple[tuple[str, Path, int], ...]  # name, path, size in bytes
+
+    @classmethod
+    def of(
+        cls,
+        files: Sequence[Path | tuple[str, Path]],
+        request_id: str = "",
+        languages: list[str] | tuple[str, ...] = (),
+    ) -> BatchUpload:
+        named = [(f.name, f) if isinstance(f, Path) else f for f in files]
+        return cls(
+            request_id or uuid.uuid4().hex,
+            tuple(languages),
+            tuple((name, path, path.stat().st_size) for name, path in named),
+        )
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, _, size in self.files)
+
+    def header(self) -> parser_service_pb2.UploadBatchRequest:
+        return parser_service_pb2.UploadBatchRequest(
+            header=parser_service_pb2.UploadBatchHeader(
+                request_id=self.request_id, languages=list(self.languages)
+            )
+        )
+
+    @staticmethod
+    def file_header(name: str, size: int) -> parser_service_pb2.UploadBatchRequest:
+        return parser_service_pb2.UploadBatchRequest(
+            file=parser_service_pb2.UploadFileHeader(file_name=name, size_bytes=size)
+        )
+
+    def requests(self) -> Iterator[parser_service_pb2.UploadBatchRequest]:
+        yield self.header()
+        for name, path, size in self.files:
+            yield self.file_header(name, size)
+            with path.open("rb") as source:
+                while chunk := source.read(UPLOAD_CHUNK_BYTES):
+                    yield parser_service_pb2.UploadBatchRequest(chunk=chunk)
 
 
 class AssetChunks:

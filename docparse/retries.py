@@ -13,6 +13,13 @@ the asyncio clients (and by their waits), so both decide exactly alike.
 |                                           | client's own size limit: MESSAGE_TOO_LARGE)     |
 | INVALID_ARGUMENT, PERMISSION_DENIED,      | never: the same call fails the same way         |
 | UNAUTHENTICATED, INTERNAL, NOT_FOUND, ... |                                                 |
+| INTERNAL with no ErrorInfo on UploadBatch | up to twice, to learn the status transport lost |
+
+The last row: a server that refuses an UploadBatch at a file header (DOCUMENT_TOO_LARGE,
+RATE_LIMITED) ends the call while the client is still sending; through the gateway, gRPC then
+sometimes (about 1 call in 10 here) reports a bare INTERNAL instead of the status the replica
+and the gateway sent. No docparse server sends INTERNAL without a reason, and the upload
+carries its request_id, so repeating it is safe and brings the real answer.
 
 A call that is given up after retries fails with its last error, whose message then says what
 was tried (`SubmitJob tried 9 times over 29.6 s`). Each retry is logged on the
@@ -59,6 +66,15 @@ class Verdict(enum.Enum):
     BACKOFF = "backoff"  # try again after a jittered, growing delay
     AFTER_DELAY = "after_delay"  # try again once the delay the server named has passed
     FINAL = "final"  # the same call would fail the same way
+
+
+# How often an UploadBatch whose status was lost (a bare INTERNAL) is repeated.
+LOST_STATUS_RETRIES = 2
+
+
+def lost_status(err: DocparseError, method: str) -> bool:
+    """A bare INTERNAL (no ErrorInfo) ending a client stream: gRPC lost the server's status."""
+    return method == "UploadBatch" and err.code == grpc.StatusCode.INTERNAL and not err.reason
 
 
 def classify(err: DocparseError, idempotent: bool) -> Verdict:
@@ -112,6 +128,7 @@ class Retrier:
     rng: random.Random = field(default_factory=random.Random)
     attempts: int = 0
     failures: int = 0  # backoff failures in a row
+    lost: int = 0  # UploadBatch statuses lost in transport (see the table's last row)
 
     @property
     def idempotent(self) -> bool:
@@ -122,6 +139,9 @@ class Retrier:
         self.attempts += 1
         spent = now - self.started
         verdict = classify(err, self.idempotent)
+        if lost_status(err, self.method) and self.lost < LOST_STATUS_RETRIES:
+            self.lost += 1
+            verdict = Verdict.BACKOFF
         if verdict is Verdict.FINAL:
             raise gave_up(err, self.method, self.attempts, spent)
         if verdict is Verdict.AFTER_DELAY:

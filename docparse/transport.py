@@ -6,7 +6,7 @@ answers (sync answer, async answer, broken streams, ...) without a server.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import grpc
@@ -32,6 +32,12 @@ class Transport(Protocol):
     def stream(self, method: str, request: Message, deadline_s: float | None) -> Iterator[Any]:
         """A server-streaming call; errors surface as DocparseError while iterating."""
 
+    def upload(
+        self, method: str, requests: Iterable[Message], deadline_s: float | None
+    ) -> tuple[Any, tuple[str, ...]]:
+        """A client-streaming call (UploadBatch): the requests are sent as grpc asks for them
+        (flow control), never gathered first."""
+
     def close(self) -> None: ...
 
 
@@ -43,6 +49,10 @@ class AsyncTransport(Protocol):
     def stream(
         self, method: str, request: Message, deadline_s: float | None
     ) -> AsyncIterator[Any]: ...
+
+    async def upload(
+        self, method: str, requests: AsyncIterable[Message], deadline_s: float | None
+    ) -> tuple[Any, tuple[str, ...]]: ...
 
     async def close(self) -> None: ...
 
@@ -147,6 +157,18 @@ class GrpcTransport:
         finally:
             call.cancel()
 
+    def upload(
+        self, method: str, requests: Iterable[Message], deadline_s: float | None
+    ) -> tuple[Any, tuple[str, ...]]:
+        try:
+            response, call = getattr(self.stub, method).with_call(
+                iter(requests), timeout=deadline_s, metadata=self.metadata
+            )
+        except grpc.RpcError as err:
+            raise self._failed(method, err) from err
+        self._answered(method, call.trailing_metadata())
+        return response, served_by(call.trailing_metadata())
+
     def close(self) -> None:
         self.channel.close()
 
@@ -179,6 +201,16 @@ class GrpcAsyncTransport:
             raise rpc_failure(err, self.target) from err
         finally:
             call.cancel()
+
+    async def upload(
+        self, method: str, requests: AsyncIterable[Message], deadline_s: float | None
+    ) -> tuple[Any, tuple[str, ...]]:
+        call = getattr(self.stub, method)(requests, timeout=deadline_s, metadata=self.metadata)
+        try:
+            response = await call
+            return response, served_by(await call.trailing_metadata())
+        except grpc.RpcError as err:
+            raise rpc_failure(err, self.target) from err
 
     async def close(self) -> None:
         await self.channel.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from docparse.embedded_redis import free_port
+from tests import fixtures
 from tests.helpers import Up, eventually, make_pdf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,6 +120,45 @@ def test_folder_submits_as_a_batch_and_exit_code_reports_failures(
     batch_id = jobs[0]["batch_id"]
     batch = run_cli("batch", batch_id, "--target", target)
     assert batch.returncode == 0 and "completed 3/3" in batch.stdout
+
+
+def test_password_language_server_wait_and_assets(
+    up: tuple[subprocess.Popen[str], str], tmp_path: Path
+) -> None:
+    """`--password-fd` (never argv) opens an encrypted PDF; `--server-wait` answers with the
+    ended job in one call; `--language` reaches the server (an unknown one is refused);
+    `result --assets-dir` saves the images, sha256-checked."""
+    _, target = up
+    secret = tmp_path / "memo.pdf"
+    secret.write_bytes(fixtures.encrypted_pdf("pässwort"))
+    read_end, write_end = os.pipe()
+    os.write(write_end, "pässwort\n".encode())
+    os.close(write_end)
+    opened = subprocess.run(
+        [*DOCPARSE, "submit", str(secret), "--password-fd", str(read_end), "--server-wait", "60",
+         "--language", "en", "--target", target],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, pass_fds=(read_end,),
+    )  # fmt: skip
+    os.close(read_end)
+    assert opened.returncode == 0, opened.stderr
+    assert " SUCCEEDED " in opened.stdout  # the server waited: no watch was needed
+    locked = run_cli("submit", str(secret), "--server-wait", "60", "--target", target)
+    assert locked.returncode == 1 and "FAILED" in locked.stdout
+    assert "PASSWORD_REQUIRED" in locked.stdout
+    unknown = run_cli("submit", str(secret), "--language", "tlh", "--target", target)
+    assert unknown.returncode == 2 and "LANGUAGE_NOT_INSTALLED" in unknown.stderr
+
+    pictured = tmp_path / "pictured.docx"
+    pictured.write_bytes(fixtures.docx_full())
+    done = run_cli("submit", str(pictured), "--server-wait", "60", "--target", target, "--json")
+    job = json.loads(done.stdout)
+    assert job["state"] == "STATE_SUCCEEDED", done.stdout + done.stderr
+    assets = tmp_path / "assets"
+    saved = run_cli("result", job["job_id"], "--assets-dir", str(assets), "--target", target)
+    assert saved.returncode == 0, saved.stderr
+    assert json.loads(saved.stdout)["assets"]  # not a terminal: JSON by default
+    assert "assets (" in saved.stderr and "sha256 verified" in saved.stderr
+    assert [p.read_bytes() for p in assets.iterdir()] == [fixtures.PNG]
 
 
 def test_sigterm_stops_every_child_process(up: tuple[subprocess.Popen[str], str]) -> None:

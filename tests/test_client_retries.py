@@ -92,6 +92,25 @@ def test_document_too_large_fails_at_once_with_exit_2(stack: LocalStack, tmp_pat
     print(f"DOCUMENT_TOO_LARGE: exit 2 after {elapsed:.1f} s (interpreter start included)")
 
 
+def test_a_folder_with_a_file_too_large_fails_at_once_naming_it(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """The same through UploadBatch (a folder): the replica refuses the file at its header,
+    while the client is still streaming, and the reason reaches the user."""
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    (folder / "a-small.pdf").write_bytes(make_pdf(1))
+    (folder / "b-big.pdf").write_bytes(make_pdf(1) + b"%" + b"x" * 3_000_000)
+    target = stack.gateway_addresses[0]
+    run, _ = run_cli("submit", str(folder), "--target", target, "--api-key", "small-key", "-v")
+    assert run.returncode == 2, run.stderr
+    refused = "error: RESOURCE_EXHAUSTED DOCUMENT_TOO_LARGE: 'b-big.pdf' has 3001057 bytes"
+    assert refused in run.stderr
+    # Never retried for its reason; only a status gRPC lost on the way (a bare INTERNAL, see
+    # docparse/retries.py) is asked again.
+    assert all(code == "INTERNAL" for _, _, code, _ in RETRY_LINE.findall(run.stderr))
+
+
 def test_rate_limited_submit_waits_the_stated_time_once(stack: LocalStack, tmp_path: Path) -> None:
     """The tenant may submit 1 document a minute: the second submit is told RATE_LIMITED with
     `retry_after_s` (the rest of the minute), waits exactly that once, and then succeeds."""

@@ -45,6 +45,7 @@ class ScriptedTransport:
     def __init__(self, **script: list[Any]) -> None:
         self.script = {name: list(items) for name, items in script.items()}
         self.calls: list[tuple[str, Message]] = []
+        self.uploaded: list[list[tuple[str | None, int]]] = []
 
     def _next(self, method: str, request: Message) -> Any:
         self.calls.append((method, request))
@@ -64,6 +65,14 @@ class ScriptedTransport:
             if isinstance(item, Exception):
                 raise item
             yield item
+
+    def upload(self, method: str, requests: Any, deadline_s: float | None) -> Any:
+        """Reads the stream as grpc would (keeping only each part's kind and size)."""
+        outcome = self._next(method, parser_service_pb2.UploadBatchRequest())
+        self.uploaded.append([(r.WhichOneof("part"), len(r.chunk)) for r in requests])
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome, ("replica/1",)
 
     def close(self) -> None:
         pass
@@ -536,3 +545,44 @@ def test_waits_follow_the_table_too() -> None:
     sdk, clock = client(transport)
     assert sdk.wait("j1").version == 3
     assert transport.methods() == ["WatchJob"] * 3 and 4 <= clock.now < 5
+
+
+def test_upload_batch_streams_files_in_chunks_and_retries_from_the_start(tmp_path: Path) -> None:
+    big, small = tmp_path / "big.pdf", tmp_path / "small.pdf"
+    big.write_bytes(b"%PDF" + b"x" * (2 * 1024 * 1024 + 10))
+    small.write_bytes(b"%PDF-1.7 small")
+    answer = parser_service_pb2.UploadBatchResponse(batch=parser_service_pb2.Batch(batch_id="b"))
+    transport = ScriptedTransport(UploadBatch=[unavailable(), answer])
+    sdk, _ = client(transport)
+    assert sdk.upload_batch([big, ("renamed.pdf", small)]).batch_id == "b"
+    chunk = 1024 * 1024
+    expected = [("header", 0), ("file", 0), ("chunk", chunk), ("chunk", chunk), ("chunk", 14),
+                ("file", 0), ("chunk", 14)]  # fmt: skip
+    assert transport.uploaded == [expected, expected]  # the retry sent it all again
+
+
+def test_an_upload_status_lost_in_transport_is_asked_again_at_most_twice(tmp_path: Path) -> None:
+    """A bare INTERNAL (no ErrorInfo) ending an UploadBatch is gRPC losing the replica's
+    refusal; the upload (same request_id) is repeated to learn it, twice at most. An INTERNAL
+    a server sent with a reason is final, as everywhere."""
+    doc = tmp_path / "a.pdf"
+    doc.write_bytes(b"%PDF-1.7")
+    bare = err(SC.INTERNAL)
+    too_large = err(SC.RESOURCE_EXHAUSTED, "DOCUMENT_TOO_LARGE")
+    transport = ScriptedTransport(UploadBatch=[bare, too_large])
+    sdk, _ = client(transport)
+    with pytest.raises(DocparseError) as failure:
+        sdk.upload_batch([doc])
+    assert failure.value.reason == "DOCUMENT_TOO_LARGE" and len(transport.uploaded) == 2
+
+    transport = ScriptedTransport(UploadBatch=[bare, bare, bare, too_large])
+    sdk, _ = client(transport)
+    with pytest.raises(DocparseError) as failure:
+        sdk.upload_batch([doc])
+    assert failure.value.code == SC.INTERNAL and len(transport.uploaded) == 3
+
+    transport = ScriptedTransport(UploadBatch=[err(SC.INTERNAL, "STATE_STORE_ERROR")])
+    sdk, _ = client(transport)
+    with pytest.raises(DocparseError):
+        sdk.upload_batch([doc])
+    assert len(transport.uploaded) == 1
