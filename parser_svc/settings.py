@@ -159,14 +159,15 @@ class Settings(BaseSettings):
     # address are refused, at submit and at every delivery, unless one of these comma separated
     # CIDRs ("10.1.2.0/24,fd00::/8") lists the address.
     webhook_allow_cidrs: str = ""
-    # Deliveries: one worker replica at a time (a lease) looks every `webhook_poll_s` for due
-    # ones, checks a job that has not ended again after `webhook_recheck_s`, waits at most
+    # Deliveries: one worker replica at a time (a lease) is woken by each job's terminal event
+    # (pub/sub) and looks every `webhook_poll_s` for due ones; a job that had not ended is
+    # looked at again after `webhook_recheck_s` (the floor when an event is lost), waits at most
     # `webhook_timeout_s` for an answer (reads at most `webhook_max_response_bytes` of it; no
     # redirect is followed) and sends up to `webhook_concurrency` at once. A delivery without
     # a 2xx answer is retried after `webhook_backoff_ms`, doubling up to `webhook_backoff_max_s`;
     # after `webhook_max_attempts` attempts it moves to the dead-letter set.
     webhook_poll_s: float = 1.0
-    webhook_recheck_s: float = 2.0
+    webhook_recheck_s: float = 5.0
     webhook_timeout_s: float = 10.0
     webhook_max_response_bytes: int = 64 * 1024
     webhook_concurrency: int = 16

@@ -12,7 +12,11 @@ The durable part is an outbox in Redis, written by the submit and read by one di
   and re-adds a delivery only while it has not ended.
 - One worker replica at a time (a lease, as the sweeper's) runs the dispatcher: every
   `webhook_poll_s` it takes the due deliveries, reads their jobs, and puts back the ones whose
-  job has not ended (`webhook_recheck_s` later). For an ended job it claims the delivery (moves
+  job has not ended (`webhook_recheck_s` later). While it holds the lease it also listens to
+  every job event (one pattern subscription): a terminal record makes that job's deliveries
+  (the set `...:webhook:<job_id>:deliveries`) due at once and wakes the round, so a webhook
+  leaves within milliseconds; a lost event costs at most `webhook_recheck_s`. For an ended
+  job it claims the delivery (moves
   it past the request's timeout, so a replica dying mid-request leaves it to be retried), then
   POSTs `{"type": "job.succeeded", "timestamp": ..., "data": <the Job as JSON>}` signed the
   Standard Webhooks way. A 2xx answer ends the delivery; anything else (another status, a
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import ipaddress
@@ -69,6 +74,8 @@ BATCH = 100
 # (every delivery checks again).
 RESOLVE_AT_SUBMIT_S = 2.0
 OUTCOMES = ("delivered", "failed", "dead_lettered")
+# How a terminal record looks in a published event (cjson, no spaces).
+_TERMINAL_MARKERS = tuple(f'"state":"{state}"'.encode() for state in sorted(TERMINAL_STATES))
 
 DELIVERIES = Counter(
     "docparse_webhook_deliveries_total",
@@ -356,12 +363,15 @@ class Egress:
 
 # --- the outbox -------------------------------------------------------------------------------
 
-# KEYS[1] delivery hash, KEYS[2] due set. ARGV: member, due ms, keep ms, field/value pairs.
-# A delivery that ended (delivered or dead) is not added again.
+# KEYS[1] delivery hash, KEYS[2] due set, KEYS[3] the job's deliveries (a set). ARGV: member,
+# due ms, keep ms, field/value pairs. A delivery that ended (delivered or dead) is not added
+# again.
 _ADD = """
 if redis.call('HEXISTS', KEYS[1], 'ended_ms') == 1 then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 4))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
 redis.call('ZADD', KEYS[2], 'NX', ARGV[2], ARGV[1])
 return 1
 """
@@ -401,6 +411,10 @@ class Outbox:
     def key(self, delivery_id: str) -> str:
         return f"{self._delivery_prefix}{delivery_id}"
 
+    def job_key(self, job_id: str) -> str:
+        """The set of a job's deliveries (a job that ends wakes them)."""
+        return f"{self._delivery_prefix}{job_id}:deliveries"
+
     @staticmethod
     def delivery_id(job_id: str, callback: Callback) -> str:
         digest = hashlib.sha256(f"{callback.url}\0{callback.secret_name}".encode()).hexdigest()
@@ -411,9 +425,11 @@ class Outbox:
         now = now_ms()
         fields = ["job_id", job_id, "tenant", tenant, "url", callback.url]
         fields += ["secret", callback.secret_name, "created_ms", str(now)]
-        due = now + int(self.settings.webhook_recheck_s * 1000)
-        args: list[str | int] = [delivery, due, self.keep_ms, *fields]
-        await self.store.call(lambda: self._add(keys=[self.key(delivery), self.due_key], args=args))
+        # Due at once: the first round reads the job (it may have ended already: a re-run of
+        # the submit answering with an ended job) and, if it has not, looks again later.
+        args: list[str | int] = [delivery, now, self.keep_ms, *fields]
+        keys = [self.key(delivery), self.due_key, self.job_key(job_id)]
+        await self.store.call(lambda: self._add(keys=keys, args=args))
         return delivery
 
     async def discard(self, job_id: str, callback: Callback) -> None:
@@ -426,6 +442,7 @@ class Outbox:
             async with client.pipeline(transaction=True) as pipe:
                 pipe.zrem(self.due_key, delivery)
                 pipe.delete(self.key(delivery))
+                pipe.srem(self.job_key(job_id), delivery)
                 await pipe.execute()
 
         try:
@@ -496,23 +513,86 @@ class Dispatcher:
         self.egress = Egress(settings, AddressPolicy(parse_cidrs(settings.webhook_allow_cidrs)))
         self.owner = f"{socket.gethostname()}/{os.getpid()}/webhooks"
         self._concurrency = max(1, settings.webhook_concurrency)
+        self._ended: set[str] = set()
+        self._wake = asyncio.Event()
 
     async def run(self) -> None:
         """Runs until cancelled; never raises otherwise."""
+        listener: asyncio.Task[None] | None = None
         try:
             while True:
                 taken = 0
                 try:
-                    if await self.hold_lease():
+                    held = await self.hold_lease()
+                    if held and listener is None:
+                        listener = asyncio.create_task(self.listen())
+                    elif not held and listener is not None:
+                        listener.cancel()
+                        listener = None
+                    if held:
                         taken = await self.dispatch_once()
                 except DocparseError as err:
                     log.info("webhook round skipped: %s", err)
                 except Exception:
                     log.exception("webhook round failed")
                 if taken < BATCH:
-                    await asyncio.sleep(self.settings.webhook_poll_s)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self.settings.webhook_poll_s)
+                    self._wake.clear()
         finally:
+            if listener is not None:
+                listener.cancel()
             await self.egress.close()
+
+    async def listen(self) -> None:
+        """While this replica holds the lease: every job event of the environment (one pattern
+        subscription); a terminal record wakes the round at once. Pub/sub is at-most-once: a
+        lost event only costs the wait until `webhook_recheck_s`."""
+        pattern = f"{self.store.keys.job_key_prefix}*:events"
+        while True:
+            pubsub = self.store.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.psubscribe(pattern)
+                while True:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None and message.get("type") == "pmessage":
+                        self._on_event(message["data"])
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                log.info("webhook event subscription lost (%r); polling meanwhile", err)
+                await asyncio.sleep(1.0)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    def _on_event(self, data: bytes) -> None:
+        if not any(marker in data for marker in _TERMINAL_MARKERS):
+            return  # progress: most events; no JSON decoded for them
+        try:
+            record = json.loads(data)
+        except ValueError:
+            return
+        if record.get("state") in TERMINAL_STATES and record.get("job_id"):
+            self._ended.add(str(record["job_id"]))
+            self._wake.set()
+
+    async def _wake_ended(self, now: int) -> None:
+        """Makes the deliveries of the jobs that ended since the last round due now."""
+        ended, self._ended = list(self._ended), set()
+        if not ended:
+            return
+        outbox, client = self.outbox, self.store.client
+
+        async def members() -> list[Any]:
+            async with client.pipeline(transaction=False) as pipe:
+                for job_id in ended:
+                    pipe.smembers(outbox.job_key(job_id))
+                return list(await pipe.execute())
+
+        due = {_text(m): now for found in await self.store.call(members) for m in found}
+        if due:
+            await self.store.call(lambda: client.zadd(outbox.due_key, due, xx=True))
 
     async def hold_lease(self) -> bool:
         s = self.settings
@@ -528,6 +608,7 @@ class Dispatcher:
         were due (BATCH: more are, look again at once)."""
         outbox, keys, client = self.outbox, self.store.keys, self.store.client
         now = now_ms()
+        await self._wake_ended(now)
         found = await self.store.call(
             lambda: client.zrangebyscore(outbox.due_key, "-inf", now, start=0, num=BATCH)
         )

@@ -87,15 +87,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def webhook_env(root: Path) -> dict[str, str]:
-    """Webhooks on, the receiver's address allowed, small timers."""
+def webhook_env(root: Path, recheck_s: float) -> dict[str, str]:
+    """Webhooks on, the receiver's address allowed, small timers. `recheck_s`: how soon the
+    dispatcher looks again at a job that had not ended (the floor under the pub/sub wake)."""
     secrets = root / "webhook-secrets.json"
     secrets.write_text(json.dumps({"default": {"main": SECRET, "other": OTHER_SECRET}}))
     return {
         "DOCPARSE_WEBHOOK_SECRETS_FILE": str(secrets),
         "DOCPARSE_WEBHOOK_ALLOW_CIDRS": f"{RECEIVER_HOST}/32",
         "DOCPARSE_WEBHOOK_POLL_S": "0.1",
-        "DOCPARSE_WEBHOOK_RECHECK_S": "0.2",
+        "DOCPARSE_WEBHOOK_RECHECK_S": str(recheck_s),
         "DOCPARSE_WEBHOOK_BACKOFF_MS": "200",
         "DOCPARSE_WEBHOOK_BACKOFF_MAX_S": "1",
         "DOCPARSE_WEBHOOK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
@@ -106,7 +107,10 @@ def webhook_env(root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     root = tmp_path_factory.mktemp("webhooks")
-    s = make_stack(root / "stack", replicas=2, gateways=1, extra_env=webhook_env(root))
+    # Ten minutes between rechecks: every first attempt below comes from the wake-up that the
+    # job's terminal event gives (the tests wait at most a minute for anything).
+    env = webhook_env(root, recheck_s=600)
+    s = make_stack(root / "stack", replicas=2, gateways=1, extra_env=env)
     s.start()
     yield s
     s.stop()
@@ -363,7 +367,7 @@ def test_a_create_whose_reply_came_too_late_still_calls_back(
     UNAVAILABLE and the caller never retried. The delivery was written before the create, so
     the job (queued by the sweeper) still calls back, once."""
     env = {
-        **webhook_env(tmp_path),
+        **webhook_env(tmp_path, recheck_s=0.2),
         "DOCPARSE_SWEEP_INTERVAL_S": "0.5",
         "DOCPARSE_SWEEP_ENQUEUE_AFTER_S": "1",
     }
