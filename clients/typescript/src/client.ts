@@ -235,7 +235,19 @@ export class DocparseClient {
           }
           delay = waiter.onStreamEnd(progressed);
         } else {
-          const record = (await this.getStatus(waiter.jobId)).job;
+          // One read, not retried here: the waiter decides what a failure means.
+          const response = await this.rpc.getStatus(
+            { jobId: waiter.jobId },
+            {
+              timeoutMs: Math.min(this.callTimeoutMs, Math.ceil(left)),
+              signal,
+              onTrailer: this.trailerSink("GetStatus"),
+            },
+          );
+          if (!response.job) {
+            throw new ContractError(`GetStatus of ${waiter.jobId} answered without a job`);
+          }
+          const record = response.job;
           if (waiter.observe(record)) {
             yield record;
           }
@@ -244,6 +256,9 @@ export class DocparseClient {
         attempt = 0;
       } catch (err) {
         signal?.throwIfAborted();
+        if (err instanceof ContractError) {
+          throw err;
+        }
         const error = this.failure(err);
         delay = waiter.onError(error, Date.now());
         attempt += 1;
