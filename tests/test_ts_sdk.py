@@ -148,7 +148,8 @@ def test_submit_sync_and_async_answers(run_live: Callable[[str], str]) -> None:
 
 def test_watch_resumes_across_a_server_cut_stream(run_live: Callable[[str], str]) -> None:
     """Versions strictly increase across the cuts; each resume is after a version yielded."""
-    run_live("watch.test.js")
+    report = run_live("watch.test.js")
+    print(*re.findall(r"^# (records=.*)$", report, re.MULTILINE))  # shown with -s / -rP
 
 
 def test_result_is_downloaded_and_verified(run_live: Callable[[str], str]) -> None:

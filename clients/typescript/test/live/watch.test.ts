@@ -6,7 +6,7 @@ import { client, document } from "./stack.js";
 const { client: docparse, retries } = client();
 after(() => docparse.close());
 
-test("a watch cut by the server resumes after the last version it yielded", async () => {
+test("a watch cut by the server resumes after the last version it yielded", async (t) => {
   // The stack's parser_svc ends every connection after 1.5 s; this parse takes about 4 s, so
   // the gateway's stream breaks under us (UNAVAILABLE) at least once.
   const answer = await docparse.submit("forty-pages.pdf", document("forty-pages.pdf"));
@@ -44,6 +44,10 @@ test("a watch cut by the server resumes after the last version it yielded", asyn
 
   // Watching again from a version in the middle yields only what came after it.
   const middle = versions[Math.floor(versions.length / 2)]!;
+  t.diagnostic(
+    `records=${seen.length} versions=${versions[0]}..${versions.at(-1)} resumes=${resumed.length} ` +
+      `after_versions=${resumed.map((event) => event.afterVersion).join(",")}`,
+  );
   const rest: bigint[] = [];
   for await (const job of docparse.watch(answer.job.jobId, { afterVersion: middle })) {
     rest.push(job.version);
