@@ -20,10 +20,7 @@ from docparse.v1 import error_reason_pb2
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("docparse", "parser_svc", "gateway")
 UPPER_SNAKE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
-REASONS = {
-    name
-    for name in error_reason_pb2.ErrorReason.keys()  # noqa: SIM118 if name != "ERROR_REASON_UNSPECIFIED"
-}
+REASONS = {value.name for value in error_reason_pb2.ErrorReason.DESCRIPTOR.values if value.number}
 # UPPER_SNAKE strings that are not reasons: environment variables, gRPC code names, the
 # statuses update_job.lua answers with, and the placeholder shown when a server sent no reason.
 NOT_REASONS = (

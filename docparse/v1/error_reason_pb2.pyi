@@ -88,6 +88,16 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """HTTP: a `Last-Event-ID` / `after_version` that is not a number."""
     CROSS_SITE_REQUEST: _ErrorReason.ValueType  # 37
     """HTTP (403): a state-changing browser request from another site."""
+    INVALID_PAGE_SIZE: _ErrorReason.ValueType  # 38
+    """ListJobs: a page_size that is not a number (HTTP) or is negative."""
+    INVALID_STATE: _ErrorReason.ValueType  # 39
+    """ListJobs: a state filter that names no job state."""
+    INVALID_PAGE_TOKEN: _ErrorReason.ValueType  # 45
+    """ListJobs: a page_token that is not one ListJobs gave for this tenant and these filters."""
+    RANGE_NOT_SATISFIABLE: _ErrorReason.ValueType  # 46
+    """HTTP (416, OUT_OF_RANGE): a Range header beyond the asset's size."""
+    CORS_NOT_ALLOWED: _ErrorReason.ValueType  # 47
+    """HTTP (403, PERMISSION_DENIED): a CORS preflight from an origin the gateway does not allow."""
     DOCUMENT_TOO_LARGE: _ErrorReason.ValueType  # 40
     """--- Limits (RESOURCE_EXHAUSTED) ---
     An upload or a parse over its size or memory limit (also a job FAILED). Never retry as is.
@@ -191,6 +201,8 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """CLI: this result format needs an output file (-o)."""
     TLS_INCOMPLETE: _ErrorReason.ValueType  # 112
     """CLI: --tls-cert and --tls-key go together."""
+    PASSWORD_UNREADABLE: _ErrorReason.ValueType  # 113
+    """CLI: --password-fd names a descriptor that cannot be read."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Every reason docparse puts in a `google.rpc.ErrorInfo{domain: "docparse"}` (an RPC error) or in
@@ -267,6 +279,16 @@ INVALID_RESUME_CURSOR: ErrorReason.ValueType  # 36
 """HTTP: a `Last-Event-ID` / `after_version` that is not a number."""
 CROSS_SITE_REQUEST: ErrorReason.ValueType  # 37
 """HTTP (403): a state-changing browser request from another site."""
+INVALID_PAGE_SIZE: ErrorReason.ValueType  # 38
+"""ListJobs: a page_size that is not a number (HTTP) or is negative."""
+INVALID_STATE: ErrorReason.ValueType  # 39
+"""ListJobs: a state filter that names no job state."""
+INVALID_PAGE_TOKEN: ErrorReason.ValueType  # 45
+"""ListJobs: a page_token that is not one ListJobs gave for this tenant and these filters."""
+RANGE_NOT_SATISFIABLE: ErrorReason.ValueType  # 46
+"""HTTP (416, OUT_OF_RANGE): a Range header beyond the asset's size."""
+CORS_NOT_ALLOWED: ErrorReason.ValueType  # 47
+"""HTTP (403, PERMISSION_DENIED): a CORS preflight from an origin the gateway does not allow."""
 DOCUMENT_TOO_LARGE: ErrorReason.ValueType  # 40
 """--- Limits (RESOURCE_EXHAUSTED) ---
 An upload or a parse over its size or memory limit (also a job FAILED). Never retry as is.
@@ -370,4 +392,6 @@ OUTPUT_REQUIRED: ErrorReason.ValueType  # 111
 """CLI: this result format needs an output file (-o)."""
 TLS_INCOMPLETE: ErrorReason.ValueType  # 112
 """CLI: --tls-cert and --tls-key go together."""
+PASSWORD_UNREADABLE: ErrorReason.ValueType  # 113
+"""CLI: --password-fd names a descriptor that cannot be read."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
