@@ -174,13 +174,30 @@ def test_api_key_and_tls_are_required(run_live: Callable[[str], str]) -> None:
 def test_readme_example_runs(
     node: str, stack: LocalStack, certificate: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """clients/typescript/README.md's example, as a user would paste it (it is plain JS too),
-    importing the package by its name; run from the repository's root."""
+    """clients/typescript/README.md's example, as a user would paste it: type-checked by tsc
+    (strict) as TypeScript, then run as JavaScript (it is both), importing the package by its
+    name, from the repository's root."""
     readme = (SDK / "README.md").read_text()
     example = re.search(r"^```ts\n(.*?)^```$", readme, re.MULTILINE | re.DOTALL)
     assert example, "the README has no ```ts block"
-    script = SDK / "dist" / f"readme-example-{tmp_path.name}.mjs"  # inside the package: its
-    script.write_text(example.group(1))  # own name resolves to it (package self-reference)
+    # Inside the package, its own name resolves to it (package self-reference).
+    checked = SDK / f".readme-check-{tmp_path.name}"
+    checked.mkdir()
+    try:
+        (checked / "example.ts").write_text(example.group(1))
+        (checked / "tsconfig.json").write_text(
+            json.dumps({"extends": "../tsconfig.json", "compilerOptions": {"noEmit": True,
+                        "rootDir": "."}, "include": ["example.ts"]})
+        )  # fmt: skip
+        tsc = subprocess.run(
+            [str(SDK / "node_modules" / ".bin" / "tsc"), "-p", str(checked / "tsconfig.json")],
+            capture_output=True, text=True, timeout=120, check=False, cwd=SDK,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(checked)
+    assert tsc.returncode == 0, f"the README's example does not type-check:\n{tsc.stdout}"
+    script = SDK / "dist" / f"readme-example-{tmp_path.name}.mjs"
+    script.write_text(example.group(1))
     try:
         done = subprocess.run(
             [node, str(script)],
