@@ -226,7 +226,11 @@ def test_lint_and_format(node: str) -> None:
 
 
 def test_generated_code_matches_protos(node: str, tmp_path: Path) -> None:
-    """The committed src/gen is what `make ts-proto` generates from protos/ (like proto-check)."""
+    """The committed src/gen is what `make ts-proto` generates from protos/ (like proto-check),
+    with the buf that `make tools` installs for lint and tests/test_buf_curl.py."""
+    pinned = json.loads((SDK / "package.json").read_text())["devDependencies"]["@bufbuild/buf"]
+    makefile = re.search(r"^BUF_VERSION := (\S+)$", (REPO / "Makefile").read_text(), re.MULTILINE)
+    assert makefile and makefile.group(1) == pinned, "pin one buf version in both places"
     buf = SDK / "node_modules" / ".bin" / "buf"
     for source in ("../../protos", "proto"):
         done = subprocess.run(
