@@ -38,7 +38,7 @@ from gateway.settings import GatewaySettings
 from tests import fixtures
 from tests.conftest import auth_env, make_stack
 from tests.helpers import stub
-from tests.test_http import request
+from tests.test_http import multipart, request
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "internal-secret-for-openapi-tests"
@@ -204,3 +204,18 @@ def test_real_ids_get_documented_200s(stack: LocalStack, known: dict[str, str]) 
             )
             statuses[f"{operation.label} {query}"] = response.status_code
     assert all(status == 200 for status in statuses.values()), statuses
+
+
+def test_found_by_schemathesis_an_empty_file_in_a_batch_is_400(stack: LocalStack) -> None:
+    """The replica refuses an empty file when the next file's header arrives, so a gateway
+    still writing that file lost the race: 500 (a write to a finished call) or the reason lost
+    (INTERNAL). The gateway now refuses the empty file itself, and answers a write that meets
+    a finished call with the replica's status."""
+    address = stack.http_addresses[0]
+    files = [("empty.pdf", b""), ("next.pdf", fixtures.pdf_with_table_and_image())]
+    body, headers = multipart(files)
+    for _ in range(10):
+        reply = request(address, "POST", "/v1/batches", body, {"X-Api-Key": KEY, **headers})
+        assert reply.status == 400, reply.body
+        assert reply.json()["reason"] == "EMPTY_CONTENT"
+        assert reply.json()["metadata"]["file_index"] == "0"

@@ -302,11 +302,22 @@ async def create_batch(request: web.Request) -> web.Response:
     )
     try:
         header_sent = False
+        files_sent = 0
         while (found := await upload.next_file()) is not None:
             if not header_sent:  # request_id may be a field before the first file
                 await _send_header(call, _upload_header(request, upload.fields))
                 header_sent = True
             file_name, content = found
+            if not content:  # the replica refuses it only once the next file is on its way
+                raise HttpError(
+                    bad_request(
+                        "EMPTY_CONTENT",
+                        f"file {files_sent} is empty",
+                        file_index=str(files_sent),
+                        file_name=file_name[:200],
+                    )
+                )
+            files_sent += 1
             await call.write(
                 parser_service_pb2.UploadBatchRequest(
                     file=parser_service_pb2.UploadFileHeader(
@@ -324,6 +335,14 @@ async def create_batch(request: web.Request) -> web.Response:
         served = served_by_header(await call.trailing_metadata())
     except grpc.aio.AioRpcError as err:
         raise rpc_failure(err) from err
+    except asyncio.InvalidStateError:
+        # The replica ended the call (it refused a file) while a write was on its way: answer
+        # with its status, not a 500.
+        try:
+            await call
+        except grpc.aio.AioRpcError as err:
+            raise rpc_failure(err) from err
+        raise
     except BaseException:
         call.cancel()
         raise
