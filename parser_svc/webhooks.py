@@ -378,7 +378,9 @@ return 1
 
 
 @dataclass(frozen=True)
-class Callback:
+class Hook:
+    """A checked callback: where to deliver, and the name of the secret to sign with."""
+
     url: str
     secret_name: str
 
@@ -416,11 +418,11 @@ class Outbox:
         return f"{self._delivery_prefix}{job_id}:deliveries"
 
     @staticmethod
-    def delivery_id(job_id: str, callback: Callback) -> str:
+    def delivery_id(job_id: str, callback: Hook) -> str:
         digest = hashlib.sha256(f"{callback.url}\0{callback.secret_name}".encode()).hexdigest()
         return f"{job_id}.{digest[:16]}"
 
-    async def add(self, job_id: str, tenant: str, callback: Callback) -> str:
+    async def add(self, job_id: str, tenant: str, callback: Hook) -> str:
         delivery = self.delivery_id(job_id, callback)
         now = now_ms()
         fields = ["job_id", job_id, "tenant", tenant, "url", callback.url]
@@ -432,7 +434,7 @@ class Outbox:
         await self.store.call(lambda: self._add(keys=keys, args=args))
         return delivery
 
-    async def discard(self, job_id: str, callback: Callback) -> None:
+    async def discard(self, job_id: str, callback: Hook) -> None:
         """Removes a delivery written for a job that was not created (best effort: what is
         left is dropped by the dispatcher once its job is known never to have existed)."""
         delivery = self.delivery_id(job_id, callback)
@@ -459,9 +461,7 @@ class Callbacks:
         self.policy = AddressPolicy(parse_cidrs(settings.webhook_allow_cidrs))
         self.outbox = Outbox(settings, store)
 
-    async def check(
-        self, request: parser_service_pb2.SubmitJobRequest, tenant: str
-    ) -> Callback | None:
+    async def check(self, request: parser_service_pb2.SubmitJobRequest, tenant: str) -> Hook | None:
         """The request's callback, or None; INVALID_ARGUMENT (CALLBACK_INVALID,
         CALLBACK_SECRET_UNKNOWN, CALLBACK_NOT_ALLOWED) when it cannot be delivered safely."""
         if not request.HasField("callback"):
@@ -481,18 +481,18 @@ class Callbacks:
         literal = ip_literal(target.host)
         if literal is not None:
             self.policy.check(target.host, [str(literal)])
-            return Callback(url, name)
+            return Hook(url, name)
         try:
             async with asyncio.timeout(RESOLVE_AT_SUBMIT_S):
                 addresses = await resolve(target.host, target.port)
         except TimeoutError:
-            return Callback(url, name)  # every delivery checks again
+            return Hook(url, name)  # every delivery checks again
         except OSError as err:
             raise invalid(
                 "CALLBACK_INVALID", f"the callback host {target.host!r} does not resolve: {err}"
             ) from err
         self.policy.check(target.host, addresses)
-        return Callback(url, name)
+        return Hook(url, name)
 
 
 # --- the dispatcher ---------------------------------------------------------------------------
@@ -628,6 +628,7 @@ class Dispatcher:
         replies = await self.store.call(read)
         later: dict[str, int] = {}
         gone: list[str] = []
+        orphans: list[str] = []
         ready: list[tuple[str, dict[str, str], dict[str, str]]] = []
         recheck = now + int(self.settings.webhook_recheck_s * 1000)
         orphan_ms = int(self.settings.sweep_uploads_after_s * 1000)
@@ -644,7 +645,7 @@ class Dispatcher:
                 await self._dead(delivery, spec, "the job's record expired before delivery")
             else:
                 log.info("webhook %s dropped: its job was never created", delivery)
-                gone.append(delivery)
+                orphans.append(delivery)
         # At most one request per slot a round, so a round lasts at most one timeout: within
         # the claim and the lease. The rest stay due for the next round, at once.
         ready, waiting = ready[: self._concurrency], len(ready) > self._concurrency
@@ -655,11 +656,13 @@ class Dispatcher:
             async with client.pipeline(transaction=False) as pipe:
                 if later:
                     pipe.zadd(outbox.due_key, later, xx=True)
-                if gone:
-                    pipe.zrem(outbox.due_key, *gone)
+                if gone or orphans:
+                    pipe.zrem(outbox.due_key, *gone, *orphans)
+                for delivery in orphans:  # nothing to remember: no job will ever name it
+                    pipe.delete(outbox.key(delivery), outbox.job_key(delivery.rsplit(".", 1)[0]))
                 await pipe.execute()
 
-        if later or gone:
+        if later or gone or orphans:
             await self.store.call(reschedule)
         await asyncio.gather(*(self._deliver(*item) for item in ready))
         return BATCH if waiting else len(ids)

@@ -6,15 +6,18 @@ the stack's allow-list names: 127.0.0.1 and every other private address stay ref
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.server
 import json
 import os
 import socket
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,9 @@ from docparse.errors import DocparseError
 from docparse.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.v1.parser_service_pb2 import Callback
-from parser_svc.store import CREATE_JOB
+from parser_svc.settings import Settings
+from parser_svc.store import CREATE_JOB, JobStore, connect
+from parser_svc.webhooks import Hook, Outbox
 from tests.conftest import make_stack
 from tests.faultproxy import FaultProxy
 from tests.helpers import eventually, make_pdf, stub, wait_terminal
@@ -423,3 +428,40 @@ def test_a_secret_added_to_the_file_is_used_without_a_restart(stack: LocalStack)
         receiver.shutdown()
         receiver.server_close()
     assert list(receiver.accepted) == [f"msg_{job.job_id}_succeeded"]  # verified with `rotated`
+
+
+def test_a_delivery_whose_job_was_never_created_is_dropped(
+    stack: LocalStack, store: redis.Redis
+) -> None:
+    """What a replica leaves when it dies between writing a delivery and running the create:
+    an entry for a job that never exists. Once older than DOCPARSE_SWEEP_UPLOADS_AFTER_S it is
+    dropped, and nothing is sent."""
+    receiver = Receiver()
+    job_id = uuid.uuid4().hex
+    settings = Settings(redis_url=stack.redis_url, env="test")
+
+    async def write() -> str:
+        client = connect(settings)
+        try:
+            outbox = Outbox(settings, JobStore(client, settings))
+            return await outbox.add(job_id, "default", Hook(receiver.url, "main"))
+        finally:
+            await client.aclose()
+
+    delivery = asyncio.run(write())
+    key = f"docparse:test:webhook:{delivery}"
+    assert store.exists(key)
+    # As old as the sweeper's upload limit (600 s), and due again: the next round drops it.
+    store.hset(key, "created_ms", str(int(time.time() * 1000) - 601_000))
+
+    def dropped() -> bool:
+        store.zadd("docparse:test:webhooks:due", {delivery: 0}, xx=True)
+        return not store.exists(key) and not due_entries(store, job_id)
+
+    try:
+        eventually(dropped, what="the orphan delivery to be dropped")
+    finally:
+        receiver.shutdown()
+        receiver.server_close()
+    assert receiver.requests == []
+    assert store.zscore("docparse:test:webhooks:dead", delivery) is None
