@@ -22,6 +22,7 @@ import json
 import subprocess
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -33,41 +34,49 @@ for extra, requirements in project.get("optional-dependencies", {}).items():
     if extra != "dev":  # the developers' tools (linters, browsers, kubectl) are not shipped
         groups[f"docparse[{extra}]"] = project["dependencies"] + requirements
 
-failed = []
-for version in versions:
+
+
+def resolve(version: str, group: str, requirements: list[str]) -> tuple[str, bool]:
+    """One wheels-only resolution: (what to print, whether it resolved)."""
     environment = {"python_version": version, "python_full_version": f"{version}.0"}
-    for group, requirements in groups.items():
-        kept = []
-        for line in requirements:
-            requirement = Requirement(line)
-            if requirement.marker is None or requirement.marker.evaluate(environment):
-                requirement.marker = None
-                kept.append(str(requirement))
-        listing = work / f"{version}-{len(kept)}.txt"
-        listing.write_text("\n".join(kept) + "\n")
-        report = work / f"{version}.json"
-        run = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-             "--only-binary=:all:", "--python-version", version, "--quiet",
-             "--disable-pip-version-check", "--report", str(report), "-r", str(listing)],
-            capture_output=True, text=True,
-        )  # fmt: skip
-        if run.returncode != 0:
-            errors = [ln for ln in run.stderr.splitlines() if ln.startswith("ERROR")]
-            print(f"Python {version} {group}: NOT resolvable from wheels")
-            print("  " + "\n  ".join(errors or run.stderr.splitlines()[-5:]))
-            failed.append(f"{version} {group}")
-            continue
-        installs = json.loads(report.read_text())["install"]
-        sdists = [i["metadata"]["name"] for i in installs
-                  if not i["download_info"]["url"].endswith(".whl")]  # fmt: skip
-        if sdists:
-            print(f"Python {version} {group}: needs source builds: {', '.join(sdists)}")
-            failed.append(f"{version} {group}")
-            continue
-        skipped = len(requirements) - len(kept)
-        note = f" ({skipped} requirement(s) not for this version)" if skipped else ""
-        print(f"Python {version} {group}: {len(installs)} packages, all wheels{note}")
+    kept = []
+    for line in requirements:
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate(environment):
+            requirement.marker = None
+            kept.append(str(requirement))
+    tag = f"{version}-{group}".replace("[", "-").replace("]", "")
+    listing, report = work / f"{tag}.txt", work / f"{tag}.json"
+    listing.write_text("\n".join(kept) + "\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+         "--only-binary=:all:", "--python-version", version, "--quiet",
+         "--disable-pip-version-check", "--report", str(report), "-r", str(listing)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if run.returncode != 0:
+        errors = [ln for ln in run.stderr.splitlines() if ln.startswith("ERROR")]
+        lines = errors or run.stderr.splitlines()[-5:]
+        return f"Python {version} {group}: NOT resolvable from wheels\n  " + "\n  ".join(lines), False
+    installs = json.loads(report.read_text())["install"]
+    sdists = [i["metadata"]["name"] for i in installs
+              if not i["download_info"]["url"].endswith(".whl")]  # fmt: skip
+    if sdists:
+        return f"Python {version} {group}: needs source builds: {', '.join(sdists)}", False
+    skipped = len(requirements) - len(kept)
+    note = f" ({skipped} requirement(s) not for this version)" if skipped else ""
+    return f"Python {version} {group}: {len(installs)} packages, all wheels{note}", True
+
+
+# The resolutions wait on the index, not the CPU: run them side by side.
+jobs = [(v, g, r) for v in versions for g, r in groups.items()]
+with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+    outcomes = list(pool.map(lambda job: resolve(*job), jobs))
+failed = []
+for (version, group, _), (text, ok) in zip(jobs, outcomes):
+    print(text)
+    if not ok:
+        failed.append(f"{version} {group}")
 if failed:
     print(f"dependency check FAILED for: {'; '.join(failed)}")
     sys.exit(1)
