@@ -348,6 +348,37 @@ def test_http_submit_takes_the_callback_fields(stack: LocalStack) -> None:
     body = json.loads(caught.value.read())
     assert (body["code"], body["reason"]) == ("INVALID_ARGUMENT", "CALLBACK_NOT_ALLOWED")
 
+    # As multipart form fields, as the upload page and curl -F send them.
+    receiver = Receiver()
+    boundary = uuid.uuid4().hex
+    parts = [
+        ("callback_url", receiver.url, b""),
+        ("callback_secret", "main", b""),
+        ("file", "memo.pdf", make_pdf(1, "multipart")),
+    ]
+    body_parts = []
+    for name, value, content in parts:
+        disposition = f'form-data; name="{name}"' + (f'; filename="{value}"' if content else "")
+        body_parts.append(
+            f"--{boundary}\r\nContent-Disposition: {disposition}\r\n\r\n".encode()
+            + (content or value.encode())
+            + b"\r\n"
+        )
+    request = urllib.request.Request(
+        f"http://{stack.http_addresses[0]}/v1/jobs",
+        data=b"".join(body_parts) + f"--{boundary}--\r\n".encode(),
+        method="POST",
+        headers={"content-type": f"multipart/form-data; boundary={boundary}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            job_id = json.loads(reply.read())["job_id"]
+        eventually(lambda: receiver.accepted, timeout=60, what="the HTTP job's webhook")
+    finally:
+        receiver.shutdown()
+        receiver.server_close()
+    assert list(receiver.accepted) == [f"msg_{job_id}_succeeded"]
+
 
 def test_a_stack_with_an_unreadable_secrets_file_does_not_start(tmp_path: Path) -> None:
     secrets = tmp_path / "secrets.json"
