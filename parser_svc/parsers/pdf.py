@@ -134,6 +134,10 @@ class _State:
         self.garbage_pages: list[tuple[int, str]] = []  # (page number, why)
         self.reader: Any = None  # ocr.PageReader, made by the first page that needs OCR
         self.font_unicode: dict[int, bool] = {}  # font xref -> has no Unicode map
+        # Image xref -> MD5 of its decoded pixels: each image is decoded once per document to
+        # tell which xref a shown image is (pymupdf's get_image_info(xrefs=True) decodes every
+        # image of the page's resources again on every page).
+        self.image_digests: dict[int, bytes] = {}
 
 
 def _authenticate(doc: pymupdf.Document, password: str) -> None:
@@ -258,7 +262,7 @@ def _images(
         # No image resources (the quick check); a page without text may still draw inline
         # images, which only the full scan below sees.
         return 0
-    for info in page.get_image_info(xrefs=True):
+    for info in _image_info(doc, page, state):
         bbox = pymupdf.Rect(info["bbox"])
         if bbox.is_empty or bbox.width < 4 or bbox.height < 4:
             continue
@@ -294,6 +298,21 @@ def _images(
                 )
             )
     return shown
+
+
+def _image_info(doc: pymupdf.Document, page: pymupdf.Page, state: _State) -> list[dict[str, Any]]:
+    """What `page.get_image_info(xrefs=True)` answers: the shown images, each with the xref
+    whose decoded pixels have the same digest (0 for none; of two alike, the later one in the
+    page's image list), with the digests of xrefs kept for the whole document."""
+    shown: list[dict[str, Any]] = page.get_image_info(hashes=True)
+    xref_of: dict[bytes, int] = {}
+    for item in page.get_images():
+        xref = item[0]
+        digest = state.image_digests.get(xref)
+        if digest is None:
+            digest = state.image_digests[xref] = pymupdf.Pixmap(doc, xref).digest
+        xref_of[digest] = xref
+    return [{**info, "xref": xref_of.get(info["digest"], 0)} for info in shown]
 
 
 def _garbage_warning(pages: list[tuple[int, str]]) -> str:

@@ -9,6 +9,7 @@ Borderless tables (whitespace alignment only) are not detected.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,13 +110,13 @@ def _cuts(values: Iterable[float]) -> list[float]:
 
 
 def _index(cuts: Sequence[float], value: float) -> int:
-    """The band of `cuts` holding `value`, or -1 outside."""
+    """The band of `cuts` holding `value` (the first i with value <= cuts[i + 1]), or -1
+    outside. A binary search: a page's words times its bands was a linear scan each."""
     if value < cuts[0] or value > cuts[-1]:
         return -1
-    for i in range(len(cuts) - 1):
-        if value <= cuts[i + 1]:
-            return i
-    return -1
+    if len(cuts) < 2:
+        return -1
+    return bisect_left(cuts, value, 1, len(cuts) - 1) - 1
 
 
 def find_tables(
