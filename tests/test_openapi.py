@@ -153,6 +153,16 @@ def _operations(schema: Any) -> list[Any]:
     return operations
 
 
+def _without_callbacks(case: Any) -> Any:
+    """No generated webhook URL: the replica resolves a callback's host at submit, and a test
+    makes no DNS lookups of made-up names (tests/test_webhooks.py covers callbacks)."""
+    for values in (case.query, case.body):
+        if isinstance(values, dict):
+            values.pop("callback_url", None)
+            values.pop("callback_secret", None)
+    return case
+
+
 def _fuzz(operation: Any, base_url: str, calls: dict[str, int]) -> None:
     """EXAMPLES generated requests for `operation`, each answer checked."""
 
@@ -162,7 +172,7 @@ def _fuzz(operation: Any, base_url: str, calls: dict[str, int]) -> None:
         database=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(case=operation.as_strategy())
+    @given(case=operation.as_strategy().map(_without_callbacks))
     def run(case: Any) -> None:
         case.call_and_validate(
             base_url=base_url, headers={"X-Api-Key": KEY}, checks=CHECKS, timeout=30

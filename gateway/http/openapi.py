@@ -194,6 +194,9 @@ def build_document() -> Schema:
             "password": {"type": "string"},
             "request_id": {"type": "string", "maxLength": 256},
             "wait_ms": {"type": "string", "pattern": "^[0-9]+$"},
+            "languages": {"type": "string", "description": "OCR hints: BCP-47, comma separated"},
+            "callback_url": {"type": "string", "description": "webhook URL for the job's end"},
+            "callback_secret": {"type": "string", "description": "name of the signing secret"},
         },
     }
     paths: dict[str, Schema] = {
@@ -207,6 +210,9 @@ def build_document() -> Schema:
                     _param("request_id", "query", "idempotency key (AIP-155)"),
                     _param("Idempotency-Key", "header", "idempotency key (= request_id)"),
                     _param("X-Docparse-Password", "header", "password (raw body)"),
+                    _param("languages", "query", "OCR hints: BCP-47 tags, comma separated"),
+                    _param("callback_url", "query", "webhook URL, POSTed the job at its end"),
+                    _param("callback_secret", "query", "name of the tenant's signing secret"),
                 ],
                 "requestBody": {
                     "required": True,
@@ -327,6 +333,7 @@ def build_document() -> Schema:
                 "parameters": [
                     _param("request_id", "query", "idempotency key (AIP-155)"),
                     _param("Idempotency-Key", "header", "idempotency key (= request_id)"),
+                    _param("languages", "query", "OCR hints for every file, comma separated"),
                 ],
                 "requestBody": {
                     "required": True,
@@ -343,6 +350,7 @@ def build_document() -> Schema:
                                         },
                                     },
                                     "request_id": {"type": "string", "maxLength": 256},
+                                    "languages": {"type": "string"},
                                 },
                             }
                         }
