@@ -88,6 +88,28 @@ def test_every_route_is_documented_and_every_operation_is_a_route() -> None:
     assert documented - routes == set(), "documented operations that are no route"
 
 
+def test_every_query_parameter_the_routes_read_is_documented() -> None:
+    """The URL parameters the handlers read (`query.get("x")`, `query.getall("x")`, and the
+    names of `for k in (...)` lookups) are parameters of some operation, or the access_token
+    security scheme."""
+    read: set[str] = set()
+    for path in sorted((ROOT / "gateway" / "http").glob("*.py")):
+        source = path.read_text()
+        read |= set(re.findall(r'query\.get(?:all)?\(\s*"([a-z_]+)"', source))
+        read |= set(re.findall(r'"([a-z_]+)" in request\.query', source))
+        for names in re.findall(r"for k in \(([^)]*)\)", source):
+            read |= set(re.findall(r'"([a-z_]+)"', names))
+    documented = {"access_token"} | {
+        parameter["name"]
+        for operations in build_document()["paths"].values()
+        for operation in operations.values()
+        for parameter in operation.get("parameters", [])
+        if parameter["in"] == "query"
+    }
+    assert read, "found no query parameter reads: the pattern needs updating"
+    assert read - documented == set(), "query parameters the document does not describe"
+
+
 # ------------------------------------------------------------------------- live gateway
 
 
