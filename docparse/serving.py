@@ -113,6 +113,37 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):
         raise NotImplementedError
 
 
+class ErrorInterceptor(WrappingInterceptor):
+    """The one place a handler's `DocparseError` becomes the call's status: its gRPC code, its
+    message and a `google.rpc.Status` with the ErrorInfo reason (and RetryInfo when it names a
+    delay), keeping the `x-served-by` trailer. Handlers raise; they never abort by hand.
+    Other exceptions pass through (grpc ends the call UNKNOWN and RpcObserver logs it).
+    Register it innermost (last), so the interceptors outside it see the status it sets."""
+
+    def wrap(self, handler: Handler, method: str) -> Handler:
+        def wrap_unary(fn: Any) -> Any:
+            async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                try:
+                    return await fn(request, context)
+                except DocparseError as err:
+                    await abort(context, err)
+                    raise AssertionError("unreachable") from err  # abort always raises
+
+            return call
+
+        def wrap_stream(fn: Any) -> Any:
+            async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                try:
+                    async for item in fn(request, context):
+                        yield item
+                except DocparseError as err:
+                    await abort(context, err)
+
+            return call
+
+        return rebuild_handler(handler, wrap_unary, wrap_stream)
+
+
 class ServedByInterceptor(WrappingInterceptor):
     """Sets `x-served-by` as trailing metadata before any handler runs, so every response
     (success, error, health, reflection) names the replica that produced it."""

@@ -16,7 +16,12 @@ import grpc
 
 from docparse import observability, serving
 from docparse.errors import DocparseError
-from docparse.serving import ServedByInterceptor, add_health_and_reflection, set_serving
+from docparse.serving import (
+    ErrorInterceptor,
+    ServedByInterceptor,
+    add_health_and_reflection,
+    set_serving,
+)
 from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
 from parser_svc.blobs import BlobStore
@@ -62,6 +67,7 @@ async def serve(settings: Settings) -> None:
         observability.RpcObserver("parser_svc", tenant=current_tenant),
         ServedByInterceptor(),
         CallerInterceptor(settings.internal_token),
+        ErrorInterceptor(),  # innermost: the others see the status it sets
     ]
     server = grpc.aio.server(
         interceptors=interceptors, options=[*server_options(settings), serving.EXCLUSIVE_PORT]

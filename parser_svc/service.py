@@ -14,7 +14,6 @@ import grpc
 
 from docparse import observability
 from docparse.errors import DocparseError, check_request_id
-from docparse.serving import abort
 from docparse.tenancy import DEFAULT_TENANT, Caller, StreamSlots
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc, reading_package_pb2
 from parser_svc.batches import Batches
@@ -75,15 +74,11 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     async def SubmitJob(
         self, request: parser_service_pb2.SubmitJobRequest, context: Context
     ) -> parser_service_pb2.SubmitJobResponse:
-        try:
-            check_request_id(request.request_id)
-            job = await self.submitter.submit(request)
-            if request.wait_timeout_ms and not is_terminal(job):
-                job = await self._wait_in_slot(job, request.wait_timeout_ms / 1000, context)
-            return parser_service_pb2.SubmitJobResponse(job=job)
-        except DocparseError as err:
-            await abort(context, err)
-            raise AssertionError("unreachable") from err
+        check_request_id(request.request_id)
+        job = await self.submitter.submit(request)
+        if request.wait_timeout_ms and not is_terminal(job):
+            job = await self._wait_in_slot(job, request.wait_timeout_ms / 1000, context)
+        return parser_service_pb2.SubmitJobResponse(job=job)
 
     async def _wait_in_slot(
         self, job: job_pb2.Job, budget_s: float, context: Context
@@ -131,34 +126,23 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     async def GetStatus(
         self, request: parser_service_pb2.GetStatusRequest, context: Context
     ) -> parser_service_pb2.GetStatusResponse:
-        try:
-            _check_job_id(request.job_id)
-            return parser_service_pb2.GetStatusResponse(job=await self.store.get(request.job_id))
-        except DocparseError as err:
-            await abort(context, err)
-            raise AssertionError("unreachable") from err
+        _check_job_id(request.job_id)
+        return parser_service_pb2.GetStatusResponse(job=await self.store.get(request.job_id))
 
     async def WatchJob(
         self, request: parser_service_pb2.WatchJobRequest, context: Context
     ) -> AsyncIterator[parser_service_pb2.WatchJobResponse]:
-        try:
-            with self.streams.slot(current_caller.get() or Caller()):
-                _check_job_id(request.job_id)
-                async for event in self._watch(request.job_id, request.after_version):
-                    yield event
-        except DocparseError as err:
-            await abort(context, err)
+        with self.streams.slot(current_caller.get() or Caller()):
+            _check_job_id(request.job_id)
+            async for event in self._watch(request.job_id, request.after_version):
+                yield event
 
     async def GetResult(
         self, request: parser_service_pb2.GetResultRequest, context: Context
     ) -> AsyncIterator[parser_service_pb2.GetResultResponse]:
-        try:
-            _check_job_id(request.job_id)
-            job = await self.store.get(request.job_id)
-            data = await self._result_bytes(job)
-        except DocparseError as err:
-            await abort(context, err)
-            return
+        _check_job_id(request.job_id)
+        job = await self.store.get(request.job_id)
+        data = await self._result_bytes(job)
         for offset in range(0, max(len(data), 1), CHUNK_BYTES):
             message = parser_service_pb2.GetResultResponse(
                 chunk=data[offset : offset + CHUNK_BYTES], offset=offset
@@ -203,19 +187,12 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         except OSError as err:  # missing, or unreadable: the path stays in the server's log
             if not isinstance(err, FileNotFoundError):
                 log.warning("asset unreadable: %s", err, extra={"job_id": request.job_id})
-            await abort(
-                context,
-                DocparseError(
-                    grpc.StatusCode.NOT_FOUND,
-                    "ASSET_NOT_FOUND",
-                    f"job {request.job_id} has no asset {request.asset_id!r}",
-                    {"job_id": request.job_id, "asset_id": request.asset_id},
-                ),
-            )
-            return
-        except DocparseError as err:
-            await abort(context, err)
-            return
+            raise DocparseError(
+                grpc.StatusCode.NOT_FOUND,
+                "ASSET_NOT_FOUND",
+                f"job {request.job_id} has no asset {request.asset_id!r}",
+                {"job_id": request.job_id, "asset_id": request.asset_id},
+            ) from err
         asset.size_bytes = len(data)
         asset.sha256 = hashlib.sha256(data).hexdigest()
         for offset in range(0, max(len(data), 1), CHUNK_BYTES):
@@ -261,94 +238,69 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self, request: parser_service_pb2.ListJobsRequest, context: Context
     ) -> parser_service_pb2.ListJobsResponse:
         """The caller's jobs, newest first, a page at a time (parser_svc/listing.py)."""
-        try:
-            return await self.listing.page(current_tenant() or DEFAULT_TENANT, request)
-        except DocparseError as err:
-            await abort(context, err)
-            raise AssertionError("unreachable") from err
+        return await self.listing.page(current_tenant() or DEFAULT_TENANT, request)
 
     async def CancelJob(
         self, request: parser_service_pb2.CancelJobRequest, context: Context
     ) -> parser_service_pb2.CancelJobResponse:
-        try:
-            _check_job_id(request.job_id)
+        _check_job_id(request.job_id)
+        job = await self.store.get(request.job_id)
+        result = await self.store.cancel(request.job_id) if not is_terminal(job) else None
+        if result is None or result.status == "TERMINAL":
             job = await self.store.get(request.job_id)
-            result = await self.store.cancel(request.job_id) if not is_terminal(job) else None
-            if result is None or result.status == "TERMINAL":
-                job = await self.store.get(request.job_id)
-                state = job_pb2.State.Name(job.state)
-                raise DocparseError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    "JOB_ALREADY_ENDED",
-                    f"job {job.job_id} already ended {state}; nothing to cancel",
-                    {"job_id": job.job_id, "state": state},
-                )
-            await self.queue.discard(request.job_id)
-            # Its upload and password file go now; a running parse already has the file open
-            # and stops at its next page write, which is refused.
-            self.blobs.delete_upload(request.job_id)
-            observability.job_finished(request.job_id, "CANCELLED")
-            return parser_service_pb2.CancelJobResponse(job=await self.store.get(request.job_id))
-        except DocparseError as err:
-            await abort(context, err)
-            raise AssertionError("unreachable") from err
+            state = job_pb2.State.Name(job.state)
+            raise DocparseError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "JOB_ALREADY_ENDED",
+                f"job {job.job_id} already ended {state}; nothing to cancel",
+                {"job_id": job.job_id, "state": state},
+            )
+        await self.queue.discard(request.job_id)
+        # Its upload and password file go now; a running parse already has the file open
+        # and stops at its next page write, which is refused.
+        self.blobs.delete_upload(request.job_id)
+        observability.job_finished(request.job_id, "CANCELLED")
+        return parser_service_pb2.CancelJobResponse(job=await self.store.get(request.job_id))
 
     async def CreateBatch(
         self, request: parser_service_pb2.CreateBatchRequest, context: Context
     ) -> parser_service_pb2.CreateBatchResponse:
-        try:
-            check_request_id(request.request_id)
-            batch = await self.batches.create(
-                request.files, request.request_id, list(request.languages)
-            )
-            return parser_service_pb2.CreateBatchResponse(batch=batch)
-        except DocparseError as err:
-            await abort(context, err)
-            raise AssertionError("unreachable") from err
+        check_request_id(request.request_id)
+        batch = await self.batches.create(
+            request.files, request.request_id, list(request.languages)
+        )
+        return parser_service_pb2.CreateBatchResponse(batch=batch)
 
     async def UploadBatch(
         self,
         request_iterator: AsyncIterator[parser_service_pb2.UploadBatchRequest],
         context: Context,
     ) -> parser_service_pb2.UploadBatchResponse:
-        try:
-            batch_id = uuid.uuid4().hex
-            request_id, files = await receive_batch_upload(
-                _checked_header(request_iterator),
-                batch_id,
-                self.submitter,
-                accepted=lambda: context.send_initial_metadata(UPLOAD_ACCEPTED),
-            )
-            batch = await self.batches.create_stored(batch_id, files, request_id)
-            return parser_service_pb2.UploadBatchResponse(batch=batch)
-        except DocparseError as err:
-            await abort(context, err)
-            raise AssertionError("unreachable") from err
+        batch_id = uuid.uuid4().hex
+        request_id, files = await receive_batch_upload(
+            _checked_header(request_iterator),
+            batch_id,
+            self.submitter,
+            accepted=lambda: context.send_initial_metadata(UPLOAD_ACCEPTED),
+        )
+        batch = await self.batches.create_stored(batch_id, files, request_id)
+        return parser_service_pb2.UploadBatchResponse(batch=batch)
 
     async def GetBatch(
         self, request: parser_service_pb2.GetBatchRequest, context: Context
     ) -> parser_service_pb2.GetBatchResponse:
-        try:
-            _check_job_id(request.batch_id)
-            return parser_service_pb2.GetBatchResponse(
-                batch=await self.batches.get(request.batch_id)
-            )
-        except DocparseError as err:
-            await abort(context, err)
-            raise AssertionError("unreachable") from err
+        _check_job_id(request.batch_id)
+        return parser_service_pb2.GetBatchResponse(batch=await self.batches.get(request.batch_id))
 
     async def WatchBatch(
         self, request: parser_service_pb2.WatchBatchRequest, context: Context
     ) -> AsyncIterator[parser_service_pb2.WatchBatchResponse]:
-        try:
-            with self.streams.slot(current_caller.get() or Caller()):
-                _check_job_id(request.batch_id)
-                async for event in self.batches.watch(
-                    request.batch_id,
-                    request.after_version,
-                    heartbeat_s=self.settings.watch_heartbeat_s,
-                    resync_s=self.settings.watch_resync_s,
-                ):
-                    yield event
-        except DocparseError as err:
-            await abort(context, err)
+        with self.streams.slot(current_caller.get() or Caller()):
+            _check_job_id(request.batch_id)
+            async for event in self.batches.watch(
+                request.batch_id,
+                request.after_version,
+                heartbeat_s=self.settings.watch_heartbeat_s,
+                resync_s=self.settings.watch_resync_s,
+            ):
+                yield event
