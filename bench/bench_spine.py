@@ -50,9 +50,11 @@ from typing import Any
 import grpc
 import redis.asyncio as aioredis
 
+from docparse import loops
 from docparse.embedded_redis import free_port
 from docparse.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from gateway.settings import GatewaySettings
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, WriteResult, connect
 
@@ -304,32 +306,50 @@ async def stop_child(proc: asyncio.subprocess.Process, grace_s: float = 30.0) ->
 
 
 async def bench_get_status(
-    stack: LocalStack, job: job_pb2.Job, args: argparse.Namespace
+    stacks: dict[str, LocalStack], jobs: dict[str, job_pb2.Job], args: argparse.Namespace
 ) -> tuple[list[LoadResult], dict[str, Any]]:
-    response = parser_service_pb2.GetStatusResponse(job=job).SerializeToString()
-    port = free_port()
-    bare = await start_child("_bare", "--port", str(port), "--response", response.hex())
-    assert stack.redis is not None and stack.redis.proc is not None
-    pids = {
-        "client": os.getpid(),
-        "bare_server": bare.pid,
-        "gateway": stack.gateways[0].pid,
-        "parser_svc": stack.parsers[0].pid,
-        "redis": stack.redis.proc.pid,
-    }
-    # The processes each target's calls go through (the others idle meanwhile).
-    involved = {
-        "bare": ["client", "bare_server"],
-        "direct": ["client", "parser_svc", "redis"],
-        "gateway": ["client", "gateway", "parser_svc", "redis"],
-    }
-    addresses = {
-        "bare": f"127.0.0.1:{port}",
-        "direct": stack.parser_addresses[0],
-        "gateway": stack.gateway_addresses[0],
-    }
+    """Targets: `bare` (grpc.aio on asyncio's loop: the floor the goals are counted from),
+    `bare_uvloop` when uvloop is measured, and per stack "P+G" (parser_svc's event loop P,
+    the gateway's G): `direct_P` (parser_svc; once per P) and `gateway_G_on_P`."""
+    first = next(iter(jobs.values()))
+    response = parser_service_pb2.GetStatusResponse(job=first).SerializeToString()
+    pids: dict[str, int] = {"client": os.getpid()}
+    involved: dict[str, list[str]] = {}
+    addresses: dict[str, str] = {}
+    job_of: dict[str, job_pb2.Job] = {}
+    bares = []
+    measured = {loop for config in stacks for loop in config.split("+")}
+    for loop in ("asyncio", *(["uvloop"] if "uvloop" in measured else [])):
+        port = free_port()
+        name = "bare" if loop == "asyncio" else f"bare_{loop}"
+        bare = await start_child(
+            "_bare", "--port", str(port), "--response", response.hex(), "--loop", loop
+        )
+        bares.append(bare)
+        pids[f"{name}_server"] = bare.pid
+        involved[name] = ["client", f"{name}_server"]
+        addresses[name] = f"127.0.0.1:{port}"
+        job_of[name] = first
+    for config, stack in stacks.items():
+        assert stack.redis is not None and stack.redis.proc is not None
+        parser_loop, gateway_loop = config.split("+")
+        gateway, parser, redis = f"gateway[{config}]", f"parser_svc[{config}]", f"redis[{config}]"
+        pids |= {
+            gateway: stack.gateways[0].pid,
+            parser: stack.parsers[0].pid,
+            redis: stack.redis.proc.pid,
+        }
+        # The processes each target's calls go through (the others idle meanwhile).
+        if f"direct_{parser_loop}" not in addresses:
+            involved[f"direct_{parser_loop}"] = ["client", parser, redis]
+            addresses[f"direct_{parser_loop}"] = stack.parser_addresses[0]
+            job_of[f"direct_{parser_loop}"] = jobs[config]
+        target = f"gateway_{gateway_loop}_on_{parser_loop}"
+        involved[target] = ["client", gateway, parser, redis]
+        addresses[target] = stack.gateway_addresses[0]
+        job_of[target] = jobs[config]
     clients = [
-        LoadClient(name, address, job.job_id, args.concurrency, args.channels)
+        LoadClient(name, address, job_of[name].job_id, args.concurrency, args.channels)
         for name, address in addresses.items()
     ]
     slices: list[LoadResult] = []
@@ -351,18 +371,34 @@ async def bench_get_status(
                     for t, r in row.items()
                 )
             )
-        summary = summarize_get_status(slices, clients, involved)
+        summary = summarize_get_status(slices, clients, involved, default_loop(stacks))
     finally:
         for client in clients:
             await client.close()
-        await stop_child(bare)
+        for bare in bares:
+            await stop_child(bare)
     return slices, summary
 
 
+def default_config() -> str:
+    """parser_svc's and the gateway's default event loops, as "P+G"."""
+    return "+".join(
+        str(cls.model_fields["event_loop"].default) for cls in (Settings, GatewaySettings)
+    )
+
+
+def default_loop(stacks: dict[str, LocalStack]) -> str:
+    """The stack the goals are judged on: the settings' defaults when they were measured."""
+    return default_config() if default_config() in stacks else next(iter(stacks))
+
+
 def summarize_get_status(
-    slices: list[LoadResult], clients: list[LoadClient], involved: dict[str, list[str]]
+    slices: list[LoadResult],
+    clients: list[LoadClient],
+    involved: dict[str, list[str]],
+    default: str,
 ) -> dict[str, Any]:
-    summary: dict[str, Any] = {}
+    summary: dict[str, Any] = {"default_loop": default}
     for client in clients:
         rows = [r for r in slices if r.target == client.name]
         calls = sum(r.calls for r in rows)
@@ -383,27 +419,62 @@ def summarize_get_status(
             "cpu_us_per_call_total": round(sum(cpu.values()), 1),
             "other_cores": statistics.median(r.other_cores for r in rows),
         }
+    targets = [c.name for c in clients if c.name != "bare"]
     cycles = sorted({r.cycle for r in slices})
-    ratios: dict[str, list[float]] = {"direct_over_bare": [], "gateway_over_bare": []}
+    ratios: dict[str, list[float]] = {f"{t}_over_bare": [] for t in targets}
     for cycle in cycles:
         row = {r.target: r.calls_per_s for r in slices if r.cycle == cycle}
-        ratios["direct_over_bare"].append(row["direct"] / row["bare"])
-        ratios["gateway_over_bare"].append(row["gateway"] / row["bare"])
+        for t in targets:
+            ratios[f"{t}_over_bare"].append(row[t] / row["bare"])
+    # The goals' names: the targets of the default stack.
+    parser_loop, gateway_loop = default.split("+")
+    goal_targets = {
+        "direct": f"direct_{parser_loop}",
+        "gateway": f"gateway_{gateway_loop}_on_{parser_loop}",
+    }
+    for kind, target in goal_targets.items():
+        ratios[f"{kind}_over_bare"] = ratios[f"{target}_over_bare"]
     summary["ratios_per_cycle"] = {k: [round(x, 3) for x in v] for k, v in ratios.items()}
-    # The result: median over cycles of the ratio within a cycle (three adjacent slices).
+    # The result: median over cycles of the ratio within a cycle (adjacent slices).
     summary["ratios_median"] = {k: round(statistics.median(v), 3) for k, v in ratios.items()}
     summary["ratios_of_totals"] = {
         f"{t}_over_bare": round(summary[t]["calls_per_s"] / summary["bare"]["calls_per_s"], 3)
-        for t in ("direct", "gateway")
+        for t in targets
     }
     # What the ratio would be if CPU were the only limit (all processes share the 2 cores):
     # total CPU per call of bare over that of the target. Steadier than throughput when other
     # tenants steal CPU, but only an estimate.
     bare_cpu = summary["bare"]["cpu_us_per_call_total"]
     summary["cpu_cost_ratios"] = {
-        f"{t}_over_bare": round(bare_cpu / summary[t]["cpu_us_per_call_total"], 3)
-        for t in ("direct", "gateway")
+        f"{t}_over_bare": round(bare_cpu / summary[t]["cpu_us_per_call_total"], 3) for t in targets
     }
+    for table in ("ratios_of_totals", "cpu_cost_ratios"):
+        for kind, target in goal_targets.items():
+            summary[table][f"{kind}_over_bare"] = summary[table][f"{target}_over_bare"]
+    # uvloop against asyncio within each cycle: the same target, adjacent slices.
+    pairs = {
+        "bare": ("bare_uvloop", "bare"),
+        "direct": ("direct_uvloop", "direct_asyncio"),
+        # The gateway's own loop, in front of the same parser_svc loop.
+        "gateway": ("gateway_uvloop_on_asyncio", "gateway_asyncio_on_asyncio"),
+    }
+    pairs = {k: v for k, v in pairs.items() if v[0] in summary and v[1] in summary}
+    if pairs:
+        per_cycle: dict[str, list[float]] = {k: [] for k in pairs}
+        for cycle in cycles:
+            row = {r.target: r.calls_per_s for r in slices if r.cycle == cycle}
+            for kind, (uv, aio) in pairs.items():
+                per_cycle[kind].append(round(row[uv] / row[aio], 3))
+        summary["uvloop_over_asyncio_per_cycle"] = per_cycle
+        summary["uvloop_over_asyncio_median"] = {
+            k: round(statistics.median(v), 3) for k, v in per_cycle.items()
+        }
+        summary["uvloop_over_asyncio_cpu"] = {
+            kind: round(
+                summary[aio]["cpu_us_per_call_total"] / summary[uv]["cpu_us_per_call_total"], 3
+            )
+            for kind, (uv, aio) in pairs.items()
+        }
     return summary
 
 
@@ -735,6 +806,7 @@ async def bench_watch(stack: LocalStack, args: argparse.Namespace, work: Path) -
         "channels_per_client": args.watch_channels,
         "writes": len(schedule),
         "failed_writes": len(failed_writes),
+        "failed_write_statuses": sorted(set(failed_writes)),
         "write_seconds": round(write_s, 2),
         "rate_per_s": args.watch_rate,
         "first_write_unix": round(first_write / 1e9, 3),
@@ -854,17 +926,19 @@ def report(results: dict[str, Any]) -> str:
             f"targets take turns in {cfg['slice_s']} s slices, {cfg['cycles']} cycles"
         )
         lines.append(
-            f"  {'target':9s} {'calls/s':>9s} {'p50 ms':>8s} {'p99 ms':>8s} {'vs bare':>8s} "
+            f"  {'target':26s} {'calls/s':>9s} {'p50 ms':>8s} {'p99 ms':>8s} {'vs bare':>8s} "
             f"{'other':>6s}  CPU us/call by process"
         )
-        ratio = {"bare": 1.0, **{k.split("_")[0]: v for k, v in gs["ratios_median"].items()}}
-        for target in ("bare", "direct", "gateway"):
+        ratio = {"bare": 1.0, **{k.removesuffix("_over_bare"): v
+                                 for k, v in gs["ratios_median"].items()}}  # fmt: skip
+        targets = [t for t in gs if isinstance(gs[t], dict) and "calls_per_s" in gs[t]]
+        for target in targets:
             row = gs[target]
             cpu = " ".join(f"{k}={v:.0f}" for k, v in row["cpu_us_per_call"].items())
             if row["errors"]:
                 cpu += f" ERRORS={row['errors']}"
             lines.append(
-                f"  {target:9s} {row['calls_per_s']:9.0f} {fmt(row['p50_ms']):>8s} "
+                f"  {target:26s} {row['calls_per_s']:9.0f} {fmt(row['p50_ms']):>8s} "
                 f"{fmt(row['p99_ms']):>8s} {fmt(ratio[target]):>8s} {row['other_cores']:6.2f}  "
                 f"{cpu} (total {row['cpu_us_per_call_total']:.0f})"
             )
@@ -878,6 +952,18 @@ def report(results: dict[str, Any]) -> str:
                 f"  {name} median of cycles {gs['ratios_median'][key]:.3f} (cycles {spread[key]}), "
                 f"of totals {totals[key]:.3f}, CPU-cost {cost[key]:.3f}; goal >= {GOALS[key]}"
             )
+        lines.append(
+            f"  goals judged on the {gs['default_loop']} stack (parser_svc + gateway loops, "
+            "the settings' defaults)"
+        )
+        if "uvloop_over_asyncio_median" in gs:
+            for kind, median in gs["uvloop_over_asyncio_median"].items():
+                cycles = gs["uvloop_over_asyncio_per_cycle"][kind]
+                lines.append(
+                    f"  uvloop/asyncio {kind:8s} median of cycles {median:.3f} "
+                    f"(cycles {min(cycles):.2f}..{max(cycles):.2f}), "
+                    f"CPU-cost {gs['uvloop_over_asyncio_cpu'][kind]:.3f}"
+                )
         lines.append(
             "  vs bare = median over cycles of the ratio within a cycle; CPU-cost = bare's CPU "
             "per call over the target's (all processes involved)"
@@ -980,22 +1066,45 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "watch_reps": args.watch_reps,
             "watch_clients": args.watch_clients,
             "watch_channels": args.watch_channels,
+            "loops": args.loops,
         },
         "goals": GOALS,
     }
-    stack = LocalStack(work / "stack", replicas=1, gateways=1, env=ENV_NAME)
-    log("starting embedded Redis, 1 parser_svc, 1 gateway")
-    await asyncio.to_thread(stack.start)
+    # One stack per "P+G" measured (each its own Redis, parser_svc on loop P, gateway on G).
+    stacks = {
+        config: LocalStack(
+            work / f"stack-{config}",
+            replicas=1,
+            gateways=1,
+            env=ENV_NAME,
+            extra_env={
+                "DOCPARSE_EVENT_LOOP": config.split("+")[0],
+                "DOCPARSE_GATEWAY_EVENT_LOOP": config.split("+")[1],
+                # One tenant opens every stream here: no per-tenant stream limit.
+                "DOCPARSE_MAX_STREAMS_PER_TENANT": "0",
+            },
+        )
+        for config in args.loops
+    }
+    stack = stacks[default_loop(stacks)]  # the WatchJob part's
+    log(f"starting {len(stacks)} stacks (embedded Redis, 1 parser_svc, 1 gateway): {args.loops}")
     try:
+        for each in stacks.values():
+            await asyncio.to_thread(each.start)
         results["stack"] = {
-            "parser_svc": stack.parser_addresses,
-            "gateway": stack.gateway_addresses,
-            "redis": stack.redis_url,
+            config: {
+                "parser_svc": each.parser_addresses,
+                "gateway": each.gateway_addresses,
+                "redis": each.redis_url,
+            }
+            for config, each in stacks.items()
         }
         if not args.skip_get_status:
-            job = await submit_succeeded_job(stack.parser_addresses[0])
-            log(f"GetStatus target job {job.job_id} ({job.ByteSize()} bytes)")
-            slices, summary = await bench_get_status(stack, job, args)
+            jobs = {}
+            for config, each in stacks.items():
+                job = jobs[config] = await submit_succeeded_job(each.parser_addresses[0])
+                log(f"GetStatus target job {job.job_id} ({job.ByteSize()} bytes)")
+            slices, summary = await bench_get_status(stacks, jobs, args)
             results["get_status"] = summary
             results["get_status_slices"] = [asdict(r) for r in slices]
         if not args.skip_watch:
@@ -1017,7 +1126,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["pubsub_reps"] = pubsub_reps
             results["watch_reps"] = watch_reps
     finally:
-        await asyncio.to_thread(stack.stop)
+        for each in stacks.values():
+            await asyncio.to_thread(each.stop)
     results["machine"]["loadavg_after"] = loadavg()
     results["goals_met"] = goals_met(results)
     if not args.keep_work:
@@ -1043,11 +1153,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--watch-reps", type=int, default=3, help="WatchJob repetitions")
     parser.add_argument("--watch-clients", type=int, default=2, help="watch client processes")
     parser.add_argument("--watch-channels", type=int, default=8, help="channels per client")
+    parser.add_argument(
+        "--loops",
+        default="asyncio+asyncio,uvloop+uvloop,asyncio+uvloop",
+        help="stacks measured, comma separated: P+G = parser_svc's event loop + the gateway's "
+        "(asyncio or uvloop; one word for both)",
+    )
     parser.add_argument("--skip-get-status", action="store_true")
     parser.add_argument("--skip-watch", action="store_true")
     parser.add_argument("--keep-work", action="store_true", help="keep var/bench/work (logs)")
     parser.add_argument("--out", type=Path, default=OUT_DIR / "spine.json")
     args = parser.parse_args(argv)
+    args.loops = [
+        item if "+" in item else f"{item}+{item}"
+        for item in (part.strip() for part in args.loops.split(","))
+        if item
+    ]
+    if not args.loops or any(
+        not set(config.split("+")) <= {"asyncio", "uvloop"} for config in args.loops
+    ):
+        parser.error("--loops: P+G with P, G each asyncio or uvloop")
     if args.quick:
         args.warmup, args.slice, args.cycles = 0.5, 1.0, 3
         args.streams, args.writes_per_job, args.watch_reps = min(args.streams, 300), 3, 1
@@ -1067,9 +1192,10 @@ def child_main(role: str, argv: list[str]) -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--redis-url")
     parser.add_argument("--expected", type=int)
+    parser.add_argument("--loop", default="asyncio", choices=["asyncio", "uvloop"])
     args = parser.parse_args(argv)
     if role == "_bare":
-        asyncio.run(serve_bare(args.port, bytes.fromhex(args.response)))
+        loops.run(serve_bare(args.port, bytes.fromhex(args.response)), args.loop)
         return
     if role == "_watch":
         job_ids = json.loads(args.jobs.read_text())

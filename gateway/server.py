@@ -8,7 +8,7 @@ import signal
 
 import grpc
 
-from docparse import observability
+from docparse import loops, observability
 from docparse.errors import DocparseError
 from docparse.serving import (
     EXCLUSIVE_PORT,
@@ -134,7 +134,7 @@ def main() -> None:
         "gateway", settings.log_format, settings.log_level, access_log=settings.access_log
     )
     check_auth(settings)
-    asyncio.run(serve(settings))
+    loops.run(serve(settings), settings.event_loop)
 
 
 if __name__ == "__main__":

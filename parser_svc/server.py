@@ -14,7 +14,7 @@ import signal
 
 import grpc
 
-from docparse import observability, serving
+from docparse import loops, observability, serving
 from docparse.errors import DocparseError
 from docparse.serving import (
     ErrorInterceptor,
@@ -154,7 +154,7 @@ def main() -> None:
         check_config(settings)
     except DocparseError as err:
         serving.exit_on_startup_error("parser_svc", err)
-    asyncio.run(serve(settings))
+    loops.run(serve(settings), settings.event_loop)
 
 
 if __name__ == "__main__":
