@@ -310,6 +310,7 @@ class ParseWorker:
                 return "SUCCEEDED"
             retry = record.attempt < self.settings.max_attempts and not last_try
             if outcome.reason in RETRYABLE_REASONS and retry:
+                await writer.close()  # no progress write after the job is handed back
                 if (await self._retrying(lambda: self.store.release(job_id, fence))).ok:
                     observability.job_retried(job_id, record.attempt, outcome.reason)
                     raise RetryableFailure(f"{outcome.reason}: {outcome.message}")
