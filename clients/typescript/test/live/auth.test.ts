@@ -6,7 +6,7 @@ import { apiKey, ca, client, document, target } from "./stack.js";
 function refusedWith(reason: string) {
   return (err: unknown): boolean => {
     assert.ok(err instanceof DocparseError, String(err));
-    assert.equal(err.code, "UNAUTHENTICATED");
+    assert.equal(err.code, "UNAUTHENTICATED", err.message);
     assert.equal(err.reason, reason);
     return true;
   };

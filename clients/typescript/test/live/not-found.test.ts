@@ -8,7 +8,7 @@ after(() => docparse.close());
 
 const notFound = (err: unknown): boolean => {
   assert.ok(err instanceof DocparseError, String(err));
-  assert.equal(err.code, "NOT_FOUND");
+  assert.equal(err.code, "NOT_FOUND", err.message);
   assert.equal(err.grpcCode, 5);
   assert.equal(err.reason, "JOB_NOT_FOUND");
   assert.equal(err.expired, false);
