@@ -73,7 +73,8 @@ def _used() -> dict[str, str]:
 
 
 def _not_env_name(name: str) -> bool:
-    return not name.startswith("DOCPARSE_")
+    # environment variables: ours and OpenTelemetry's standard ones
+    return not name.startswith(("DOCPARSE_", "OTEL_"))
 
 
 def test_every_reason_the_code_raises_is_in_the_enum() -> None:

@@ -8,6 +8,7 @@ per operation (default 25: about 350 in all)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -65,9 +66,14 @@ def test_the_document_is_valid_and_committed() -> None:
 
 def _routes() -> set[tuple[str, str]]:
     """(method, path) of every route of the gateway's HTTP app, in OpenAPI's path syntax."""
+    return asyncio.run(_app_routes())  # a grpc.aio channel needs a running loop
+
+
+async def _app_routes() -> set[tuple[str, str]]:
     channel = grpc.aio.insecure_channel("127.0.0.1:9")  # never called
     settings = GatewaySettings(auth="disabled")
     app = build_app(channel, settings, GatewayAuth(settings))
+    await channel.close()
     routes = set()
     for route in app.router.routes():
         if route.method == "HEAD":  # aiohttp adds one per GET
