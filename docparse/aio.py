@@ -23,14 +23,18 @@ from docparse.client import (
     Answer,
     AssetChunks,
     BatchUpload,
+    Feed,
+    batch_feed,
+    batch_request,
     default_target,
+    job_feed,
 )
 from docparse.errors import DocparseError
 from docparse.results import ResultAssembler, check_submit_answer
 from docparse.retries import Retrier
 from docparse.transport import AsyncTransport, GrpcAsyncTransport
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
-from docparse.waiting import Action, JobWaiter, WaitPolicy
+from docparse.waiting import Action, BatchWaiter, JobWaiter, R, Waiter, WaitPolicy
 
 T = TypeVar("T")
 
@@ -138,10 +142,12 @@ class AsyncClient:
         self, job: job_pb2.Job | str, *, policy: WaitPolicy | None = None
     ) -> job_pb2.Job:
         job_id = job if isinstance(job, str) else job.job_id
-        waiter = JobWaiter(job_id, policy or self.policy, self._clock(), job_pb2.Job())
+        waiter = JobWaiter(
+            job_id, policy or self.policy, self._clock(), job_pb2.Job(), rng=self._rng
+        )
         if isinstance(job, job_pb2.Job):
             waiter.observe(job)
-        async for _ in self._follow(waiter):
+        async for _ in self._follow(waiter, job_feed(job_id)):
             pass
         return waiter.outcome()
 
@@ -151,32 +157,38 @@ class AsyncClient:
         """Every record newer than `after_version` until the terminal one, with the limits
         and resumption of `wait` (see docparse.client.Client.watch)."""
         waiter = JobWaiter(
-            job_id, policy or self.policy, self._clock(), job_pb2.Job(), cursor=after_version
+            job_id,
+            policy or self.policy,
+            self._clock(),
+            job_pb2.Job(),
+            cursor=after_version,
+            rng=self._rng,
         )
-        async for record in self._follow(waiter):
+        async for record in self._follow(waiter, job_feed(job_id)):
             yield record
 
-    async def _follow(self, waiter: JobWaiter) -> AsyncIterator[job_pb2.Job]:
+    async def _follow(self, waiter: Waiter[R], feed: Feed[R]) -> AsyncIterator[R]:
         """The waiting loop (decisions in docparse.waiting): yields each new record."""
         while (action := waiter.next_action()) is not Action.DONE:
             left = waiter.check_deadline(self._clock())
             try:  # no asyncio.timeout around a yield: the call's own deadline bounds it
                 if action is Action.STREAM:
                     progressed = False
-                    request = parser_service_pb2.WatchJobRequest(
-                        job_id=waiter.job_id, after_version=waiter.after_version
-                    )
-                    async for event in self.transport.stream("WatchJob", request, left):
+                    request = feed.request(waiter.after_version)
+                    async for message in self.transport.stream(feed.method, request, left):
                         waiter.heard()
-                        if event.HasField("job") and waiter.observe(event.job):
+                        record = feed.record(message)
+                        if record is not None and waiter.observe(record):
                             progressed = True
-                            yield event.job
+                            yield record
                     delay = waiter.on_stream_end(progressed)
                 else:
-                    read = parser_service_pb2.GetStatusRequest(job_id=waiter.job_id)
-                    response, _ = await self.transport.call("GetStatus", read, self.timeout_s)
-                    if waiter.observe(response.job):
-                        yield response.job
+                    response, _ = await self.transport.call(
+                        feed.poll_method, feed.poll_request, self.timeout_s
+                    )
+                    record = feed.poll_record(response)
+                    if waiter.observe(record):
+                        yield record
                     delay = waiter.after_poll()
             except DocparseError as err:
                 delay = waiter.on_error(err, self._clock())
@@ -249,3 +261,34 @@ class AsyncClient:
         request = parser_service_pb2.CancelJobRequest(job_id=job_id)
         response, _ = await self._call("CancelJob", request)
         return response.job  # type: ignore[no-any-return]
+
+    async def submit_batch(
+        self,
+        files: list[tuple[str, bytes]],
+        *,
+        request_id: str = "",
+        languages: list[str] | tuple[str, ...] = (),
+    ) -> parser_service_pb2.Batch:
+        """A small batch in one CreateBatch message (see docparse.client.Client.submit_batch)."""
+        response, _ = await self._call("CreateBatch", batch_request(files, request_id, languages))
+        return response.batch  # type: ignore[no-any-return]
+
+    async def batch(self, batch_id: str) -> parser_service_pb2.Batch:
+        request = parser_service_pb2.GetBatchRequest(batch_id=batch_id)
+        response, _ = await self._call("GetBatch", request)
+        return response.batch  # type: ignore[no-any-return]
+
+    async def watch_batch(
+        self, batch_id: str, *, policy: WaitPolicy | None = None
+    ) -> AsyncIterator[parser_service_pb2.Batch]:
+        """Every new state of the batch until all its files ended, resuming broken streams
+        (see docparse.client.Client.watch_batch)."""
+        waiter = BatchWaiter(
+            batch_id,
+            policy or self.policy,
+            self._clock(),
+            parser_service_pb2.Batch(),
+            rng=self._rng,
+        )
+        async for record in self._follow(waiter, batch_feed(batch_id)):
+            yield record

@@ -70,13 +70,49 @@ class Answer:
 
 @dataclass(frozen=True)
 class Feed(Generic[R]):
-    """How to follow one kind of record: the stream to open after a version, the record a
-    stream message carries (None for a heartbeat), and one plain read for polling."""
+    """How to follow one kind of record, without I/O (both clients' shells do the calls): the
+    stream to open after a version, the record a stream message carries (None for a
+    heartbeat), and the plain read that polling makes instead."""
 
     method: str
     request: Callable[[int], Any]
     record: Callable[[Any], R | None]
-    read: Callable[[], R]
+    poll_method: str
+    poll_request: Any
+    poll_record: Callable[[Any], R]
+
+
+def job_feed(job_id: str) -> Feed[job_pb2.Job]:
+    return Feed(
+        "WatchJob",
+        lambda after: parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after),
+        lambda event: event.job if event.HasField("job") else None,
+        "GetStatus",
+        parser_service_pb2.GetStatusRequest(job_id=job_id),
+        lambda response: response.job,
+    )
+
+
+def batch_feed(batch_id: str) -> Feed[parser_service_pb2.Batch]:
+    return Feed(
+        "WatchBatch",
+        lambda after: parser_service_pb2.WatchBatchRequest(batch_id=batch_id, after_version=after),
+        lambda event: event.batch if event.HasField("batch") else None,
+        "GetBatch",
+        parser_service_pb2.GetBatchRequest(batch_id=batch_id),
+        lambda response: response.batch,
+    )
+
+
+def batch_request(
+    files: list[tuple[str, bytes]], request_id: str, languages: Sequence[str]
+) -> parser_service_pb2.CreateBatchRequest:
+    """One CreateBatch message with every file (small batches: gRPC's message size limit)."""
+    return parser_service_pb2.CreateBatchRequest(
+        files=[parser_service_pb2.BatchFile(file_name=n, content=c) for n, c in files],
+        request_id=request_id or uuid.uuid4().hex,
+        languages=list(languages),
+    )
 
 
 class Client:
@@ -188,19 +224,15 @@ class Client:
         response, replicas = self._call("GetStatus", request)
         return Answer(response.job, replicas)
 
-    def _read_status(self, job_id: str) -> job_pb2.Job:
-        """One GetStatus attempt (a wait's poll: the waiter decides about its failures)."""
-        request = parser_service_pb2.GetStatusRequest(job_id=job_id)
-        response, _ = self.transport.call("GetStatus", request, self.timeout_s)
-        return response.job  # type: ignore[no-any-return]
-
     def wait(self, job: job_pb2.Job | str, *, policy: WaitPolicy | None = None) -> job_pb2.Job:
         """Waits for the job to end (read-only) and returns the SUCCEEDED record."""
         job_id = job if isinstance(job, str) else job.job_id
-        waiter = JobWaiter(job_id, policy or self.policy, self._clock(), job_pb2.Job())
+        waiter = JobWaiter(
+            job_id, policy or self.policy, self._clock(), job_pb2.Job(), rng=self._rng
+        )
         if isinstance(job, job_pb2.Job):
             waiter.observe(job)  # a terminal answer needs no further call
-        for _ in self._follow(waiter, self._job_feed(job_id)):
+        for _ in self._follow(waiter, job_feed(job_id)):
             pass
         return waiter.outcome()
 
@@ -213,17 +245,14 @@ class Client:
         `after_version` is beyond the job's version. A job that already ended at
         `after_version` yields nothing."""
         waiter = JobWaiter(
-            job_id, policy or self.policy, self._clock(), job_pb2.Job(), cursor=after_version
+            job_id,
+            policy or self.policy,
+            self._clock(),
+            job_pb2.Job(),
+            cursor=after_version,
+            rng=self._rng,
         )
-        yield from self._follow(waiter, self._job_feed(job_id))
-
-    def _job_feed(self, job_id: str) -> Feed[job_pb2.Job]:
-        return Feed(
-            "WatchJob",
-            lambda after: parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after),
-            lambda event: event.job if event.HasField("job") else None,
-            lambda: self._read_status(job_id),
-        )
+        yield from self._follow(waiter, job_feed(job_id))
 
     def _follow(self, waiter: Waiter[R], feed: Feed[R]) -> Iterator[R]:
         """The waiting loop (decisions in docparse.waiting): yields each new record."""
@@ -242,7 +271,10 @@ class Client:
                             yield record
                     delay = waiter.on_stream_end(progressed)
                 else:
-                    record = feed.read()
+                    response, _ = self.transport.call(
+                        feed.poll_method, feed.poll_request, self.timeout_s
+                    )
+                    record = feed.poll_record(response)
                     if waiter.observe(record):
                         yield record
                     delay = waiter.after_poll()
@@ -303,12 +335,7 @@ class Client:
     ) -> parser_service_pb2.Batch:
         """A small batch in one CreateBatch message (all files together under gRPC's message
         size limit); `upload_batch` streams batches of any size."""
-        request = parser_service_pb2.CreateBatchRequest(
-            files=[parser_service_pb2.BatchFile(file_name=n, content=c) for n, c in files],
-            request_id=request_id or uuid.uuid4().hex,
-            languages=list(languages),
-        )
-        response, _ = self._call("CreateBatch", request)
+        response, _ = self._call("CreateBatch", batch_request(files, request_id, languages))
         return response.batch  # type: ignore[no-any-return]
 
     def upload_batch(
@@ -335,28 +362,19 @@ class Client:
         response, _ = self._call("GetBatch", request)
         return response.batch  # type: ignore[no-any-return]
 
-    def _read_batch(self, batch_id: str) -> parser_service_pb2.Batch:
-        request = parser_service_pb2.GetBatchRequest(batch_id=batch_id)
-        response, _ = self.transport.call("GetBatch", request, self.timeout_s)
-        return response.batch  # type: ignore[no-any-return]
-
     def watch_batch(
         self, batch_id: str, *, policy: WaitPolicy | None = None
     ) -> Iterator[parser_service_pb2.Batch]:
         """Every new state of the batch until all its files ended, resuming broken streams,
         within the policy's limits (WaitTimeout after `timeout_s`)."""
         waiter = BatchWaiter(
-            batch_id, policy or self.policy, self._clock(), parser_service_pb2.Batch()
+            batch_id,
+            policy or self.policy,
+            self._clock(),
+            parser_service_pb2.Batch(),
+            rng=self._rng,
         )
-        feed = Feed(
-            "WatchBatch",
-            lambda after: parser_service_pb2.WatchBatchRequest(
-                batch_id=batch_id, after_version=after
-            ),
-            lambda event: event.batch if event.HasField("batch") else None,
-            lambda: self._read_batch(batch_id),
-        )
-        yield from self._follow(waiter, feed)
+        yield from self._follow(waiter, batch_feed(batch_id))
 
 
 @dataclass(frozen=True)
