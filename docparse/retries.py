@@ -21,6 +21,10 @@ sometimes (about 1 call in 10 here) reports a bare INTERNAL instead of the statu
 and the gateway sent. No docparse server sends INTERNAL without a reason, and the upload
 carries its request_id, so repeating it is safe and brings the real answer.
 
+A wait (docparse.waiting) reads with the same table, and resumes as well a watch stream that
+ends CANCELLED: a wait never cancels its own calls, so a server or proxy cut it (a gateway or
+replica stopping); a unary call that ends CANCELLED stays final.
+
 A call that is given up after retries fails with its last error, whose message then says what
 was tried (`SubmitJob tried 9 times over 29.6 s`). Each retry is logged on the
 `docparse.client` logger at INFO (the CLI shows them with `--verbose`).

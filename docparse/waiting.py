@@ -148,7 +148,10 @@ class Waiter(Generic[R]):
             self.polling = True  # poll instead (at our stream limit: poll, not knock again)
             return 0.0
         lagging = err.reason == "AFTER_VERSION_AHEAD" and self.cursor_seen  # a stale read
-        verdict = Verdict.BACKOFF if lagging else classify(err, idempotent=True)
+        # A stream a server or proxy cancelled (a gateway or replica stopping at the wrong
+        # moment): a wait never cancels its own calls, so this is a cut stream to resume.
+        cut = err.code == grpc.StatusCode.CANCELLED and "Locally cancelled" not in err.message
+        verdict = Verdict.BACKOFF if lagging or cut else classify(err, idempotent=True)
         self.failing_since = now if self.failing_since is None else self.failing_since
         spent = now - self.failing_since
         self.failures += 1

@@ -157,6 +157,23 @@ def test_broken_stream_resumes_after_the_last_version_and_never_resubmits() -> N
     assert resumed.after_version == 2
 
 
+def test_a_stream_the_server_side_cancelled_is_resumed() -> None:
+    """A watch ended with CANCELLED (a proxy or replica stopping cancels its calls) is a cut
+    stream: the wait resumes after the last version (a CANCELLED unary read stays final)."""
+    cancelled = DocparseError(grpc.StatusCode.CANCELLED, "", "Cancelled")
+    transport = ScriptedTransport(
+        SubmitJob=[submitted(job(1, job_pb2.STATE_QUEUED))],
+        WatchJob=[
+            [*events(job(2, job_pb2.STATE_RUNNING)), cancelled],
+            events(job(3, job_pb2.STATE_SUCCEEDED)),
+        ],
+    )
+    sdk, _ = client(transport)
+    assert sdk.parse(b"%PDF-1.7").version == 3
+    assert transport.methods() == ["SubmitJob", "WatchJob", "WatchJob"]
+    assert transport.calls[2][1].after_version == 2
+
+
 def test_timeout_carries_the_job_id_and_the_last_state() -> None:
     running = job(2, job_pb2.STATE_RUNNING)
     transport = ScriptedTransport(
