@@ -18,9 +18,9 @@ from typing import Any
 import grpc
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
-from docparse import observability
 from docparse.errors import DocparseError
-from docparse.serving import SERVED_BY_KEY, abort, served_by_metadata
+from docparse_server import observability
+from docparse_server.serving import SERVED_BY_KEY, abort, served_by_metadata
 from gateway.auth import GatewayAuth
 
 Context = grpc.aio.ServicerContext[Any, Any]

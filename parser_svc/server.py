@@ -14,16 +14,16 @@ import signal
 
 import grpc
 
-from docparse import loops, observability, serving
 from docparse.errors import DocparseError
-from docparse.serving import (
+from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
+from docparse_server import loops, observability, serving
+from docparse_server.serving import (
     ErrorInterceptor,
     ServedByInterceptor,
     add_health_and_reflection,
     set_serving,
 )
-from docparse.tenancy import DEFAULT_TENANT
-from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
+from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.blobs import BlobStore
 from parser_svc.callers import CallerInterceptor, current_tenant
 from parser_svc.events import EventHub

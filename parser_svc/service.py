@@ -12,10 +12,10 @@ from typing import Any
 
 import grpc
 
-from docparse import observability
 from docparse.errors import DocparseError, check_request_id
-from docparse.tenancy import DEFAULT_TENANT, Caller, StreamSlots
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc, reading_package_pb2
+from docparse_server import observability
+from docparse_server.tenancy import DEFAULT_TENANT, Caller, StreamSlots
 from parser_svc.batches import Batches
 from parser_svc.blobs import BlobStore
 from parser_svc.callers import current_caller, current_tenant

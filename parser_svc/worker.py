@@ -27,9 +27,9 @@ import grpc
 from bullmq import Worker
 from bullmq.custom_errors import UnrecoverableError
 
-from docparse import observability
 from docparse.errors import DocparseError
 from docparse.v1 import job_pb2
+from docparse_server import observability
 from parser_svc.blobs import BlobStore
 from parser_svc.cpus import usable_cpus
 from parser_svc.queue import JobQueue, bullmq_options

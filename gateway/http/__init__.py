@@ -36,8 +36,8 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from docparse.errors import DocparseError
-from docparse.serving import binding, served_by
-from docparse.tenancy import StreamSlots
+from docparse_server.serving import binding, served_by
+from docparse_server.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
 from gateway.http import api, assets, cors, listing, openapi, sse
 from gateway.http.errors import error_response

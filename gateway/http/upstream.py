@@ -14,9 +14,9 @@ import grpc
 from aiohttp import web
 
 from docparse.errors import DocparseError
-from docparse.serving import SERVED_BY_KEY, served_by
-from docparse.tenancy import Caller
 from docparse.v1 import parser_service_pb2_grpc
+from docparse_server.serving import SERVED_BY_KEY, served_by
+from docparse_server.tenancy import Caller
 from gateway.auth import GatewayAuth
 from gateway.proxy import no_replica
 
