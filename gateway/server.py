@@ -10,7 +10,7 @@ import grpc
 
 from docparse.errors import DocparseError
 from docparse.v1 import parser_service_pb2
-from docparse_server import loops, observability
+from docparse_server import loops, observability, tracing
 from docparse_server.serving import (
     EXCLUSIVE_PORT,
     ServedByInterceptor,
@@ -134,7 +134,11 @@ def main() -> None:
         "gateway", settings.log_format, settings.log_level, access_log=settings.access_log
     )
     check_auth(settings)
-    loops.run(serve(settings), settings.event_loop)
+    tracing.setup("gateway")  # on only when an OTLP endpoint is configured
+    try:
+        loops.run(serve(settings), settings.event_loop)
+    finally:
+        tracing.shutdown()
 
 
 if __name__ == "__main__":

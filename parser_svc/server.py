@@ -16,7 +16,7 @@ import grpc
 
 from docparse.errors import DocparseError
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
-from docparse_server import loops, observability, serving
+from docparse_server import loops, observability, serving, tracing
 from docparse_server.serving import (
     ErrorInterceptor,
     ServedByInterceptor,
@@ -154,7 +154,11 @@ def main() -> None:
         check_config(settings)
     except DocparseError as err:
         serving.exit_on_startup_error("parser_svc", err)
-    loops.run(serve(settings), settings.event_loop)
+    tracing.setup("parser_svc")  # on only when an OTLP endpoint is configured
+    try:
+        loops.run(serve(settings), settings.event_loop)
+    finally:
+        tracing.shutdown()  # the last spans are sent before the process ends
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """docparse_server.tracing: W3C trace context handling and spans, in process (InMemorySpanExporter).
 
-The full path (gateway -> parser_svc -> worker -> child over OTLP) is not wired yet; these check
-the module the hooks will use: off costs nothing (no SDK import), on continues the caller's trace.
+The full path (gateway -> parser_svc -> worker -> child over OTLP) is in
+tests/test_tracing_stack.py; these check the module its hooks use: off costs nothing (no SDK
+import), on continues the caller's trace.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from docparse.errors import DocparseError
 from docparse.v1 import parser_service_pb2_grpc
+from docparse_server import tracing
 from docparse_server.serving import SERVED_BY_KEY, served_by
 from docparse_server.tenancy import Caller
 from gateway.auth import GatewayAuth
@@ -71,7 +72,7 @@ class Upstream:
     def metadata(self, request: web.Request) -> Metadata:
         """What goes upstream with each call; DocparseError UNAUTHENTICATED (→ 401) without a
         valid key when the gateway requires one."""
-        return self.auth.upstream_metadata(self._incoming(request))
+        return tracing.with_current_carrier(self.auth.upstream_metadata(self._incoming(request)))
 
     async def unary(
         self,
