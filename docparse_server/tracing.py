@@ -185,6 +185,15 @@ def add_event(current: Any, name: str, attributes: Mapping[str, Any] | None = No
         current.add_event(name, attributes=dict(attributes or {}))
 
 
+def add_current_event(name: str, **attributes: Any) -> None:
+    """An event on the current span (nothing when off)."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+
+    trace.get_current_span().add_event(name, attributes=attributes)
+
+
 def set_attributes(current: Any, attributes: Mapping[str, Any]) -> None:
     """Attributes known only after the span began (a job id, a status); None when off."""
     if current is not None:

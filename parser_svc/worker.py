@@ -343,6 +343,8 @@ class ParseWorker:
             return err
 
         async def on_progress(done: int, total: int, stage: str) -> None:
+            # each report of the child is an event of its span (parse.child, below)
+            tracing.add_current_event("parse.progress", done=done, total=total, stage=stage)
             try:
                 await writer.report(done, total, stage)
             except LostOwnership as err:

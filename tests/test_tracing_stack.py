@@ -41,6 +41,7 @@ class Span:
     span_id: str
     parent_id: str
     attributes: dict[str, Any]
+    events: list[tuple[str, dict[str, Any]]]
 
 
 class Collector(http.server.ThreadingHTTPServer):
@@ -70,6 +71,10 @@ class Collector(http.server.ThreadingHTTPServer):
                         s.span_id.hex(),
                         s.parent_span_id.hex(),
                         attributes,
+                        [
+                            (e.name, {a.key: _value(a.value) for a in e.attributes})
+                            for e in s.events
+                        ],
                     )
                     with self.lock:
                         self.spans.append(span)
@@ -173,6 +178,8 @@ def test_one_http_submit_is_one_trace_across_gateway_replicas_worker_and_child(
         assert queued.parent_id == run.parent_id == call.span_id, "the worker continues the call"
         assert child.parent_id == run.span_id
         assert child.attributes["docparse.pages"] == 2
+        progress = [e for name, e in child.events if name == "parse.progress"]
+        assert [(e["done"], e["total"]) for e in progress][-1] == (2, 2), child.events
         for span in (http_span, call, queued, run, child):
             assert span.attributes["docparse.job_id"] == job_id
         api_only, worker = (_instance(child) for child in stack.parsers)
