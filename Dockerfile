@@ -34,13 +34,14 @@ WORKDIR /src
 # image, and nothing a server needs); its twin opencv-python-headless provides the same `cv2`
 # module without them, so it is built here at the same version and swapped in below.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > requirements.txt \
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['server']))" > requirements.txt \
  && pip wheel --wheel-dir /wheels -r requirements.txt \
  && opencv_version="$(find /wheels -name 'opencv_python-*.whl' | sed -E 's|.*/opencv_python-([^-]+)-.*|\1|')" \
  && test -n "$opencv_version" \
  && pip wheel --no-deps --wheel-dir /wheels "opencv-python-headless==${opencv_version}"
 
 COPY docparse ./docparse
+COPY docparse_server ./docparse_server
 COPY parser_svc ./parser_svc
 COPY gateway ./gateway
 
@@ -50,7 +51,7 @@ COPY gateway ./gateway
 # hadolint ignore=DL3013
 RUN pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv --without-pip /opt/venv \
- && pip --python /opt/venv/bin/python install --no-index --find-links /wheels docparse \
+ && pip --python /opt/venv/bin/python install --no-index --find-links /wheels "docparse[server]" \
  && pip --python /opt/venv/bin/python uninstall -y opencv-python \
  && pip --python /opt/venv/bin/python install --no-index --find-links /wheels --no-deps opencv-python-headless \
  && /opt/venv/bin/python -c "import cv2, onnxruntime, rapidocr_onnxruntime, tesserocr, pymupdf, parser_svc.server, gateway.server" \

@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/docparse/v1/*.proto)
 
-.PHONY: redis-tls old-kubectls setup antiword tesseract browser-deps run test test-fast soak proto proto-check lint format typecheck bench ci clean k8s-validate
+.PHONY: client-check deps-check redis-tls old-kubectls setup antiword tesseract browser-deps run test test-fast soak proto proto-check lint format typecheck bench ci clean k8s-validate
 
 setup: $(STAMP)
 
@@ -60,6 +60,11 @@ redis-server:
 # --python-version; those interpreters need not be installed).
 deps-check: setup
 	PYTHON=$(BIN)/python scripts/check_python_versions.sh 3.11 3.12 3.13
+
+# `pip install .` with no extras in a fresh virtualenv: at most 8 distributions, no server
+# dependency, and the SDK's offline tests pass there.
+client-check:
+	PY=$(PY) scripts/check_client_install.sh
 
 # buf (lint + `buf curl` in tests) comes from the npm registry; skipped where npm is absent.
 $(BUF):

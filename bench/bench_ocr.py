@@ -46,7 +46,7 @@ import grpc  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from docparse.stack import LocalStack  # noqa: E402
+from docparse.local.stack import LocalStack  # noqa: E402
 from docparse.v1 import job_pb2, parser_service_pb2  # noqa: E402
 from parser_svc.parse_child import parse  # noqa: E402
 from parser_svc.parsers import ParseOptions, ocr  # noqa: E402

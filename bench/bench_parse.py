@@ -52,7 +52,7 @@ import pymupdf  # noqa: E402
 import redis  # noqa: E402
 
 from docparse.client import Client  # noqa: E402
-from docparse.stack import LocalStack  # noqa: E402
+from docparse.local.stack import LocalStack  # noqa: E402
 from docparse.v1 import job_pb2, parser_service_pb2  # noqa: E402
 from parser_svc.parse_child import parse  # noqa: E402
 from parser_svc.parsers import ParseOptions  # noqa: E402

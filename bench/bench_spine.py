@@ -50,10 +50,10 @@ from typing import Any
 import grpc
 import redis.asyncio as aioredis
 
-from docparse import loops
-from docparse.embedded_redis import free_port
-from docparse.stack import LocalStack
+from docparse.local.embedded_redis import free_port
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from docparse_server import loops
 from gateway.settings import GatewaySettings
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, WriteResult, connect

@@ -136,8 +136,8 @@ def _pick_ports(explicit: int | None, default: int, count: int, flag: str) -> tu
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from docparse.demo import run_demo
-    from docparse.stack import LocalStack, new_run_dir
+    from docparse.local.demo import run_demo
+    from docparse.local.stack import LocalStack, new_run_dir
 
     port, port_note = _pick_ports(args.port, DEFAULT_PORT, args.gateways, "--port")
     http_port, http_note = _pick_ports(args.http_port, DEFAULT_HTTP_PORT, 1, "--http-port")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from docparse.tenancy import RESERVED_PREFIX, ApiKeys, Caller, identity_metadata
+from docparse_server.tenancy import RESERVED_PREFIX, ApiKeys, Caller, identity_metadata
 from gateway.settings import GatewaySettings
 
 # Never forwarded upstream: credentials stay at the edge, identity is the gateway's to set.

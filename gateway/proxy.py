@@ -18,9 +18,9 @@ from typing import Any
 import grpc
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
-from docparse import observability
 from docparse.errors import DocparseError
-from docparse.serving import SERVED_BY_KEY, abort, served_by_metadata
+from docparse_server import observability, tracing
+from docparse_server.serving import SERVED_BY_KEY, abort, served_by_metadata
 from gateway.auth import GatewayAuth
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -154,7 +154,8 @@ class ForwardingHandler(grpc.GenericRpcHandler):
     async def _metadata(self, context: Context) -> list[tuple[str, str | bytes]]:
         """Upstream metadata with the caller's identity; aborts UNAUTHENTICATED without one."""
         try:
-            return self._auth.upstream_metadata(_client_metadata(context))
+            metadata = self._auth.upstream_metadata(_client_metadata(context))
+            return tracing.with_current_carrier(metadata)
         except DocparseError as err:
             await abort(context, err)
             raise AssertionError("unreachable") from err
@@ -170,6 +171,13 @@ class ForwardingHandler(grpc.GenericRpcHandler):
         callable_: Any = factory(method)
 
         async def handle(request: Any, context: Context) -> bytes:
+            if not tracing.enabled():
+                return await forward(request, context)
+            parent = tracing.carrier_from(context.invocation_metadata() or ())
+            with tracing.span(method, parent=parent, kind="server"):
+                return await forward(request, context)
+
+        async def forward(request: Any, context: Context) -> bytes:
             call = callable_(
                 request,
                 timeout=self._timeout(context, unary=True),

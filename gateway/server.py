@@ -8,9 +8,10 @@ import signal
 
 import grpc
 
-from docparse import loops, observability
 from docparse.errors import DocparseError
-from docparse.serving import (
+from docparse.v1 import parser_service_pb2
+from docparse_server import loops, observability, tracing
+from docparse_server.serving import (
     EXCLUSIVE_PORT,
     ServedByInterceptor,
     add_health_and_reflection,
@@ -19,7 +20,6 @@ from docparse.serving import (
     exit_on_startup_error,
     set_serving,
 )
-from docparse.v1 import parser_service_pb2
 from gateway.auth import GatewayAuth
 from gateway.http import HttpServer
 from gateway.proxy import ForwardingHandler, upstream_channel, upstream_target
@@ -134,7 +134,11 @@ def main() -> None:
         "gateway", settings.log_format, settings.log_level, access_log=settings.access_log
     )
     check_auth(settings)
-    loops.run(serve(settings), settings.event_loop)
+    tracing.setup("gateway")  # on only when an OTLP endpoint is configured
+    try:
+        loops.run(serve(settings), settings.event_loop)
+    finally:
+        tracing.shutdown()
 
 
 if __name__ == "__main__":

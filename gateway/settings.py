@@ -68,7 +68,7 @@ class GatewaySettings(BaseSettings):
     tls_key_file: Path | None = None
 
     # The event loop: "uvloop" (libuv: 5-15% less CPU per call in bench/bench_spine.py; the
-    # standard loop where uvloop is not installed) or "asyncio" (docparse/loops.py).
+    # standard loop where uvloop is not installed) or "asyncio" (docparse_server/loops.py).
     event_loop: Literal["asyncio", "uvloop"] = "uvloop"
 
     # Logs on stderr: "json" (one object per line, see parser_svc's DOCPARSE_LOG_FORMAT) or "text".

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from docparse.errors import DocparseError
-from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.events import CLOSING, Event, EventHub, shutting_down
 from parser_svc.keys import Keys, batch_file_id
 from parser_svc.records import is_terminal, record_to_job

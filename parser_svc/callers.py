@@ -15,8 +15,8 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from docparse.errors import DocparseError
-from docparse.serving import Handler, WrappingInterceptor, abort, rebuild_handler
-from docparse.tenancy import (
+from docparse_server.serving import Handler, WrappingInterceptor, abort, rebuild_handler
+from docparse_server.tenancy import (
     INTERNAL_TOKEN_KEY,
     LIMITS_KEY,
     TENANT_KEY,

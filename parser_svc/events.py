@@ -25,8 +25,8 @@ import grpc
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from docparse import observability
 from docparse.errors import DocparseError, store_failure, store_unavailable
+from docparse_server import observability
 from parser_svc.redis_conn import RedisTarget
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ from typing import Any
 import grpc
 
 from docparse.errors import DocparseError
-from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.batches import batch_not_found
 from parser_svc.records import decode_hash, record_to_job
 from parser_svc.settings import Settings

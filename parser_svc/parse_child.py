@@ -24,8 +24,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from docparse import __version__
 from docparse.v1 import reading_package_pb2 as rp
+from parser_svc import PARSER_VERSION
 from parser_svc.parsers import (
     ParseFailure,
     ParseOptions,
@@ -142,7 +142,7 @@ def run(
     if marker and marker.encode() in data:
         _corrupt_globals()  # fault injection for isolation tests
     package = parse(content_type, data, _progress, options)
-    package.parser_version = f"docparse {__version__}"
+    package.parser_version = f"docparse {PARSER_VERSION}"
     output_path.write_bytes(package.SerializeToString(deterministic=True))
     _emit(event="done", pages=units(package), chars=count_chars(package))
 

@@ -46,8 +46,8 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from docparse import serving
 from docparse.errors import DocparseError
+from docparse_server import serving
 from parser_svc.settings import Settings
 
 log = logging.getLogger(__name__)

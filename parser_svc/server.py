@@ -14,16 +14,16 @@ import signal
 
 import grpc
 
-from docparse import loops, observability, serving
 from docparse.errors import DocparseError
-from docparse.serving import (
+from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
+from docparse_server import loops, observability, serving, tracing
+from docparse_server.serving import (
     ErrorInterceptor,
     ServedByInterceptor,
     add_health_and_reflection,
     set_serving,
 )
-from docparse.tenancy import DEFAULT_TENANT
-from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
+from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.blobs import BlobStore
 from parser_svc.callers import CallerInterceptor, current_tenant
 from parser_svc.events import EventHub
@@ -154,7 +154,11 @@ def main() -> None:
         check_config(settings)
     except DocparseError as err:
         serving.exit_on_startup_error("parser_svc", err)
-    loops.run(serve(settings), settings.event_loop)
+    tracing.setup("parser_svc")  # on only when an OTLP endpoint is configured
+    try:
+        loops.run(serve(settings), settings.event_loop)
+    finally:
+        tracing.shutdown()  # the last spans are sent before the process ends
 
 
 if __name__ == "__main__":

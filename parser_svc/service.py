@@ -12,10 +12,10 @@ from typing import Any
 
 import grpc
 
-from docparse import observability
 from docparse.errors import DocparseError, check_request_id
-from docparse.tenancy import DEFAULT_TENANT, Caller, StreamSlots
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc, reading_package_pb2
+from docparse_server import observability, tracing
+from docparse_server.tenancy import DEFAULT_TENANT, Caller, StreamSlots
 from parser_svc.batches import Batches
 from parser_svc.blobs import BlobStore
 from parser_svc.callers import current_caller, current_tenant
@@ -75,7 +75,13 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self, request: parser_service_pb2.SubmitJobRequest, context: Context
     ) -> parser_service_pb2.SubmitJobResponse:
         check_request_id(request.request_id)
-        job = await self.submitter.submit(request)
+        with tracing.span(
+            "docparse.v1.ParserService/SubmitJob",
+            parent=tracing.carrier_from(context.invocation_metadata() or ()),
+            kind="server",
+        ) as current:
+            job = await self.submitter.submit(request)  # the record keeps this span's context
+            tracing.set_attributes(current, {"docparse.job_id": job.job_id})
         if request.wait_timeout_ms and not is_terminal(job):
             job = await self._wait_in_slot(job, request.wait_timeout_ms / 1000, context)
         return parser_service_pb2.SubmitJobResponse(job=job)

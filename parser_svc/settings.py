@@ -138,7 +138,7 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = 20.0
 
     # The event loop: "uvloop" (libuv: 5-15% less CPU per call in bench/bench_spine.py; the
-    # standard loop where uvloop is not installed) or "asyncio" (docparse/loops.py).
+    # standard loop where uvloop is not installed) or "asyncio" (docparse_server/loops.py).
     event_loop: Literal["asyncio", "uvloop"] = "uvloop"
 
     # Logs on stderr: "json" (one object per line: ts, level, logger, msg, service, replica, pid

@@ -30,10 +30,10 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from docparse import observability
 from docparse.errors import DocparseError, not_found, store_unavailable
-from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import job_pb2
+from docparse_server import observability
+from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.callers import current_tenant
 from parser_svc.keys import Keys, batch_id_of
 from parser_svc.lifetimes import Lifetimes

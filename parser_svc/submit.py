@@ -18,11 +18,11 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from docparse import __version__ as PARSER_VERSION
-from docparse import observability
 from docparse.errors import DocparseError
-from docparse.tenancy import DEFAULT_TENANT
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server import observability, tracing
+from docparse_server.tenancy import DEFAULT_TENANT
+from parser_svc import PARSER_VERSION
 from parser_svc.blobs import BlobStore
 from parser_svc.callers import current_caller
 from parser_svc.detect import sniff
@@ -200,6 +200,7 @@ class Submitter:
         }
         if hints:
             fields["languages"] = hints
+        fields.update(tracing.current_carrier())  # a worker continues this trace (worker.py)
         async with self._gates.hold(dedupe_key or request_key or sha256):
             job_id = uuid.uuid4().hex
             if callback:

@@ -27,11 +27,12 @@ import grpc
 from bullmq import Worker
 from bullmq.custom_errors import UnrecoverableError
 
-from docparse import observability
 from docparse.errors import DocparseError
 from docparse.v1 import job_pb2
+from docparse_server import observability, tracing
 from parser_svc.blobs import BlobStore
 from parser_svc.cpus import usable_cpus
+from parser_svc.job_tracing import job_span, trace_parent
 from parser_svc.queue import JobQueue, bullmq_options
 from parser_svc.sandbox import Limits, Outcome, run_parse
 from parser_svc.settings import Settings
@@ -277,7 +278,8 @@ class ParseWorker:
         writer = ProgressWriter(self.store, job_id, fence, PROGRESS_WRITE_INTERVAL_S)
         writer.start()
         try:
-            return await self._run_claimed(job_id, fence, record, last_try, writer)
+            with job_span(job_id, record, await trace_parent(self.store, job_id)):
+                return await self._run_claimed(job_id, fence, record, last_try, writer)
         finally:
             await writer.close()
 
@@ -341,6 +343,8 @@ class ParseWorker:
             return err
 
         async def on_progress(done: int, total: int, stage: str) -> None:
+            # each report of the child is an event of its span (parse.child, below)
+            tracing.add_current_event("parse.progress", done=done, total=total, stage=stage)
             try:
                 await writer.report(done, total, stage)
             except LostOwnership as err:
@@ -355,10 +359,17 @@ class ParseWorker:
                 return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
             options = await asyncio.to_thread(self._parse_options, job_id, assets_dir, languages)
             started = time.monotonic()
-            outcome = await run_parse(
-                content_type, input_path, output_path, limits, on_progress, options,
-                self._fork_server,
-            )  # fmt: skip
+            # The child itself exports nothing: its span is its run as this supervisor saw it.
+            with tracing.span("parse.child", attributes={"docparse.job_id": job_id}) as current:
+                outcome = await run_parse(
+                    content_type, input_path, output_path, limits, on_progress, options,
+                    self._fork_server,
+                )  # fmt: skip
+                tracing.set_attributes(
+                    current,
+                    {"docparse.content_type": content_type, "docparse.pages": outcome.pages,
+                     "docparse.reason": outcome.reason},
+                )  # fmt: skip
             observability.parse_observed(content_type, time.monotonic() - started)
             try:
                 writer.check()  # a write the timer made while the last page ran was refused

@@ -29,10 +29,26 @@ from packaging.requirements import Requirement
 
 work, versions = Path(sys.argv[1]), sys.argv[2:]
 project = tomllib.loads(Path("pyproject.toml").read_text())["project"]
+extras = project.get("optional-dependencies", {})
+
+
+def expand(requirements: list[str]) -> list[str]:
+    """The requirements with each self-reference (`docparse[server]`) replaced by its extra's."""
+    out = []
+    for line in requirements:
+        requirement = Requirement(line)
+        if requirement.name == project["name"]:
+            for extra in requirement.extras:
+                out += expand(extras[extra])
+        else:
+            out.append(line)
+    return out
+
+
 groups = {"docparse": project["dependencies"]}
-for extra, requirements in project.get("optional-dependencies", {}).items():
+for extra, requirements in extras.items():
     if extra != "dev":  # the developers' tools (linters, browsers, kubectl) are not shipped
-        groups[f"docparse[{extra}]"] = project["dependencies"] + requirements
+        groups[f"docparse[{extra}]"] = project["dependencies"] + expand(requirements)
 
 
 

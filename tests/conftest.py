@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from docparse.embedded_redis import EmbeddedRedis
-from docparse.stack import LocalStack
+from docparse.local.embedded_redis import EmbeddedRedis
+from docparse.local.stack import LocalStack
 from tests.faultproxy import FaultProxy
 
 # Short timers so resync / heartbeat paths run within a test's lifetime.

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from docparse.stack import LocalStack
-from docparse.tenancy import key_digest
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
+from docparse_server.tenancy import key_digest
 from tests import fixtures
 from tests.conftest import auth_env, make_stack
 from tests.helpers import stub

@@ -18,10 +18,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from docparse.embedded_redis import free_port
-from docparse.stack import LocalStack, wait_serving
-from docparse.tenancy import key_digest
+from docparse.local.embedded_redis import free_port
+from docparse.local.stack import LocalStack, wait_serving
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from docparse_server.tenancy import key_digest
 from tests.conftest import auth_env, make_stack
 from tests.helpers import make_pdf, rpc_error, stub
 

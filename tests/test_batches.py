@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from tests import fixtures
 from tests.conftest import make_stack

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from tests.conftest import make_stack
 
 ROOT = Path(__file__).resolve().parents[1]

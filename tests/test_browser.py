@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from tests import fixtures
 from tests.conftest import make_stack
 from tests.helpers import make_pdf

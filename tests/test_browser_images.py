@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import parser_service_pb2, reading_package_pb2
 from tests import fixtures
 from tests.conftest import make_stack

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from google.rpc import error_details_pb2
 
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from tests.conftest import make_stack
 from tests.helpers import make_pdf, stub, submit, wait_terminal

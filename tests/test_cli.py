@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from docparse.embedded_redis import free_port
+from docparse.local.embedded_redis import free_port
 from tests import fixtures
 from tests.helpers import Up, eventually, make_pdf
 

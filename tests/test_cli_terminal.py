@@ -20,7 +20,7 @@ import pyte
 import pytest
 
 from docparse.client import Client
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from tests.conftest import make_stack
 from tests.helpers import make_pdf
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from docparse.embedded_redis import free_port
-from docparse.stack import LocalStack
-from docparse.tenancy import key_digest
+from docparse.local.embedded_redis import free_port
+from docparse.local.stack import LocalStack
+from docparse_server.tenancy import key_digest
 from tests.conftest import auth_env, make_stack
 from tests.helpers import make_pdf
 

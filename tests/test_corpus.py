@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from docparse.client import Client
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.parsers.doc import antiword_path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from tests.helpers import make_pdf, served_by, stub, submit, wait_terminal
 

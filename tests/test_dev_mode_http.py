@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from docparse.ports import free_port
-from docparse.tenancy import key_digest
+from docparse_server.tenancy import key_digest
 from tests.helpers import Up, make_pdf
 
 ROOT = Path(__file__).resolve().parent.parent

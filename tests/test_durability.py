@@ -18,7 +18,7 @@ import redis
 
 from docparse.client import Client
 from docparse.errors import DocparseError
-from docparse.stack import Child, LocalStack
+from docparse.local.stack import Child, LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from tests.conftest import make_stack
 from tests.helpers import eventually, make_pdf, rpc_error, stub, submit

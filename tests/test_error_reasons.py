@@ -18,7 +18,7 @@ import grpc
 from docparse.v1 import error_reason_pb2
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("docparse", "parser_svc", "gateway")
+PRODUCT = ("docparse", "docparse_server", "parser_svc", "gateway")
 UPPER_SNAKE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 REASONS = {value.name for value in error_reason_pb2.ErrorReason.DESCRIPTOR.values if value.number}
 # UPPER_SNAKE strings that are not reasons: environment variables, gRPC code names, the

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from docparse.embedded_redis import free_port
-from docparse.tenancy import key_digest
+from docparse.local.embedded_redis import free_port
+from docparse_server.tenancy import key_digest
 
 KEYS = json.dumps({"keys": [{"sha256": key_digest("k"), "tenant": "t"}]})
 

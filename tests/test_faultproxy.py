@@ -22,7 +22,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from docparse.embedded_redis import EmbeddedRedis
+from docparse.local.embedded_redis import EmbeddedRedis
 from tests.faultproxy import (
     Command,
     FaultProxy,

@@ -10,7 +10,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from tests.conftest import make_stack
 from tests.helpers import make_pdf, rpc_error, served_by, stub

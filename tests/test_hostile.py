@@ -11,9 +11,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from docparse.stack import LocalStack
-from docparse.tenancy import key_digest
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.tenancy import key_digest
 from tests.conftest import auth_env, make_stack
 from tests.fixtures import content_types_bomb_xlsx, pdf_with_table_and_image, wordperfect
 from tests.helpers import eventually, make_pdf, rpc_error, stub

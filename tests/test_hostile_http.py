@@ -27,10 +27,10 @@ from grpc_status import rpc_status
 
 from docparse.client import Client
 from docparse.errors import DocparseError, JobFailed
-from docparse.stack import LocalStack
-from docparse.tenancy import key_digest
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from docparse.waiting import WaitPolicy
+from docparse_server.tenancy import key_digest
 from tests import fixtures
 from tests.conftest import auth_env, make_stack
 from tests.helpers import eventually, make_pdf, rpc_error, stub

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from docparse.stack import LocalStack
-from docparse.tenancy import key_digest
+from docparse.local.stack import LocalStack
+from docparse_server.tenancy import key_digest
 from tests import fixtures
 from tests.conftest import auth_env, make_stack
 from tests.helpers import eventually, make_pdf

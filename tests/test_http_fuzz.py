@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from docparse.stack import LocalStack
-from docparse.tenancy import key_digest
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.tenancy import key_digest
 from tests.helpers import make_pdf, stub
 from tests.test_hostile import finished
 from tests.test_hostile_http import keyed_stack

@@ -35,7 +35,7 @@ import redis.asyncio as aioredis
 import yaml  # type: ignore[import-untyped]
 from bullmq import Worker
 
-from docparse.embedded_redis import EmbeddedRedis
+from docparse.local.embedded_redis import EmbeddedRedis
 from gateway.settings import GatewaySettings
 from parser_svc.keys import Keys
 from parser_svc.queue import JobQueue, bullmq_options

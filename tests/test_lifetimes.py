@@ -9,7 +9,7 @@ import uuid
 import pytest
 import redis.asyncio as aioredis
 
-from docparse.embedded_redis import EmbeddedRedis
+from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2
 from parser_svc.batches import Batches
 from parser_svc.keys import batch_file_id

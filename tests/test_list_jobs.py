@@ -11,8 +11,8 @@ import uuid
 import grpc
 import pytest
 
-from docparse.embedded_redis import EmbeddedRedis
 from docparse.errors import DocparseError
+from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.keys import batch_file_id
 from parser_svc.lifetimes import Lifetimes

@@ -15,9 +15,9 @@ from typing import Any
 import grpc
 import pytest
 
-from docparse.stack import LocalStack
-from docparse.tenancy import key_digest
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.tenancy import key_digest
 from tests.conftest import auth_env, make_stack
 from tests.helpers import make_pdf, rpc_error, stub
 from tests.test_http import request

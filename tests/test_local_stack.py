@@ -22,8 +22,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from docparse.local.stack import wait_serving
 from docparse.ports import free_port, listening_sockets
-from docparse.stack import wait_serving
 from docparse.v1 import parser_service_pb2
 from tests.helpers import Up, stub
 

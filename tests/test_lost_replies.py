@@ -19,9 +19,9 @@ import grpc
 import pytest
 import redis
 
-from docparse.embedded_redis import EmbeddedRedis
 from docparse.errors import DocparseError
-from docparse.stack import LocalStack
+from docparse.local.embedded_redis import EmbeddedRedis
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.store import CREATE_BATCH, CREATE_JOB, UPDATE_JOB
 from tests.conftest import make_stack

@@ -30,8 +30,8 @@ import grpc
 import pytest
 import redis
 
-from docparse.embedded_redis import EmbeddedRedis
-from docparse.stack import LocalStack
+from docparse.local.embedded_redis import EmbeddedRedis
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from parser_svc.sweeper import _LEASE
 from tests.conftest import make_stack

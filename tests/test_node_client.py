@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from tests.conftest import make_stack
 from tests.helpers import make_pdf, stub

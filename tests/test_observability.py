@@ -18,9 +18,9 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from docparse.observability import JsonFormatter
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.observability import JsonFormatter
 from tests.conftest import make_stack
 from tests.helpers import eventually, make_pdf, served_by, stub, wait_terminal
 

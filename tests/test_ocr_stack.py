@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from docparse.client import Client
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from parser_svc.parsers.ocr import installed_languages
 from tests.conftest import make_stack

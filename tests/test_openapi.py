@@ -29,9 +29,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from docparse.stack import LocalStack
-from docparse.tenancy import key_digest
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
+from docparse_server.tenancy import key_digest
 from gateway.auth import GatewayAuth
 from gateway.http import build_app
 from gateway.http.openapi import build_document, document_text

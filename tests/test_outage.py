@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from docparse.errors import DocparseError
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from tests.conftest import make_stack
 from tests.helpers import eventually, make_pdf, rpc_error, stub, submit, wait_terminal

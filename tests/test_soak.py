@@ -21,7 +21,7 @@ import grpc
 import pytest
 import redis
 
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
 from tests.conftest import make_stack
 from tests.helpers import eventually, make_pdf

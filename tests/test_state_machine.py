@@ -19,8 +19,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from docparse.embedded_redis import EmbeddedRedis
 from docparse.errors import DocparseError
+from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect, now_ms

@@ -11,8 +11,8 @@ import grpc
 import pytest
 import redis.asyncio as aioredis
 
-from docparse.embedded_redis import EmbeddedRedis
 from docparse.errors import DocparseError
+from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect

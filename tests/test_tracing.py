@@ -1,7 +1,8 @@
-"""docparse.tracing: W3C trace context handling and spans, in process (InMemorySpanExporter).
+"""docparse_server.tracing: W3C trace context handling and spans, in process (InMemorySpanExporter).
 
-The full path (gateway -> parser_svc -> worker -> child over OTLP) is not wired yet; these check
-the module the hooks will use: off costs nothing (no SDK import), on continues the caller's trace.
+The full path (gateway -> parser_svc -> worker -> child over OTLP) is in
+tests/test_tracing_stack.py; these check the module its hooks use: off costs nothing (no SDK
+import), on continues the caller's trace.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from docparse import tracing
+from docparse_server import tracing
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"

@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from docparse.client import Client
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
 from parser_svc.cpus import cgroup_quota, usable_cpus
 from parser_svc.worker import PROGRESS_WRITE_INTERVAL_S

@@ -10,8 +10,8 @@ import uuid
 import grpc
 import redis.asyncio as aioredis
 
-from docparse.embedded_redis import EmbeddedRedis
-from docparse.stack import LocalStack
+from docparse.local.embedded_redis import EmbeddedRedis
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from parser_svc.events import EventHub
 from parser_svc.records import is_terminal

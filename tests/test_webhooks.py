@@ -30,7 +30,7 @@ from standardwebhooks.webhooks import Webhook
 
 from docparse.client import Client
 from docparse.errors import DocparseError
-from docparse.stack import LocalStack
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.v1.parser_service_pb2 import Callback
 from parser_svc.settings import Settings

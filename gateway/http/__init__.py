@@ -36,13 +36,14 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from docparse.errors import DocparseError
-from docparse.serving import binding, served_by
-from docparse.tenancy import StreamSlots
+from docparse_server.serving import binding, served_by
+from docparse_server.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
 from gateway.http import api, assets, cors, listing, openapi, sse
 from gateway.http.errors import error_response
 from gateway.http.keys import CLOSING, RENDERER, SERVING, SETTINGS, STREAMS, UPSTREAM
 from gateway.http.rendering import Renderer
+from gateway.http.traced import trace_requests
 from gateway.http.upstream import HttpError, Upstream
 from gateway.settings import GatewaySettings
 
@@ -215,7 +216,7 @@ def build_app(
     channel: grpc.aio.Channel, settings: GatewaySettings, auth: GatewayAuth
 ) -> web.Application:
     app = web.Application(
-        middlewares=[access_lines, json_errors, cors.preflight, same_origin_writes],
+        middlewares=[trace_requests, access_lines, json_errors, cors.preflight, same_origin_writes],
         client_max_size=settings.max_message_bytes,
     )
     app[SETTINGS] = settings

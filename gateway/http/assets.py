@@ -22,8 +22,8 @@ import grpc
 from aiohttp import web
 
 from docparse.errors import DocparseError
-from docparse.serving import served_by
 from docparse.v1 import parser_service_pb2
+from docparse_server.serving import served_by
 from gateway.http.api import text
 from gateway.http.errors import echo, error_body
 from gateway.http.keys import UPSTREAM

@@ -6,7 +6,7 @@ import asyncio
 
 from aiohttp import web
 
-from docparse.tenancy import StreamSlots
+from docparse_server.tenancy import StreamSlots
 from gateway.http.rendering import Renderer
 from gateway.http.upstream import Upstream
 from gateway.settings import GatewaySettings

@@ -14,9 +14,10 @@ import grpc
 from aiohttp import web
 
 from docparse.errors import DocparseError
-from docparse.serving import SERVED_BY_KEY, served_by
-from docparse.tenancy import Caller
 from docparse.v1 import parser_service_pb2_grpc
+from docparse_server import tracing
+from docparse_server.serving import SERVED_BY_KEY, served_by
+from docparse_server.tenancy import Caller
 from gateway.auth import GatewayAuth
 from gateway.proxy import no_replica
 
@@ -71,7 +72,7 @@ class Upstream:
     def metadata(self, request: web.Request) -> Metadata:
         """What goes upstream with each call; DocparseError UNAUTHENTICATED (→ 401) without a
         valid key when the gateway requires one."""
-        return self.auth.upstream_metadata(self._incoming(request))
+        return tracing.with_current_carrier(self.auth.upstream_metadata(self._incoming(request)))
 
     async def unary(
         self,

@@ -36,7 +36,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_se
 from prometheus_client.registry import Collector
 
 from docparse.errors import DocparseError
-from docparse.serving import (
+from docparse_server.serving import (
     SERVED_BY_KEY,
     Handler,
     WrappingInterceptor,

@@ -26,9 +26,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from docparse.embedded_redis import EmbeddedRedis
 from docparse.errors import DocparseError
-from docparse.locks import DirLock
+from docparse.local.embedded_redis import EmbeddedRedis
+from docparse.local.locks import DirLock
 from docparse.ports import free_ports
 
 STACK_LOCK = ".stack.lock"

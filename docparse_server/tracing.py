@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -106,7 +107,10 @@ def setup(service: str, *, env: Mapping[str, str] | None = None, exporter: Any =
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    # service.instance.id is what x-served-by names: the host (a pod) and the process
+    instance = f"{socket.gethostname()}/{os.getpid()}"
+    resource = Resource.create({"service.name": service, "service.instance.id": instance})
+    provider = TracerProvider(resource=resource)
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     else:
@@ -179,3 +183,29 @@ def current_carrier() -> dict[str, str]:
 def add_event(current: Any, name: str, attributes: Mapping[str, Any] | None = None) -> None:
     if current is not None:
         current.add_event(name, attributes=dict(attributes or {}))
+
+
+def add_current_event(name: str, **attributes: Any) -> None:
+    """An event on the current span (nothing when off)."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+
+    trace.get_current_span().add_event(name, attributes=attributes)
+
+
+def set_attributes(current: Any, attributes: Mapping[str, Any]) -> None:
+    """Attributes known only after the span began (a job id, a status); None when off."""
+    if current is not None:
+        current.set_attributes(dict(attributes))
+
+
+def with_current_carrier(
+    metadata: list[tuple[str, str | bytes]],
+) -> list[tuple[str, str | bytes]]:
+    """Outgoing gRPC metadata: the caller's trace keys replaced by the current span's (this
+    process's span becomes the parent upstream), unchanged when tracing is off."""
+    if _tracer is None:
+        return metadata
+    kept = [(k, v) for k, v in metadata if k not in TRACE_KEYS]
+    return kept + list(current_carrier().items())

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from docparse.locks import DirLock
+from docparse.local.locks import DirLock
 from docparse.ports import free_port, port_in_use, port_is_free
 
 __all__ = ["EmbeddedRedis", "free_port", "port_is_free", "redis_server_binary"]
