@@ -64,7 +64,7 @@ def test_endpoint_from_env() -> None:
 def test_off_by_default_imports_no_sdk() -> None:
     code = (
         "import sys\n"
-        "from docparse import tracing\n"
+        "from docparse_server import tracing\n"
         "assert not tracing.setup('t', env={})\n"
         f"with tracing.span('x', parent={{'traceparent': {CALLER!r}}}) as s:\n"
         "    assert s is None and tracing.current_carrier() == {}\n"
