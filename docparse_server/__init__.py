@@ -1,5 +1,6 @@
 """What both servers (parser_svc and gateway) share and no client needs: structured logging,
-metrics and the call interceptor (observability), the error interceptor and server plumbing
-(serving), tenants and API keys (tenancy), OpenTelemetry tracing (tracing) and the event loop
-(loops). Installed with `pip install docparse[server]`; the client package `docparse` never
-imports it (an import-linter contract in pyproject.toml)."""
+the RPC metrics and the call interceptor (observability, access_fields; each service's own
+metrics live in its package), the error interceptor and server plumbing (serving), tenants and
+API keys (tenancy), OpenTelemetry tracing (tracing) and the event loop (loops). Installed with
+`pip install docparse[server]`; the client package `docparse` never imports it (an
+import-linter contract in pyproject.toml)."""

@@ -1,4 +1,4 @@
-"""What both servers tell their operators: JSON logs, Prometheus metrics, an access log per RPC.
+"""What both servers tell their operators: JSON logs, RPC metrics, an access log per RPC.
 
 - `setup_logging(service, fmt)`: one JSON object per line (`ts`, `level`, `logger`, `msg`,
   `service`, `replica`, `pid`, plus every `extra=` field such as `job_id`, `tenant`, `method`,
@@ -6,36 +6,46 @@
 - `RpcObserver`: a grpc.aio server interceptor counting every call by method and final code
   (aborted calls included), timing it, and writing one access line with the job or batch id of
   the request, the ErrorInfo reason of a failure and, on the gateway, the replica that answered.
-- `start_metrics_server(listen)`: Prometheus text format on `http://<listen>/metrics`, served
-  from a thread, so a busy event loop still gets scraped.
-- Job events (`job_created`, `job_claimed`, `job_finished`, ...): one call per event does both the
-  log line and the metric, so they can never disagree.
+  What it reads from a call for that line is in `access_fields`.
+- `start_metrics_server(listen, collectors)`: Prometheus text format on
+  `http://<listen>/metrics`, served from a thread, so a busy event loop still gets scraped.
 
-Label values are always from small sets (methods, codes, states, reasons, tenants, content
-types): never job ids, which belong in logs.
+Only the RPC metrics live here (registered at import). Each service keeps its own metrics,
+unregistered until its server hands them to `start_metrics_server`: parser_svc's jobs, queue,
+parses and job events in `parser_svc.observability`, the gateway's upstream errors in
+`gateway.observability`. So importing this module exports neither service's metrics.
+
+Label values are always from small sets (methods, codes, reasons): never job ids, which belong
+in logs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import grpc
-from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
-from google.protobuf.message import DecodeError, Message
-from google.protobuf.message_factory import GetMessageClass
-from google.rpc import error_details_pb2, status_pb2
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.registry import Collector
 
 from docparse.errors import DocparseError
+from docparse_server.access_fields import (
+    error_reason,
+    final_code,
+    peer,
+    raw_parsers,
+    request_ids,
+    response_ids,
+    trailing_metadata,
+)
 from docparse_server.serving import (
     SERVED_BY_KEY,
     Handler,
@@ -47,7 +57,6 @@ from docparse_server.serving import (
 )
 
 log = logging.getLogger("docparse.access")
-jobs_log = logging.getLogger("docparse.jobs")
 
 # ---------------------------------------------------------------------------------------------
 # Logging
@@ -109,12 +118,11 @@ def setup_logging(
 
 
 # ---------------------------------------------------------------------------------------------
-# Metrics. RPC metrics are registered at import (both servers use them); the others are created
-# unregistered and each server registers its own set, so the gateway does not export parser
-# gauges stuck at zero.
+# Metrics. The RPC metrics are registered at import (both servers use them); each service's
+# own are created unregistered in its package and registered by its server (through
+# start_metrics_server), so the gateway does not export parser gauges stuck at zero.
 
 _RPC_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
-_PARSE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 _RPC_LABELS = ("service", "grpc_service", "method")
 
 RPC_TOTAL = Counter(
@@ -137,83 +145,6 @@ RPC_ERRORS = Counter(
 RPC_IN_FLIGHT = Gauge(
     "docparse_rpc_in_flight", "gRPC calls in progress (open streams included)", _RPC_LABELS
 )
-
-JOBS_CREATED = Counter(
-    "docparse_jobs_created_total",
-    "Jobs created by SubmitJob and batches (deduplicated and replayed submits not counted)",
-    ["tenant"],
-    registry=None,
-)
-JOBS_FINISHED = Counter(
-    "docparse_jobs_finished_total",
-    "Terminal transitions written by this replica, by state and error reason",
-    ["state", "reason"],
-    registry=None,
-)
-JOBS_RETRIED = Counter(
-    "docparse_jobs_retried_total",
-    "Jobs handed back to the queue for another attempt, by reason",
-    ["reason"],
-    registry=None,
-)
-SWEEPER_REPAIRS = Counter(
-    "docparse_sweeper_repairs_total",
-    "What the sweeper repaired: jobs created but never queued (a lost reply or a replica that "
-    "died between create and enqueue) that it enqueued, and uploads of jobs that were never "
-    "created or have ended that it deleted",
-    ["kind"],
-    registry=None,
-)
-PARSE_SECONDS = Histogram(
-    "docparse_parse_seconds",
-    "Wall-clock seconds of one parse subprocess, by detected content type",
-    ["content_type"],
-    buckets=_PARSE_BUCKETS,
-    registry=None,
-)
-QUEUE_JOBS = Gauge(
-    "docparse_queue_jobs",
-    "BullMQ jobs by queue state (the whole queue, as seen by this replica: use max, not sum)",
-    ["state"],
-    registry=None,
-)
-WATCH_STREAMS = Gauge(
-    "docparse_watch_streams",
-    "Open job/batch watchers on this replica (WatchJob, WatchBatch, SubmitJob waits)",
-    registry=None,
-)
-REDIS_ERRORS = Counter(
-    "docparse_redis_errors_total",
-    "State store calls that failed (STATE_STORE_UNAVAILABLE or STATE_STORE_ERROR), by error",
-    ["kind"],
-    registry=None,
-)
-PUBSUB_RECONNECTS = Counter(
-    "docparse_pubsub_reconnects_total",
-    "Times the process's shared Redis pub/sub connection was lost and reopened",
-    registry=None,
-)
-UPSTREAM_ERRORS = Counter(
-    "docparse_gateway_upstream_errors_total",
-    "Failed upstream calls: origin=replica when a parser_svc replica answered with the error "
-    "(it carries its x-served-by), origin=transport when no replica answered",
-    ["code", "origin"],
-    registry=None,
-)
-
-PARSER_METRICS: tuple[Collector, ...] = (
-    JOBS_CREATED,
-    JOBS_FINISHED,
-    JOBS_RETRIED,
-    SWEEPER_REPAIRS,
-    PARSE_SECONDS,
-    QUEUE_JOBS,
-    WATCH_STREAMS,
-    REDIS_ERRORS,
-    PUBSUB_RECONNECTS,
-)
-GATEWAY_METRICS: tuple[Collector, ...] = (UPSTREAM_ERRORS,)
-QUEUE_STATES = ("waiting", "active", "delayed", "failed")
 
 
 def start_metrics_server(listen: str, collectors: Iterable[Collector] = ()) -> int:
@@ -238,179 +169,10 @@ def start_metrics_server(listen: str, collectors: Iterable[Collector] = ()) -> i
     return bound
 
 
-async def refresh_queue_depth(
-    fetch: Callable[[], Awaitable[Mapping[str, int]]], interval_s: float
-) -> None:
-    """Keeps `docparse_queue_jobs` current: one count call per period (bounded cost however
-    often Prometheus scrapes). Runs until cancelled; a failed count keeps the last values."""
-    while True:
-        try:
-            counts = await fetch()
-            for state in QUEUE_STATES:
-                QUEUE_JOBS.labels(state).set(counts.get(state, 0))
-        except asyncio.CancelledError:
-            raise
-        except Exception as err:  # the store's own errors are counted where they happen
-            logging.getLogger("docparse.metrics").debug("queue counts failed: %r", err)
-        await asyncio.sleep(interval_s)
-
-
-# ---------------------------------------------------------------------------------------------
-# Job events: a log line and a metric per event.
-
-
-def job_created(
-    job_id: str,
-    *,
-    tenant: str,
-    content_type: str,
-    size_bytes: int,
-    batch_id: str = "",
-    file_name: str = "",
-) -> None:
-    JOBS_CREATED.labels(tenant).inc()
-    jobs_log.info(
-        "job %s created (%s, %d bytes)",
-        job_id,
-        content_type,
-        size_bytes,
-        extra={
-            "event": "job.created",
-            "job_id": job_id,
-            "tenant": tenant,
-            "content_type": content_type,
-            "size_bytes": size_bytes,
-            "file_name": file_name,
-            **({"batch_id": batch_id} if batch_id else {}),
-        },
-    )
-
-
-def job_claimed(job_id: str, attempt: int) -> None:
-    jobs_log.info(
-        "job %s claimed, attempt %d",
-        job_id,
-        attempt,
-        extra={"event": "job.claimed", "job_id": job_id, "attempt": attempt},
-    )
-
-
-def job_retried(job_id: str, attempt: int, reason: str) -> None:
-    JOBS_RETRIED.labels(reason).inc()
-    jobs_log.warning(
-        "job %s attempt %d ended %s; queued for another attempt",
-        job_id,
-        attempt,
-        reason,
-        extra={"event": "job.retried", "job_id": job_id, "attempt": attempt, "reason": reason},
-    )
-
-
-def job_finished(
-    job_id: str,
-    state: str,
-    reason: str = "",
-    *,
-    attempt: int = 0,
-    create_ms: int = 0,
-) -> None:
-    """A terminal write that this process made (SUCCEEDED, FAILED, CANCELLED)."""
-    JOBS_FINISHED.labels(state, reason).inc()
-    extra: dict[str, Any] = {"event": "job.finished", "job_id": job_id, "state": state}
-    if reason:
-        extra["reason"] = reason
-    if attempt:
-        extra["attempt"] = attempt
-    if create_ms:
-        extra["duration_ms"] = max(0, int(time.time() * 1000) - create_ms)
-    jobs_log.info("job %s finished %s %s", job_id, state, reason, extra=extra)
-
-
-def parse_observed(content_type: str, seconds: float) -> None:
-    PARSE_SECONDS.labels(content_type or "unknown").observe(seconds)
-
-
-def redis_error(err: BaseException) -> None:
-    REDIS_ERRORS.labels(type(err).__name__).inc()
-
-
 # ---------------------------------------------------------------------------------------------
 # The RPC interceptor
 
 _QUIET_SERVICES = ("grpc.health.v1.", "grpc.reflection.")
-_ID_FIELDS = ("job_id", "batch_id")
-
-
-def _ids_of(message: Message) -> dict[str, str]:
-    out = {}
-    for name in _ID_FIELDS:
-        value = getattr(message, name, "")
-        if value and isinstance(value, str):
-            out[name] = value
-    return out
-
-
-def _response_ids(message: Any, parse_raw: Callable[[bytes], Message] | None) -> dict[str, str]:
-    """job_id / batch_id of a unary response that carries a job or batch (SubmitJob, ...)."""
-    if parse_raw is not None and isinstance(message, bytes):
-        try:
-            message = parse_raw(message)
-        except DecodeError:
-            return {}
-    if not isinstance(message, Message):
-        return {}
-    for name in ("job", "batch"):
-        if name in message.DESCRIPTOR.fields_by_name and message.HasField(name):
-            return _ids_of(getattr(message, name))
-    return {}
-
-
-Parsers = dict[str, Callable[[bytes], Message]]
-
-
-def _raw_parsers(services: Iterable[ServiceDescriptor]) -> tuple[Parsers, Parsers]:
-    """For a proxy that sees raw bytes: request parsers for the methods whose request carries
-    a job_id or batch_id and nothing big (never an upload): GetStatus, WatchJob, GetBatch, ...;
-    response parsers for the other unary methods answering with a job or batch: the ones that
-    create them (SubmitJob, CreateBatch, UploadBatch)."""
-    methods = [(f"/{s.full_name}/{m.name}", m) for s in services for m in s.methods]
-
-    def small_with_id(desc: Descriptor) -> bool:
-        fields = desc.fields_by_name
-        return any(name in fields for name in _ID_FIELDS) and not any(
-            f.type in (FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_MESSAGE)
-            for f in desc.fields
-        )
-
-    requests: Parsers = {
-        name: GetMessageClass(method.input_type).FromString
-        for name, method in methods
-        if not method.client_streaming and small_with_id(method.input_type)
-    }
-    responses: Parsers = {
-        name: GetMessageClass(method.output_type).FromString
-        for name, method in methods
-        if name not in requests
-        and not method.server_streaming
-        and any(field in method.output_type.fields_by_name for field in ("job", "batch"))
-    }
-    return requests, responses
-
-
-def _reason(trailers: Iterable[tuple[str, Any]] | None) -> str:
-    """The ErrorInfo reason of a rich error status in `trailers`, "" when there is none."""
-    for key, value in trailers or ():
-        if key != "grpc-status-details-bin":
-            continue
-        try:
-            status = status_pb2.Status.FromString(value)
-        except (DecodeError, TypeError):
-            return ""
-        for detail in status.details:
-            info = error_details_pb2.ErrorInfo()
-            if detail.Unpack(info):
-                return str(info.reason)
-    return ""
 
 
 class _Method:
@@ -449,12 +211,7 @@ class _Method:
         return child
 
     def ids(self, request: Any) -> dict[str, str]:
-        if isinstance(request, Message):
-            return _ids_of(request)
-        if self.parse_raw is not None and isinstance(request, bytes):
-            with contextlib.suppress(DecodeError):
-                return _ids_of(self.parse_raw(request))
-        return {}
+        return request_ids(request, self.parse_raw)
 
 
 class RpcObserver(WrappingInterceptor):
@@ -479,7 +236,7 @@ class RpcObserver(WrappingInterceptor):
     ) -> None:
         super().__init__()
         self.service = service
-        self._raw_requests, self._raw_responses = _raw_parsers(raw_services)
+        self._raw_requests, self._raw_responses = raw_parsers(raw_services)
         self._tenant = tenant
         self._me = served_by()
 
@@ -497,7 +254,7 @@ class RpcObserver(WrappingInterceptor):
         def unary(fn: Any) -> Any:
             async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 start = time.perf_counter()
-                peer = _peer(context) if log.isEnabledFor(level) else None
+                caller = peer(context) if log.isEnabledFor(level) else None
                 m.in_flight.inc()
                 error: BaseException | None = None
                 response = None
@@ -508,7 +265,7 @@ class RpcObserver(WrappingInterceptor):
                     error = err
                     raise
                 finally:
-                    observe(m, context, start, error, peer, request, response)
+                    observe(m, context, start, error, caller, request, response)
 
             return call
 
@@ -517,7 +274,7 @@ class RpcObserver(WrappingInterceptor):
                 request: Any, context: grpc.aio.ServicerContext[Any, Any]
             ) -> AsyncIterator[Any]:
                 start = time.perf_counter()
-                peer = _peer(context) if log.isEnabledFor(level) else None
+                caller = peer(context) if log.isEnabledFor(level) else None
                 m.in_flight.inc()
                 error: BaseException | None = None
                 try:
@@ -527,7 +284,7 @@ class RpcObserver(WrappingInterceptor):
                     error = err
                     raise
                 finally:
-                    observe(m, context, start, error, peer, request, _NO_RESPONSE)
+                    observe(m, context, start, error, caller, request, _NO_RESPONSE)
 
             return call
 
@@ -539,38 +296,38 @@ class RpcObserver(WrappingInterceptor):
         context: grpc.aio.ServicerContext[Any, Any],
         start: float,
         error: BaseException | None,
-        peer: dict[str, str] | None,
+        caller: dict[str, str] | None,
         request: Any,
         response: Any,
     ) -> None:
-        """`peer` None: no access line for this call. `response` _NO_RESPONSE: a stream."""
+        """`caller` None (peer not read): no access line. `response` _NO_RESPONSE: a stream."""
         seconds = time.perf_counter() - start
-        code = _final_code(context, error)
+        code = final_code(context, error)
         m.in_flight.dec()
         m.total(code).inc()
         m.seconds.observe(seconds)
         labels = m.labels
         if code == "OK":
-            if peer is None:
+            if caller is None:
                 return
             reason = ""
-            trailers = _trailing_metadata(context)
+            trailers = trailing_metadata(context)
         else:
-            trailers = _trailing_metadata(context)
-            reason = _reason(trailers)
+            trailers = trailing_metadata(context)
+            reason = error_reason(trailers)
             RPC_ERRORS.labels(*labels, code, reason).inc()
-            if peer is None:
+            if caller is None:
                 return
         found = m.ids(request)
         if not found and response is not _NO_RESPONSE:
-            found = _response_ids(response, m.parse_raw_response)
+            found = response_ids(response, m.parse_raw_response)
         extra: dict[str, Any] = {
             "event": "rpc",
             "method": labels[2],
             "code": code,
             "duration_ms": round(seconds * 1000, 2),
             **found,
-            **peer,
+            **caller,
         }
         if reason:
             extra["reason"] = reason
@@ -594,48 +351,3 @@ class RpcObserver(WrappingInterceptor):
 
 
 _NO_RESPONSE = object()
-
-
-def _peer(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
-    """Read while the call is alive: context.peer() on a call the client already dropped (a
-    closed channel, a connection cut by max_connection_age) dereferences a freed grpc_call and
-    kills the process with SIGSEGV (grpcio 1.85)."""
-    try:
-        return {"peer": context.peer()}
-    except Exception:
-        return {}
-
-
-def _trailing_metadata(context: grpc.aio.ServicerContext[Any, Any]) -> tuple[tuple[str, Any], ...]:
-    try:
-        return tuple(context.trailing_metadata() or ())
-    except Exception:
-        return ()
-
-
-def _final_code(context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> str:
-    """The status the client gets: what abort()/set_code() set, else from the way it ended."""
-    try:
-        code = context.code()
-    except Exception:
-        code = None
-    if isinstance(code, grpc.StatusCode):
-        return code.name
-    if isinstance(code, int):
-        for member in grpc.StatusCode:
-            if member.value[0] == code:
-                return member.name
-    if error is None:
-        return "OK"
-    if isinstance(error, asyncio.CancelledError):
-        remaining = context.time_remaining()
-        if remaining is not None and remaining <= 0:
-            return "DEADLINE_EXCEEDED"
-        return "CANCELLED"
-    return "UNKNOWN"
-
-
-def upstream_error(err: grpc.aio.AioRpcError) -> None:
-    """Counts a failed upstream call of a proxy, telling a replica's answer from no answer."""
-    answered = any(k == SERVED_BY_KEY for k, _ in err.trailing_metadata() or ())
-    UPSTREAM_ERRORS.labels(err.code().name, "replica" if answered else "transport").inc()

@@ -19,8 +19,9 @@ import grpc
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
 from docparse.errors import DocparseError
-from docparse_server import observability, tracing
+from docparse_server import tracing
 from docparse_server.serving import SERVED_BY_KEY, abort, served_by_metadata
+from gateway import observability
 from gateway.auth import GatewayAuth
 
 Context = grpc.aio.ServicerContext[Any, Any]

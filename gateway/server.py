@@ -22,6 +22,7 @@ from docparse_server.serving import (
 )
 from gateway.auth import GatewayAuth
 from gateway.http import HttpServer
+from gateway.observability import GATEWAY_METRICS
 from gateway.proxy import ForwardingHandler, upstream_channel, upstream_target
 from gateway.settings import GatewaySettings
 
@@ -66,7 +67,7 @@ async def serve(settings: GatewaySettings) -> None:
     # Every port is bound before anything serves: a taken one ends the process (exit 2) before
     # it answered a single call.
     port = add_port(server, settings)
-    observability.start_metrics_server(settings.metrics_listen, observability.GATEWAY_METRICS)
+    observability.start_metrics_server(settings.metrics_listen, GATEWAY_METRICS)
     # HTTP (JSON, SSE, the page) on the same loop and upstream channel; /healthz says 503
     # until the gRPC side is SERVING too.
     http = HttpServer(channel, settings, auth) if settings.http_listen else None

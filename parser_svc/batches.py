@@ -18,8 +18,8 @@ import grpc
 
 from docparse.errors import DocparseError, cursor_ahead
 from docparse.v1 import job_pb2, parser_service_pb2
-from docparse_server import observability
 from docparse_server.tenancy import DEFAULT_TENANT
+from parser_svc import observability
 from parser_svc.batch_watch import BatchFollowers, RawBatch
 from parser_svc.callers import current_tenant
 from parser_svc.events import EventHub

@@ -26,7 +26,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from docparse.errors import DocparseError, store_failure, store_unavailable
-from docparse_server import observability
+from parser_svc import observability
 from parser_svc.redis_conn import RedisTarget
 
 log = logging.getLogger(__name__)

@@ -27,6 +27,7 @@ from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.blobs import BlobStore
 from parser_svc.callers import CallerInterceptor, current_tenant
 from parser_svc.events import EventHub
+from parser_svc.observability import PARSER_METRICS, refresh_queue_depth
 from parser_svc.queue import JobQueue
 from parser_svc.redis_conn import RedisTarget, check_at_start
 from parser_svc.service import ParserService
@@ -89,10 +90,10 @@ async def serve(settings: Settings) -> None:
     await hub.start()
     await server.start()
     refresher = None
-    metrics = (*observability.PARSER_METRICS, DELIVERIES)
+    metrics = (*PARSER_METRICS, DELIVERIES)
     if observability.start_metrics_server(settings.metrics_listen, metrics):
         refresher = asyncio.create_task(
-            observability.refresh_queue_depth(queue.counts, settings.queue_metrics_interval_s)
+            refresh_queue_depth(queue.counts, settings.queue_metrics_interval_s)
         )
     await set_serving(health, [SERVICE_NAME], True)
     log.info("parser_svc serving on port %d (role=%s, env=%s)", port, settings.role, settings.env)

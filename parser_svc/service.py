@@ -14,8 +14,9 @@ import grpc
 
 from docparse.errors import DocparseError, check_request_id
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc, reading_package_pb2
-from docparse_server import observability, tracing
+from docparse_server import tracing
 from docparse_server.tenancy import DEFAULT_TENANT, Caller, StreamSlots
+from parser_svc import observability
 from parser_svc.batches import Batches
 from parser_svc.blobs import BlobStore
 from parser_svc.callers import current_caller, current_tenant

@@ -32,8 +32,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from docparse.errors import DocparseError, not_found, store_unavailable
 from docparse.v1 import job_pb2
-from docparse_server import observability
 from docparse_server.tenancy import DEFAULT_TENANT
+from parser_svc import observability
 from parser_svc.callers import current_tenant
 from parser_svc.keys import Keys, batch_id_of
 from parser_svc.lifetimes import Lifetimes

@@ -20,9 +20,9 @@ import grpc
 
 from docparse.errors import DocparseError
 from docparse.v1 import job_pb2, parser_service_pb2
-from docparse_server import observability, tracing
+from docparse_server import tracing
 from docparse_server.tenancy import DEFAULT_TENANT
-from parser_svc import PARSER_VERSION
+from parser_svc import PARSER_VERSION, observability
 from parser_svc.blobs import BlobStore
 from parser_svc.callers import current_caller
 from parser_svc.detect import sniff

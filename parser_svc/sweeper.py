@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from docparse.errors import DocparseError
-from docparse_server import observability
+from parser_svc import observability
 from parser_svc.blobs import BlobStore
 from parser_svc.queue import JobQueue
 from parser_svc.records import TERMINAL_STATES

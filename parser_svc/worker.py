@@ -29,7 +29,8 @@ from bullmq.custom_errors import UnrecoverableError
 
 from docparse.errors import DocparseError
 from docparse.v1 import job_pb2
-from docparse_server import observability, tracing
+from docparse_server import tracing
+from parser_svc import observability
 from parser_svc.blobs import BlobStore
 from parser_svc.cpus import usable_cpus
 from parser_svc.job_tracing import job_span, trace_parent

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
 import time
 import urllib.request
@@ -251,3 +252,20 @@ def test_stack_children_expose_metrics(tmp_path: Path) -> None:
     s = make_stack(tmp_path, replicas=1, gateways=1)
     addresses = [child.metrics_address for child in s.parsers + s.gateways]
     assert len(set(addresses)) == 2 and all(a.startswith("127.0.0.1:") for a in addresses)
+
+
+def test_each_service_registers_its_own_metrics_only_when_it_serves_them() -> None:
+    """Importing the shared module (and both services' metric modules) registers the RPC metrics
+    only: parser_svc's and the gateway's are registered by their own server at start, so
+    neither exports the other's (or zeros of metrics it never moves)."""
+    code = (
+        "import docparse_server.observability, parser_svc.observability, gateway.observability\n"
+        "from prometheus_client import REGISTRY\n"
+        "print(' '.join(sorted(REGISTRY._names_to_collectors)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    ours = {name for name in out if name.startswith("docparse_")}
+    assert "docparse_rpc_total" in ours and "docparse_rpc_seconds_count" in ours
+    assert {name for name in ours if not name.startswith("docparse_rpc")} == set()
