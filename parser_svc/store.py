@@ -1,34 +1,26 @@
 """JobStore: every read and write of job state, against Redis.
 
-Writes go through one Lua script each (see lua/), called with EVALSHA and falling back to EVAL
-when the server does not know the script (after a restart or failover). Every call is bounded by
-`redis_timeout_s`; a Redis that does not answer becomes STATE_STORE_UNAVAILABLE, never NOT_FOUND.
+Writes go through one Lua script each (lua/, run by parser_svc/lua_scripts.py). Every call is
+bounded by `redis_timeout_s`; a Redis that does not answer becomes STATE_STORE_UNAVAILABLE, never
+NOT_FOUND (parser_svc/store_errors.py maps the errors).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Literal, TypeVar
 
 import grpc
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import (
-    BusyLoadingError,
-    NoScriptError,
-    ReadOnlyError,
-    RedisError,
-)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisError
 
 from docparse.errors import DocparseError, not_found, store_unavailable
 from docparse.v1 import job_pb2
@@ -37,21 +29,15 @@ from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.callers import current_tenant
 from parser_svc.keys import Keys, batch_id_of
 from parser_svc.lifetimes import Lifetimes
+from parser_svc.lua_scripts import CREATE_BATCH, CREATE_JOB, UPDATE_JOB
 from parser_svc.records import decode_hash, record_to_job
-from parser_svc.redis_conn import RedisTarget, refusal_detail
+from parser_svc.redis_conn import RedisTarget
 from parser_svc.settings import Settings
+from parser_svc.store_errors import UNAVAILABLE_ERRORS, store_error, unavailable_detail
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 WriteStatus = Literal["OK", "DONE", "NOOP", "NOT_FOUND", "TERMINAL", "FENCED", "BAD_PATCH"]
-_UNAVAILABLE_ERRORS = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    BusyLoadingError,
-    ReadOnlyError,
-    OSError,
-    TimeoutError,
-)
 
 
 @dataclass(frozen=True)
@@ -77,61 +63,6 @@ class WriteResult:
         return self.status in ("OK", "DONE")
 
 
-class LuaScript:
-    """A script run with EVALSHA, falling back to EVAL on NOSCRIPT."""
-
-    def __init__(self, name: str) -> None:
-        self.source = resources.files("parser_svc").joinpath("lua", name).read_text()
-        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
-
-    async def __call__(
-        self,
-        client: aioredis.Redis,
-        keys: list[str],
-        args: list[str | bytes | int],
-        *,
-        replicas: int = 0,
-        wait_ms: int = 0,
-    ) -> list[bytes | int]:
-        """The script's reply. With `replicas`, the script and a WAIT go on one connection
-        (a pipeline): the reply is returned once that many replicas have the write, else
-        NotReplicated (the primary has it; a failover now could lose it)."""
-        if not replicas:
-            try:
-                reply = await client.evalsha(self.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                reply = await client.eval(self.source, len(keys), *keys, *args)
-            return list(reply)
-        for use_source in (False, True):
-            async with client.pipeline(transaction=False) as pipe:
-                if use_source:
-                    pipe.eval(self.source, len(keys), *keys, *args)
-                else:
-                    pipe.evalsha(self.sha, len(keys), *keys, *args)
-                pipe.execute_command("WAIT", replicas, wait_ms)
-                reply, acked = await pipe.execute(raise_on_error=False)
-            if isinstance(reply, NoScriptError):
-                continue
-            if isinstance(reply, Exception):
-                raise reply
-            if int(acked) < replicas:
-                raise NotReplicated(int(acked), replicas)
-            return list(reply)
-        raise NoScriptError("the script could not be loaded")
-
-
-class NotReplicated(RedisError):
-    """WAIT saw fewer replicas acknowledge the write than asked for."""
-
-    def __init__(self, acked: int, wanted: int) -> None:
-        super().__init__(f"{acked} of {wanted} replicas acknowledged the write in time")
-
-
-CREATE_JOB = LuaScript("create_job.lua")
-CREATE_BATCH = LuaScript("create_batch.lua")
-UPDATE_JOB = LuaScript("update_job.lua")
-
-
 def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.Redis:
     """A client whose calls fail fast instead of hanging when Redis is away. One immediate
     retry on a broken connection replaces pooled connections that died with a Redis restart;
@@ -148,41 +79,6 @@ def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.R
 
 
 _ENDING_OPS = frozenset({"finish", "cancel", "give_up"})
-
-
-def unavailable_detail(err: BaseException) -> str:
-    """How a store call failed, in words a client may read (never a class name or a server's
-    text; the replica's log has those)."""
-    if isinstance(err, BusyLoadingError):
-        return "Redis is loading its data"
-    if isinstance(err, ReadOnlyError):
-        return "Redis is read-only (a replica, or failing over)"
-    if isinstance(err, RedisTimeoutError | TimeoutError):
-        return "timed out"
-    return refusal_detail(err) or "connection failed"
-
-
-def store_error(err: RedisError) -> DocparseError:
-    """A Redis error reply. A full Redis (maxmemory with noeviction refuses writes with OOM)
-    is retryable: UNAVAILABLE STATE_STORE_FULL, so clients back off and retry instead of
-    treating it as a bug; anything else is INTERNAL STATE_STORE_ERROR."""
-    if isinstance(err, NotReplicated):
-        return DocparseError(
-            grpc.StatusCode.UNAVAILABLE,
-            "STATE_STORE_NOT_REPLICATED",
-            f"the write is on the Redis primary but {err}: retry the call (with the same "
-            "request_id), it answers with what the first one did",
-        )
-    if "OOM command not allowed" in str(err):
-        return DocparseError(
-            grpc.StatusCode.UNAVAILABLE,
-            "STATE_STORE_FULL",
-            "the job state store is full and refuses writes; retry later (operators: "
-            "docs/operations.md, Redis memory)",
-        )
-    return DocparseError(
-        grpc.StatusCode.INTERNAL, "STATE_STORE_ERROR", "state store error (see the replica log)"
-    )
 
 
 def now_ms() -> int:
@@ -206,7 +102,7 @@ class JobStore:
         try:
             async with asyncio.timeout(self.settings.redis_timeout_s):
                 return await fn()
-        except _UNAVAILABLE_ERRORS as err:
+        except UNAVAILABLE_ERRORS as err:
             observability.redis_error(err)
             log.info("state store unavailable: %r", err, extra={"event": "redis.unavailable"})
             raise store_unavailable(unavailable_detail(err)) from err
