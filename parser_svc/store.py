@@ -11,8 +11,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
@@ -27,9 +26,15 @@ from docparse.v1 import job_pb2
 from docparse_server import observability
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.callers import current_tenant
-from parser_svc.keys import Keys, batch_id_of
+from parser_svc.keys import Keys, batch_file_id, batch_id_of
 from parser_svc.lifetimes import Lifetimes
-from parser_svc.lua_scripts import CREATE_BATCH, CREATE_JOB, UPDATE_JOB
+from parser_svc.lua_scripts import (
+    CREATE_BATCH,
+    CREATE_JOB,
+    UPDATE_JOB,
+    CreateResult,
+    WriteResult,
+)
 from parser_svc.records import decode_hash, record_to_job
 from parser_svc.redis_conn import RedisTarget
 from parser_svc.settings import Settings
@@ -37,30 +42,6 @@ from parser_svc.store_errors import UNAVAILABLE_ERRORS, store_error, unavailable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-WriteStatus = Literal["OK", "DONE", "NOOP", "NOT_FOUND", "TERMINAL", "FENCED", "BAD_PATCH"]
-
-
-@dataclass(frozen=True)
-class CreateResult:
-    status: Literal["OK", "REPLAY", "CONFLICT", "JOINED", "EXISTS"]
-    job_id: str
-    # This call's own create took effect: OK, or a re-run (after a lost reply) that found the
-    # job this very call made. The caller then goes on as if it had seen OK.
-    created: bool = False
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    status: WriteStatus
-    version: int
-    # A claim that is in (OK or DONE) answers with the record it made: no second read.
-    record: job_pb2.Job | None = None
-
-    @property
-    def ok(self) -> bool:
-        """The write is in: it took effect now (OK), or it had already taken effect and this
-        was a re-run after its reply was lost (DONE)."""
-        return self.status in ("OK", "DONE")
 
 
 def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.Redis:
@@ -150,8 +131,7 @@ class JobStore:
             self.keys.tenant_jobs(fields.get("tenant") or DEFAULT_TENANT),
         ]
         reply = await self.call(lambda: CREATE_JOB(self.client, keys, args, **self._durable))
-        status, other = _text(reply[0]), _text(reply[1])
-        return CreateResult(status, other, created=other == job_id)  # type: ignore[arg-type]
+        return CreateResult.of(reply, job_id)
 
     async def create_batch(
         self,
@@ -191,8 +171,7 @@ class JobStore:
             self.keys.tenant_jobs(tenant),
         ]
         reply = await self.call(lambda: CREATE_BATCH(self.client, keys, args, **self._durable))
-        status, other = _text(reply[0]), _text(reply[1])
-        return CreateResult(status, other, created=other == batch_id)  # type: ignore[arg-type]
+        return CreateResult.of(reply, batch_id)
 
     async def get(self, job_id: str) -> job_pb2.Job:
         """The current record; NOT_FOUND with JOB_EXPIRED when only the tombstone is left.
@@ -242,6 +221,56 @@ class JobStore:
         value = await self.call(lambda: self.client.get(self.keys.result(job_id)))
         return value.encode() if isinstance(value, str) else value
 
+    async def job_fields(self, job_id: str, names: Sequence[str]) -> dict[str, str]:
+        """The named fields the job's record has (one HMGET); a missing one is left out."""
+        values = await self.call(lambda: self.client.hmget(self.keys.job(job_id), list(names)))
+        pairs = zip(names, values, strict=True)
+        return {k: v.decode() if isinstance(v, bytes) else v for k, v in pairs if v is not None}
+
+    async def read_batch(
+        self, batch_id: str, indexes: Sequence[int] | None = None
+    ) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
+        """The batch meta record and its file records by index (all, or those at `indexes`)
+        in one MULTI/EXEC: a snapshot where `completed` and the files' states disagree cannot
+        be read (the update script moves both at once). The meta is {} once the batch is gone."""
+        meta_key = self.keys.batch_meta(batch_id)
+
+        async def read() -> tuple[Any, list[Any], list[int]]:
+            wanted = list(indexes) if indexes is not None else None
+            if wanted is None:
+                total = await self.client.hget(meta_key, "total")
+                if total is None:
+                    return {}, [], []
+                wanted = list(range(int(total)))
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.hgetall(meta_key)
+                for index in wanted:
+                    pipe.hgetall(self.keys.job(batch_file_id(batch_id, index)))
+                meta, *files = await pipe.execute()
+            return meta, files, wanted
+
+        meta, files, wanted = await self.call(read)
+        return decode_hash(meta), {i: decode_hash(f) for i, f in zip(wanted, files, strict=True)}
+
+    async def batch_version(self, batch_id: str) -> int | None:
+        """The batch's version counter alone (one HGET), None once the batch is gone."""
+        value = await self.call(lambda: self.client.hget(self.keys.batch_meta(batch_id), "version"))
+        return int(value) if value is not None else None
+
+    async def count_submits(self, tenant: str, minute: int, files: int) -> int:
+        """Adds `files` to the tenant's submits in `minute` (epoch minutes), counted in Redis so
+        every replica shares the count, and answers the new count. A count lives 2 minutes."""
+        key = self.keys.submit_count(tenant, minute)
+
+        async def count() -> int:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.incrby(key, files)
+                pipe.expire(key, 120)
+                used, _ = await pipe.execute()
+            return int(used)
+
+        return await self.call(count)
+
     async def _update(
         self,
         job_id: str,
@@ -280,7 +309,7 @@ class JobStore:
         ]
         durable = self._durable if op in _ENDING_OPS else {}
         reply = await self.call(lambda: UPDATE_JOB(self.client, keys, args, **durable))
-        return _write_result(reply)
+        return WriteResult.of(reply)
 
     async def claim(
         self,
@@ -350,16 +379,3 @@ class JobStore:
         may carry the last `done` and `total` (merged like a progress write, never backwards),
         so a job's last progress needs no write of its own."""
         return await self._update(job_id, "finish", fence, {"state": state, **fields}, inline)
-
-
-def _text(value: bytes | int) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _write_result(reply: list[Any]) -> WriteResult:
-    record = None
-    if len(reply) > 2 and isinstance(reply[2], list):
-        flat = [_text(item) for item in reply[2]]
-        record = record_to_job(dict(zip(flat[::2], flat[1::2], strict=True)))
-    status: WriteStatus = _text(reply[0])  # type: ignore[assignment]
-    return WriteResult(status=status, version=int(reply[1]), record=record)
