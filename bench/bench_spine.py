@@ -55,8 +55,9 @@ from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from docparse_server import loops
 from gateway.settings import GatewaySettings
+from parser_svc.lua_scripts import WriteResult
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, WriteResult, connect
+from parser_svc.store import JobStore, connect
 
 SCRIPT = Path(__file__).resolve()
 ROOT = SCRIPT.parent.parent

@@ -12,7 +12,6 @@ import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 import grpc
 
@@ -24,7 +23,7 @@ from parser_svc.batch_watch import BatchFollowers, RawBatch
 from parser_svc.callers import current_tenant
 from parser_svc.events import EventHub
 from parser_svc.keys import batch_file_id
-from parser_svc.records import decode_hash, is_terminal
+from parser_svc.records import is_terminal
 from parser_svc.store import JobStore
 from parser_svc.submit import Submitter, check_languages, invalid, unsupported
 from parser_svc.uploads import (
@@ -180,38 +179,16 @@ class Batches:
         return raw.tenant, raw.assemble()
 
     async def read_raw(self, batch_id: str, indexes: Sequence[int] | None = None) -> RawBatch:
-        """The meta record and the file records (all, or those at `indexes`) in one MULTI/EXEC:
-        a snapshot where `completed` and the files' states disagree cannot be read (the update
-        script moves both at once)."""
-        keys = self.store.keys
-
-        async def read() -> tuple[Any, list[Any], list[int]]:
-            wanted = list(indexes) if indexes is not None else None
-            if wanted is None:
-                total = await self.store.client.hget(keys.batch_meta(batch_id), "total")
-                if total is None:
-                    return {}, [], []
-                wanted = list(range(int(total)))
-            async with self.store.client.pipeline(transaction=True) as pipe:
-                pipe.hgetall(keys.batch_meta(batch_id))
-                for index in wanted:
-                    pipe.hgetall(keys.job(batch_file_id(batch_id, index)))
-                meta, *files = await pipe.execute()
-            return meta, files, wanted
-
-        raw_meta, raw_files, wanted = await self.store.call(read)
-        if not raw_meta:
+        """The meta record and the file records (all, or those at `indexes`) as one snapshot
+        (JobStore.read_batch); BATCH_NOT_FOUND once the batch is gone."""
+        meta, files = await self.store.read_batch(batch_id, indexes)
+        if not meta:
             raise batch_not_found(batch_id)
-        meta = decode_hash(raw_meta)
-        files = {i: decode_hash(f) for i, f in zip(wanted, raw_files, strict=True)}
         return RawBatch(batch_id, meta, files)
 
     async def meta_version(self, batch_id: str) -> int | None:
         """The batch's version counter alone (one HGET): a cheap check that nothing changed."""
-        value = await self.store.call(
-            lambda: self.store.client.hget(self.store.keys.batch_meta(batch_id), "version")
-        )
-        return int(value) if value is not None else None
+        return await self.store.batch_version(batch_id)
 
     async def watch(
         self,

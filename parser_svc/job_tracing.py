@@ -18,11 +18,7 @@ async def trace_parent(store: JobStore, job_id: str) -> dict[str, str]:
     """The submitter's trace context from the job's record (one HMGET), or {} when off."""
     if not tracing.enabled():
         return {}
-    values = await store.client.hmget(store.keys.job(job_id), list(tracing.TRACE_KEYS))
-    pairs = zip(tracing.TRACE_KEYS, values, strict=True)
-    return tracing.carrier_from(
-        {k: v.decode() if isinstance(v, bytes) else v for k, v in pairs if v is not None}
-    )
+    return tracing.carrier_from(await store.job_fields(job_id, tracing.TRACE_KEYS))
 
 
 @contextlib.contextmanager

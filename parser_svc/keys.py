@@ -107,6 +107,10 @@ class Keys:
         digest = hashlib.sha256(tenant.encode()).hexdigest()[:32]
         return f"{self.prefix}:tenant-jobs:{{{digest}}}"
 
+    def submit_count(self, tenant: str, minute: int) -> str:
+        """The tenant's submits in one minute (epoch minutes), for its rate limit."""
+        return f"{self.prefix}:rate:{tenant}:{minute}"
+
     @property
     def job_key_prefix(self) -> str:
         return f"{self.prefix}:job:"

@@ -29,9 +29,10 @@ from docparse.errors import DocparseError
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.batches import batch_not_found
+from parser_svc.lua_scripts import LuaScript
 from parser_svc.records import decode_hash, record_to_job
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, LuaScript
+from parser_svc.store import JobStore
 
 LIST_INDEX = LuaScript("list_index.lua")
 DEFAULT_PAGE_SIZE = 50

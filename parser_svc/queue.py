@@ -13,7 +13,8 @@ from docparse.errors import store_unavailable
 from parser_svc.keys import Keys
 from parser_svc.redis_conn import RedisTarget
 from parser_svc.settings import Settings
-from parser_svc.store import connect, store_error, unavailable_detail
+from parser_svc.store import connect
+from parser_svc.store_errors import store_error, unavailable_detail
 
 
 def bullmq_options(settings: Settings) -> dict[str, Any]:

@@ -1,135 +1,47 @@
 """JobStore: every read and write of job state, against Redis.
 
-Writes go through one Lua script each (see lua/), called with EVALSHA and falling back to EVAL
-when the server does not know the script (after a restart or failover). Every call is bounded by
-`redis_timeout_s`; a Redis that does not answer becomes STATE_STORE_UNAVAILABLE, never NOT_FOUND.
+Writes go through one Lua script each (lua/, run by parser_svc/lua_scripts.py). Every call is
+bounded by `redis_timeout_s`; a Redis that does not answer becomes STATE_STORE_UNAVAILABLE, never
+NOT_FOUND (parser_svc/store_errors.py maps the errors).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from importlib import resources
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import (
-    BusyLoadingError,
-    NoScriptError,
-    ReadOnlyError,
-    RedisError,
-)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisError
 
 from docparse.errors import DocparseError, not_found, store_unavailable
 from docparse.v1 import job_pb2
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc import observability
 from parser_svc.callers import current_tenant
-from parser_svc.keys import Keys, batch_id_of
+from parser_svc.keys import Keys, batch_file_id, batch_id_of
 from parser_svc.lifetimes import Lifetimes
+from parser_svc.lua_scripts import (
+    CREATE_BATCH,
+    CREATE_JOB,
+    UPDATE_JOB,
+    CreateResult,
+    WriteResult,
+)
 from parser_svc.records import decode_hash, record_to_job
-from parser_svc.redis_conn import RedisTarget, refusal_detail
+from parser_svc.redis_conn import RedisTarget
 from parser_svc.settings import Settings
+from parser_svc.store_errors import UNAVAILABLE_ERRORS, store_error, unavailable_detail
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-WriteStatus = Literal["OK", "DONE", "NOOP", "NOT_FOUND", "TERMINAL", "FENCED", "BAD_PATCH"]
-_UNAVAILABLE_ERRORS = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    BusyLoadingError,
-    ReadOnlyError,
-    OSError,
-    TimeoutError,
-)
-
-
-@dataclass(frozen=True)
-class CreateResult:
-    status: Literal["OK", "REPLAY", "CONFLICT", "JOINED", "EXISTS"]
-    job_id: str
-    # This call's own create took effect: OK, or a re-run (after a lost reply) that found the
-    # job this very call made. The caller then goes on as if it had seen OK.
-    created: bool = False
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    status: WriteStatus
-    version: int
-    # A claim that is in (OK or DONE) answers with the record it made: no second read.
-    record: job_pb2.Job | None = None
-
-    @property
-    def ok(self) -> bool:
-        """The write is in: it took effect now (OK), or it had already taken effect and this
-        was a re-run after its reply was lost (DONE)."""
-        return self.status in ("OK", "DONE")
-
-
-class LuaScript:
-    """A script run with EVALSHA, falling back to EVAL on NOSCRIPT."""
-
-    def __init__(self, name: str) -> None:
-        self.source = resources.files("parser_svc").joinpath("lua", name).read_text()
-        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
-
-    async def __call__(
-        self,
-        client: aioredis.Redis,
-        keys: list[str],
-        args: list[str | bytes | int],
-        *,
-        replicas: int = 0,
-        wait_ms: int = 0,
-    ) -> list[bytes | int]:
-        """The script's reply. With `replicas`, the script and a WAIT go on one connection
-        (a pipeline): the reply is returned once that many replicas have the write, else
-        NotReplicated (the primary has it; a failover now could lose it)."""
-        if not replicas:
-            try:
-                reply = await client.evalsha(self.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                reply = await client.eval(self.source, len(keys), *keys, *args)
-            return list(reply)
-        for use_source in (False, True):
-            async with client.pipeline(transaction=False) as pipe:
-                if use_source:
-                    pipe.eval(self.source, len(keys), *keys, *args)
-                else:
-                    pipe.evalsha(self.sha, len(keys), *keys, *args)
-                pipe.execute_command("WAIT", replicas, wait_ms)
-                reply, acked = await pipe.execute(raise_on_error=False)
-            if isinstance(reply, NoScriptError):
-                continue
-            if isinstance(reply, Exception):
-                raise reply
-            if int(acked) < replicas:
-                raise NotReplicated(int(acked), replicas)
-            return list(reply)
-        raise NoScriptError("the script could not be loaded")
-
-
-class NotReplicated(RedisError):
-    """WAIT saw fewer replicas acknowledge the write than asked for."""
-
-    def __init__(self, acked: int, wanted: int) -> None:
-        super().__init__(f"{acked} of {wanted} replicas acknowledged the write in time")
-
-
-CREATE_JOB = LuaScript("create_job.lua")
-CREATE_BATCH = LuaScript("create_batch.lua")
-UPDATE_JOB = LuaScript("update_job.lua")
 
 
 def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.Redis:
@@ -148,41 +60,6 @@ def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.R
 
 
 _ENDING_OPS = frozenset({"finish", "cancel", "give_up"})
-
-
-def unavailable_detail(err: BaseException) -> str:
-    """How a store call failed, in words a client may read (never a class name or a server's
-    text; the replica's log has those)."""
-    if isinstance(err, BusyLoadingError):
-        return "Redis is loading its data"
-    if isinstance(err, ReadOnlyError):
-        return "Redis is read-only (a replica, or failing over)"
-    if isinstance(err, RedisTimeoutError | TimeoutError):
-        return "timed out"
-    return refusal_detail(err) or "connection failed"
-
-
-def store_error(err: RedisError) -> DocparseError:
-    """A Redis error reply. A full Redis (maxmemory with noeviction refuses writes with OOM)
-    is retryable: UNAVAILABLE STATE_STORE_FULL, so clients back off and retry instead of
-    treating it as a bug; anything else is INTERNAL STATE_STORE_ERROR."""
-    if isinstance(err, NotReplicated):
-        return DocparseError(
-            grpc.StatusCode.UNAVAILABLE,
-            "STATE_STORE_NOT_REPLICATED",
-            f"the write is on the Redis primary but {err}: retry the call (with the same "
-            "request_id), it answers with what the first one did",
-        )
-    if "OOM command not allowed" in str(err):
-        return DocparseError(
-            grpc.StatusCode.UNAVAILABLE,
-            "STATE_STORE_FULL",
-            "the job state store is full and refuses writes; retry later (operators: "
-            "docs/operations.md, Redis memory)",
-        )
-    return DocparseError(
-        grpc.StatusCode.INTERNAL, "STATE_STORE_ERROR", "state store error (see the replica log)"
-    )
 
 
 def now_ms() -> int:
@@ -206,7 +83,7 @@ class JobStore:
         try:
             async with asyncio.timeout(self.settings.redis_timeout_s):
                 return await fn()
-        except _UNAVAILABLE_ERRORS as err:
+        except UNAVAILABLE_ERRORS as err:
             observability.redis_error(err)
             log.info("state store unavailable: %r", err, extra={"event": "redis.unavailable"})
             raise store_unavailable(unavailable_detail(err)) from err
@@ -254,8 +131,7 @@ class JobStore:
             self.keys.tenant_jobs(fields.get("tenant") or DEFAULT_TENANT),
         ]
         reply = await self.call(lambda: CREATE_JOB(self.client, keys, args, **self._durable))
-        status, other = _text(reply[0]), _text(reply[1])
-        return CreateResult(status, other, created=other == job_id)  # type: ignore[arg-type]
+        return CreateResult.of(reply, job_id)
 
     async def create_batch(
         self,
@@ -295,8 +171,7 @@ class JobStore:
             self.keys.tenant_jobs(tenant),
         ]
         reply = await self.call(lambda: CREATE_BATCH(self.client, keys, args, **self._durable))
-        status, other = _text(reply[0]), _text(reply[1])
-        return CreateResult(status, other, created=other == batch_id)  # type: ignore[arg-type]
+        return CreateResult.of(reply, batch_id)
 
     async def get(self, job_id: str) -> job_pb2.Job:
         """The current record; NOT_FOUND with JOB_EXPIRED when only the tombstone is left.
@@ -346,6 +221,56 @@ class JobStore:
         value = await self.call(lambda: self.client.get(self.keys.result(job_id)))
         return value.encode() if isinstance(value, str) else value
 
+    async def job_fields(self, job_id: str, names: Sequence[str]) -> dict[str, str]:
+        """The named fields the job's record has (one HMGET); a missing one is left out."""
+        values = await self.call(lambda: self.client.hmget(self.keys.job(job_id), list(names)))
+        pairs = zip(names, values, strict=True)
+        return {k: v.decode() if isinstance(v, bytes) else v for k, v in pairs if v is not None}
+
+    async def read_batch(
+        self, batch_id: str, indexes: Sequence[int] | None = None
+    ) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
+        """The batch meta record and its file records by index (all, or those at `indexes`)
+        in one MULTI/EXEC: a snapshot where `completed` and the files' states disagree cannot
+        be read (the update script moves both at once). The meta is {} once the batch is gone."""
+        meta_key = self.keys.batch_meta(batch_id)
+
+        async def read() -> tuple[Any, list[Any], list[int]]:
+            wanted = list(indexes) if indexes is not None else None
+            if wanted is None:
+                total = await self.client.hget(meta_key, "total")
+                if total is None:
+                    return {}, [], []
+                wanted = list(range(int(total)))
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.hgetall(meta_key)
+                for index in wanted:
+                    pipe.hgetall(self.keys.job(batch_file_id(batch_id, index)))
+                meta, *files = await pipe.execute()
+            return meta, files, wanted
+
+        meta, files, wanted = await self.call(read)
+        return decode_hash(meta), {i: decode_hash(f) for i, f in zip(wanted, files, strict=True)}
+
+    async def batch_version(self, batch_id: str) -> int | None:
+        """The batch's version counter alone (one HGET), None once the batch is gone."""
+        value = await self.call(lambda: self.client.hget(self.keys.batch_meta(batch_id), "version"))
+        return int(value) if value is not None else None
+
+    async def count_submits(self, tenant: str, minute: int, files: int) -> int:
+        """Adds `files` to the tenant's submits in `minute` (epoch minutes), counted in Redis so
+        every replica shares the count, and answers the new count. A count lives 2 minutes."""
+        key = self.keys.submit_count(tenant, minute)
+
+        async def count() -> int:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.incrby(key, files)
+                pipe.expire(key, 120)
+                used, _ = await pipe.execute()
+            return int(used)
+
+        return await self.call(count)
+
     async def _update(
         self,
         job_id: str,
@@ -384,7 +309,7 @@ class JobStore:
         ]
         durable = self._durable if op in _ENDING_OPS else {}
         reply = await self.call(lambda: UPDATE_JOB(self.client, keys, args, **durable))
-        return _write_result(reply)
+        return WriteResult.of(reply)
 
     async def claim(
         self,
@@ -454,16 +379,3 @@ class JobStore:
         may carry the last `done` and `total` (merged like a progress write, never backwards),
         so a job's last progress needs no write of its own."""
         return await self._update(job_id, "finish", fence, {"state": state, **fields}, inline)
-
-
-def _text(value: bytes | int) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _write_result(reply: list[Any]) -> WriteResult:
-    record = None
-    if len(reply) > 2 and isinstance(reply[2], list):
-        flat = [_text(item) for item in reply[2]]
-        record = record_to_job(dict(zip(flat[::2], flat[1::2], strict=True)))
-    status: WriteStatus = _text(reply[0])  # type: ignore[assignment]
-    return WriteResult(status=status, version=int(reply[1]), record=record)

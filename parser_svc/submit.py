@@ -137,17 +137,7 @@ class Submitter:
         caller = current_caller.get()
         if not caller or not caller.limits.submits_per_minute:
             return
-        window = int(time.time() // 60)
-        key = f"{self.store.keys.prefix}:rate:{caller.tenant}:{window}"
-
-        async def count() -> int:
-            async with self.store.client.pipeline(transaction=True) as pipe:
-                pipe.incrby(key, files)
-                pipe.expire(key, 120)
-                used, _ = await pipe.execute()
-            return int(used)
-
-        used = await self.store.call(count)
+        used = await self.store.count_submits(caller.tenant, int(time.time() // 60), files)
         if used > caller.limits.submits_per_minute:
             retry_after = 60 - int(time.time()) % 60
             raise DocparseError(

@@ -58,7 +58,7 @@ def _constants_in_python() -> dict[str, str]:
 def _reasons_in_lua() -> dict[str, str]:
     """Strings the Lua scripts write as a job's error reason (`reason` fields)."""
     found: dict[str, str] = {}
-    for path in sorted((ROOT / "parser_svc" / "lua").glob("*.lua")):
+    for path in sorted((ROOT / "parser_svc" / "lua").rglob("*.lua")):
         text = path.read_text()
         for match in re.finditer(r"\['(?:err_)?reason'\]\s*=\s*'([A-Z_]+)'", text):
             found.setdefault(match.group(1), str(path.relative_to(ROOT)))
@@ -91,7 +91,7 @@ def test_every_reason_the_code_raises_is_in_the_enum() -> None:
 
 def test_every_enum_reason_is_raised_somewhere() -> None:
     used = set(_used())
-    lua = "\n".join(p.read_text() for p in (ROOT / "parser_svc" / "lua").glob("*.lua"))
+    lua = "\n".join(p.read_text() for p in (ROOT / "parser_svc" / "lua").rglob("*.lua"))
     stale = sorted(name for name in REASONS if name not in used and f"'{name}'" not in lua)
     assert not stale, f"enum entries no code raises (remove them or raise them): {stale}"
 

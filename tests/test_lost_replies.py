@@ -23,7 +23,7 @@ from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
-from parser_svc.store import CREATE_BATCH, CREATE_JOB, UPDATE_JOB
+from parser_svc.lua_scripts import CREATE_BATCH, CREATE_JOB, UPDATE_JOB
 from tests.conftest import make_stack
 from tests.faultproxy import Command, FaultProxy
 from tests.helpers import eventually, make_pdf, stub, wait_terminal

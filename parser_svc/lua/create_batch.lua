@@ -13,6 +13,7 @@
 -- ARGV[#ARGV] (the last, after the files) how long the tenant's job index must keep a new entry
 -- (ms, lifetimes.py: the longest a record can live)
 -- Returns {status, batch_id}: OK | EXISTS | REPLAY (first batch) | CONFLICT (first batch).
+-- Loaded after lib/job_index.lua (tidy_job_index): parser_svc/lua_scripts.py.
 local now, queued_ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local retention, tomb_extra = tonumber(ARGV[3]), tonumber(ARGV[4])
 local batch_id, tenant, n = ARGV[8], ARGV[10], tonumber(ARGV[11])
@@ -47,23 +48,10 @@ for i = 0, n - 1 do
   redis.call('ZADD', KEYS[3], now, job_id)
   redis.call('ZADD', KEYS[4], now, job_id)
 end
--- The files are listed from now on; the index lives as long as any record it lists can, and
--- sheds entries whose records are certainly gone.
-local listed = tonumber(ARGV[#ARGV])
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. tostring(now - listed))
-if redis.call('PTTL', KEYS[4]) < listed then redis.call('PEXPIRE', KEYS[4], listed) end
--- The n + 1 oldest entries go when their record is gone: the index follows the live jobs even
--- when nobody lists. Job keys are '<prefix>{<id>}', or '<prefix>{<batch>}-<i>' for a file;
--- the prefix is ARGV[7] without this batch's '{<batch>}-'.
+-- The files are listed from now on; the n + 1 oldest entries are checked (lib/job_index.lua).
+-- The job key prefix is ARGV[7] without this batch's '{<batch>}-'.
 local job_prefix = string.sub(ARGV[7], 1, #ARGV[7] - #batch_id - 3)
-for _, old in ipairs(redis.call('ZRANGE', KEYS[4], 0, n)) do
-  local dash = string.find(old, '-', 1, true)
-  local key = job_prefix .. '{' .. old .. '}'
-  if dash then
-    key = job_prefix .. '{' .. string.sub(old, 1, dash - 1) .. '}' .. string.sub(old, dash)
-  end
-  if redis.call('EXISTS', key) == 0 then redis.call('ZREM', KEYS[4], old) end
-end
+tidy_job_index(KEYS[4], now, tonumber(ARGV[#ARGV]), job_prefix, n + 1)
 if KEYS[2] ~= '' then
   redis.call('HSET', KEYS[2], 'batch_id', batch_id, 'digest', ARGV[6])
   redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[5]))

@@ -17,6 +17,8 @@
 --   {'OK', new id} | {'REPLAY', first id} (same request_id, same content)
 --   {'CONFLICT', first id} (same request_id, other content) | {'JOINED', active id}
 --   {'EXISTS', new id} (the record already exists: this is a re-run)
+-- Loaded after lib/publish.lua (publish_record) and lib/job_index.lua (tidy_job_index):
+-- parser_svc/lua_scripts.py.
 local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local job_id = ARGV[8]
 
@@ -62,25 +64,8 @@ redis.call('SET', KEYS[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tonu
 if KEYS[4] ~= '' then redis.call('SET', KEYS[4], job_id, 'PX', ttl) end
 remember_request(job_id)
 redis.call('ZADD', KEYS[5], now, job_id)
--- Listed from now on; the index lives as long as any record it lists can, and sheds entries
--- whose records are certainly gone.
-local listed = tonumber(ARGV[9])
+-- Listed from now on; the two oldest entries are checked (lib/job_index.lua).
 redis.call('ZADD', KEYS[6], now, job_id)
-redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. tostring(now - listed))
-if redis.call('PTTL', KEYS[6]) < listed then redis.call('PEXPIRE', KEYS[6], listed) end
--- The two oldest entries go when their record is gone: the index follows the live jobs even
--- when nobody lists (records expire about in the order they were made).
-for _, old in ipairs(redis.call('ZRANGE', KEYS[6], 0, 1)) do
-  local dash = string.find(old, '-', 1, true)
-  local key = ARGV[7] .. '{' .. old .. '}'
-  if dash then key = ARGV[7] .. '{' .. string.sub(old, 1, dash - 1) .. '}' .. string.sub(old, dash) end
-  if redis.call('EXISTS', key) == 0 then redis.call('ZREM', KEYS[6], old) end
-end
-
-local flat = redis.call('HGETALL', KEYS[1])
-local rec = {}
-for i = 1, #flat, 2 do rec[flat[i]] = flat[i + 1] end
-rec['fence'] = nil
-rec['dedupe_key'] = nil
-redis.call('PUBLISH', ARGV[1], cjson.encode(rec))
+tidy_job_index(KEYS[6], now, tonumber(ARGV[9]), ARGV[7], 2)
+publish_record(KEYS[1], ARGV[1])
 return {'OK', job_id}

@@ -31,6 +31,7 @@
 --          write that follows a quiet one always tells watchers (a version they have not seen)
 -- Returns {status, version}: OK | DONE | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH;
 -- a claim that is in (OK or DONE) adds the record as a flat field/value list (no second read).
+-- Loaded after lib/publish.lua (publish_record): parser_svc/lua_scripts.py.
 local cur = redis.call('HMGET', KEYS[1], 'state', 'version', 'done', 'total', 'stage', 'fence',
   'attempt', 'tenant', 'job_id', 'dedupe_key')
 local state = cur[1]
@@ -64,18 +65,6 @@ local running_ttl, retention = tonumber(ARGV[5]), tonumber(ARGV[6])
 local tomb_extra, queued_ttl = tonumber(ARGV[7]), tonumber(ARGV[11])
 local owner, job_id, dedupe = cur[8] or '', cur[9], cur[10]
 local publishing = ARGV[14] or ''
-
--- The full record on the job's channel (without its fence and dedupe pointer); returns the
--- record as HGETALL gives it.
-local function publish_record()
-  local flat = redis.call('HGETALL', KEYS[1])
-  local rec = {}
-  for i = 1, #flat, 2 do rec[flat[i]] = flat[i + 1] end
-  rec['fence'] = nil
-  rec['dedupe_key'] = nil
-  redis.call('PUBLISH', ARGV[4], cjson.encode(rec))
-  return flat
-end
 
 local function publish_batch(batch_version)
   redis.call('PUBLISH', ARGV[10], cjson.encode({job_id = job_id,
@@ -163,7 +152,7 @@ end
 if not changed then
   if publishing == 'announce' then
     if KEYS[4] ~= '' then publish_batch(tonumber(redis.call('HGET', KEYS[4], 'version') or '0')) end
-    publish_record()
+    publish_record(KEYS[1], ARGV[4])
   end
   return {'NOOP', version}
 end
@@ -225,7 +214,7 @@ if KEYS[4] ~= '' then
 end
 
 if publishing ~= 'quiet' then
-  local flat = publish_record()
+  local flat = publish_record(KEYS[1], ARGV[4])
   if op == 'claim' then return {'OK', version, flat} end
 elseif op == 'claim' then
   return {'OK', version, redis.call('HGETALL', KEYS[1])}

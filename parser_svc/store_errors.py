@@ -1,0 +1,69 @@
+"""How a failed state store call reads to a client.
+
+A Redis that does not answer (refused, timed out, loading, read-only) is UNAVAILABLE
+STATE_STORE_UNAVAILABLE, never NOT_FOUND; an error reply is STATE_STORE_FULL (OOM: retryable),
+STATE_STORE_NOT_REPLICATED (WAIT fell short) or INTERNAL STATE_STORE_ERROR. JobStore.call
+(parser_svc/store.py) and the queue (parser_svc/queue.py) map their errors with these.
+"""
+
+from __future__ import annotations
+
+import grpc
+from redis.exceptions import BusyLoadingError, ReadOnlyError, RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from docparse.errors import DocparseError
+from parser_svc.redis_conn import refusal_detail
+
+# Errors that mean Redis did not answer (STATE_STORE_UNAVAILABLE), not that it refused a call.
+UNAVAILABLE_ERRORS = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    BusyLoadingError,
+    ReadOnlyError,
+    OSError,
+    TimeoutError,
+)
+
+
+class NotReplicated(RedisError):
+    """WAIT saw fewer replicas acknowledge the write than asked for."""
+
+    def __init__(self, acked: int, wanted: int) -> None:
+        super().__init__(f"{acked} of {wanted} replicas acknowledged the write in time")
+
+
+def unavailable_detail(err: BaseException) -> str:
+    """How a store call failed, in words a client may read (never a class name or a server's
+    text; the replica's log has those)."""
+    if isinstance(err, BusyLoadingError):
+        return "Redis is loading its data"
+    if isinstance(err, ReadOnlyError):
+        return "Redis is read-only (a replica, or failing over)"
+    if isinstance(err, RedisTimeoutError | TimeoutError):
+        return "timed out"
+    return refusal_detail(err) or "connection failed"
+
+
+def store_error(err: RedisError) -> DocparseError:
+    """A Redis error reply. A full Redis (maxmemory with noeviction refuses writes with OOM)
+    is retryable: UNAVAILABLE STATE_STORE_FULL, so clients back off and retry instead of
+    treating it as a bug; anything else is INTERNAL STATE_STORE_ERROR."""
+    if isinstance(err, NotReplicated):
+        return DocparseError(
+            grpc.StatusCode.UNAVAILABLE,
+            "STATE_STORE_NOT_REPLICATED",
+            f"the write is on the Redis primary but {err}: retry the call (with the same "
+            "request_id), it answers with what the first one did",
+        )
+    if "OOM command not allowed" in str(err):
+        return DocparseError(
+            grpc.StatusCode.UNAVAILABLE,
+            "STATE_STORE_FULL",
+            "the job state store is full and refuses writes; retry later (operators: "
+            "docs/operations.md, Redis memory)",
+        )
+    return DocparseError(
+        grpc.StatusCode.INTERNAL, "STATE_STORE_ERROR", "state store error (see the replica log)"
+    )
