@@ -35,7 +35,7 @@ from google.protobuf.message import Message
 from docparse.client import Client, default_target
 from docparse.errors import ContractError, DocparseError, JobFailed, WaitTimeout
 from docparse.ports import port_holder, port_in_use, port_is_free
-from docparse.progress import ProgressBoard
+from docparse.progress import AboveTheBars, ProgressBoard
 from docparse.render import to_markdown, to_text
 from docparse.v1 import job_pb2, reading_package_pb2
 from docparse.waiting import TERMINAL, WaitPolicy, state_name
@@ -578,7 +578,7 @@ def _run(args: argparse.Namespace) -> int:
         code: int = args.fn(args)
         return code
     if args.verbose:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = AboveTheBars(sys.stderr)  # never through the progress bars
         handler.setFormatter(logging.Formatter("retry: %(message)s"))
         logger = logging.getLogger("docparse.client")
         logger.addHandler(handler)

@@ -54,10 +54,11 @@ def run_demo(target: str, folder: Path, tls_root_cert: bytes | None = None) -> b
                 row.error = str(err)
 
     threads = [threading.Thread(target=follow, args=(i, r)) for i, r in enumerate(rows)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with board:  # closed before the summary, also when a document's wait ended in an error
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
     print()
     print(f"{'document':<28} {'job id':<32} {'state':<10} {'pages':>5} {'chars':>7}  replicas")
