@@ -172,7 +172,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 bench: setup
-	$(BIN)/python bench/bench_spine.py
+	$(BIN)/python -m bench.bench_spine
 
 # The soaks at acceptance size: 2,000 jobs over 4 replicas while a worker is killed
 # every 4 s (make test runs it with 300); then 200 jobs and 5 batches under 50+ lost and 50+

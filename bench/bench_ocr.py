@@ -1,4 +1,4 @@
-"""OCR benchmark: run with `.venv/bin/python bench/bench_ocr.py [--pages N] [--dpi 200]`.
+"""OCR benchmark: run with `.venv/bin/python -m bench.bench_ocr [--pages N] [--dpi 200]`.
 
 Generated ground truth (tests/fixtures/scans.py: known text in en, de, fr, es, ru, zh, ja, ar,
 scanned at --dpi with skew, noise and JPEG artefacts) read by each candidate on the same page
@@ -32,26 +32,25 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# One OpenMP thread per engine, set before anything loads an OpenMP runtime.
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
-import grpc  # noqa: E402
-import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
+import numpy as np
+from PIL import Image
 
-from docparse.local.stack import LocalStack  # noqa: E402
-from docparse.v1 import job_pb2, parser_service_pb2  # noqa: E402
-from parser_svc.parse_child import parse  # noqa: E402
-from parser_svc.parsers import ParseOptions, ocr  # noqa: E402
-from tests.fixtures.scans import NO_SPACES, TEXTS, Scan, cer, scan, wer  # noqa: E402
-from tests.helpers import stub, wait_terminal  # noqa: E402
+from bench.harness.jobs import run_job
+from bench.harness.output import OUT_DIR, write_text
+from bench.harness.stacks import bench_stack
+from docparse.v1 import job_pb2, parser_service_pb2
+from parser_svc.parse_child import parse
+from parser_svc.parsers import ParseOptions, ocr
+from tests.fixtures.scans import NO_SPACES, TEXTS, Scan, cer, scan, wer
 
 LATIN = ("en", "de", "fr", "es")
 
@@ -113,32 +112,16 @@ def docparse_in_process(pages: list[Scan]) -> list[tuple[str, float]]:
     return out
 
 
-def finished(address: str, job_id: str) -> job_pb2.Job:
-    """The job's terminal record, resuming the watch where a stream ends UNAVAILABLE (a
-    connection reaching its maximum age on a loaded machine)."""
-    while True:
-        try:
-            return wait_terminal(address, job_id, timeout=600)
-        except grpc.RpcError as err:
-            if err.code() != grpc.StatusCode.UNAVAILABLE:
-                raise
-
-
 def through_stack(address: str, pages: list[Scan], hinted: bool = False) -> tuple[float, list[str]]:
     """All pages at once as one-page jobs; `hinted`: each names its language."""
 
     def one(item: tuple[int, Scan]) -> job_pb2.Job:
-        channel, s = stub(address)
-        with channel:
-            job = s.SubmitJob(
-                parser_service_pb2.SubmitJobRequest(
-                    file_name=f"scan-{item[0]}-{item[1].language}.pdf",
-                    content=item[1].pdf,
-                    languages=[item[1].language] if hinted else [],
-                ),
-                timeout=60,
-            ).job
-        return finished(address, job.job_id)
+        request = parser_service_pb2.SubmitJobRequest(
+            file_name=f"scan-{item[0]}-{item[1].language}.pdf",
+            content=item[1].pdf,
+            languages=[item[1].language] if hinted else [],
+        )
+        return run_job(address, request, resume=True)
 
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=len(pages)) as pool:
@@ -181,7 +164,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-ocr-"))
     load_start = os.getloadavg()[0]
 
-    engines = {
+    engines: dict[str, Callable[[], list[tuple[str, float]]]] = {
         "tesseract-cli": lambda: tesseract_cli(pages, work),
         "tesseract": lambda: tesseract_api(pages),
         "docparse": lambda: docparse_in_process(pages),
@@ -197,7 +180,7 @@ def main() -> None:
         stack_pages = [scan(lang, args.dpi, 100 + seed) for lang in LATIN for seed in range(4)]
         rounds: list[dict[str, float]] = []
         failures: list[str] = []
-        with LocalStack(work / "stack", replicas=1, gateways=1, env="bench") as stack:
+        with bench_stack(work / "stack", replicas=1) as stack:
             address = stack.gateway_addresses[0]
             through_stack(address, stack_pages[:2])  # warm: connections, fork server, models
             for number in range(args.rounds):
@@ -252,9 +235,7 @@ def main() -> None:
         print(f"| {language} | " + " | ".join(cells) + " |")
     if "latin_stack" in result:
         print(json.dumps(result["latin_stack"], indent=2))
-    out = ROOT / "var" / "bench" / "ocr.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_text(OUT_DIR / "ocr.json", json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

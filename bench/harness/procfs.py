@@ -1,0 +1,56 @@
+"""CPU time and memory of processes and of the machine, read from /proc (Linux)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def cpu_snapshot(pids: dict[str, int]) -> dict[str, float]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
+def machine_busy_seconds() -> float:
+    """CPU time all CPUs spent busy so far (user, nice, system, irq, softirq, steal)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / CLK_TCK
+
+
+def loadavg() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def rss_kb(pid: int) -> tuple[int, int]:
+    """Resident and private (unshared) kB of a process; (0, 0) once it is gone."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return 0, 0
+    fields = {line.split(":")[0]: int(line.split()[1]) for line in rollup[1:] if ":" in line}
+    return fields.get("Rss", 0), fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
+
+
+def children(parent: int) -> dict[int, bytes]:
+    """The command lines of a process's children, by pid."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                    found[int(entry.name)] = (entry / "cmdline").read_bytes()
+            except (OSError, ValueError):
+                continue
+    return found

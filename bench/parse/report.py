@@ -1,0 +1,53 @@
+"""The parse benchmark's printed report (the JSON follows it on stdout)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def print_report(
+    result: dict[str, object],
+    medians: dict[str, float],
+    idle: dict[str, list[dict[str, int]]],
+    modes: list[str],
+    args: argparse.Namespace,
+) -> None:
+    """Medians over rounds per stack (`modes`), then the one-off measurements in `result`."""
+    m = medians
+    print(f"text PDFs: {result['text_pdf_files']} files; book: {args.book_pages} pages; "
+          f"{args.rounds} rounds")  # fmt: skip
+    print(f"  raw pymupdf get_text, corpus     : {m['raw_corpus']:8.1f} pages/s")
+    print(f"  reading package in process       : {m['package_corpus']:8.1f} pages/s"
+          f"  = {m['package_corpus_vs_raw']:.2f} of raw (goal 0.7)")  # fmt: skip
+    print(f"  raw pymupdf get_text, book       : {m['raw_book']:8.1f} pages/s")
+    print(f"  reading package in process, book : {m['package_book']:8.1f} pages/s"
+          f"  = {m['package_book_vs_raw']:.2f} of raw (goal 0.7)")  # fmt: skip
+    for mode in modes:
+        print(f"[{mode}]")
+        print(f"  text PDFs through the stack      : {m[f'{mode}_stack_pages']:8.1f} pages/s"
+              f"  = {m[f'{mode}_stack_vs_raw']:.2f} of raw (goal 0.8)")  # fmt: skip
+        print(f"  one-page jobs, {args.clients} clients         : "
+              f"{m[f'{mode}_one_page_jobs']:8.1f} jobs/s (goal 60; raw pymupdf "
+              f"{m['raw_one_page_docs']:.0f} documents/s)")  # fmt: skip
+        print(f"  lone one-page submit→SUCCEEDED   : p50 {m[f'{mode}_lone_ms']:6.1f} ms (goal 40;"
+              f" GetStatus round trip p50 {m[f'{mode}_status_ms']:.1f} ms)")  # fmt: skip
+        if f"{mode}_child_rss_mb" in m:
+            print(f"  per running parse (median peak)  : RSS {m[f'{mode}_child_rss_mb']:.0f} MB,"
+                  f" private {m[f'{mode}_child_private_mb']:.0f} MB")  # fmt: skip
+        for i, replica in enumerate(idle[mode]):
+            print(f"  replica {i} at idle               : parser_svc "
+                  f"{replica['parser_svc_kb'] / 1024:.0f} MB + fork server "
+                  f"{replica['fork_server_kb'] / 1024:.0f} MB RSS")  # fmt: skip
+    launch = result["launch"]
+    assert isinstance(launch, dict)
+    print(f"one parse of a one-page PDF, alone (run_parse): forked {launch['fork_server_wall_ms']}"
+          f" ms wall / {launch['fork_server_child_cpu_ms']} ms child CPU; spawned "
+          f"{launch['spawn_wall_ms']} / {launch['spawn_child_cpu_ms']}; bare fork + exit of "
+          f"the fork server's size ({launch['fork_server_size_anon_mb']} MB anonymous) "
+          f"{launch['bare_fork_exit_ms']} ms")  # fmt: skip
+    if "redis_fork_server" in result:
+        print(f"Redis per one-page job (fork_server): {result['redis_fork_server']}")
+    if "ocr_pages_per_s" in result:
+        print(f"OCR: {result['ocr_pages_per_s']} image-only pages/s")
+    if "xlsx_1m_peak_rss_mb" in result:
+        print(f"1M-cell XLSX parse: peak RSS {result['xlsx_1m_peak_rss_mb']} MB (goal < 400)")
