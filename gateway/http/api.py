@@ -6,6 +6,7 @@ strings, every scalar field present)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -19,7 +20,7 @@ from docparse.results import ResultAssembler
 from docparse.v1 import job_pb2, parser_service_pb2
 from gateway.http.errors import bad_request, echo, parse_uint
 from gateway.http.keys import RENDERER, SETTINGS, UPSTREAM
-from gateway.http.upstream import HttpError, rpc_failure, served_by_header
+from gateway.http.upstream import HttpError, Req, Resp, rpc_failure, served_by_header
 
 TERMINAL = frozenset({job_pb2.STATE_SUCCEEDED, job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED})
 CHUNK_BYTES = 1024 * 1024
@@ -211,24 +212,29 @@ async def submit_job(request: web.Request) -> web.Response:
     return json_response(job, served, status, {"Location": f"/v1/jobs/{job.job_id}"})
 
 
+async def _answer_record(
+    request: web.Request,
+    method: grpc.aio.UnaryUnaryMultiCallable[Req, Resp],
+    message: Req,
+    record: Callable[[Resp], Message],
+) -> web.Response:
+    """One unary call whose reply carries one record (a job, a batch): that record, as JSON."""
+    reply, served = await request.app[UPSTREAM].unary(method, message, request)
+    return json_response(record(reply), served)
+
+
 async def get_job(request: web.Request) -> web.Response:
-    upstream = request.app[UPSTREAM]
-    reply, served = await upstream.unary(
-        upstream.stub.GetStatus,
-        parser_service_pb2.GetStatusRequest(job_id=text(request.match_info["job_id"])),
-        request,
-    )
-    return json_response(reply.job, served)
+    """GET /v1/jobs/{id}: the job's current record."""
+    stub, job_id = request.app[UPSTREAM].stub, text(request.match_info["job_id"])
+    message = parser_service_pb2.GetStatusRequest(job_id=job_id)
+    return await _answer_record(request, stub.GetStatus, message, lambda reply: reply.job)
 
 
 async def cancel_job(request: web.Request) -> web.Response:
-    upstream = request.app[UPSTREAM]
-    reply, served = await upstream.unary(
-        upstream.stub.CancelJob,
-        parser_service_pb2.CancelJobRequest(job_id=text(request.match_info["job_id"])),
-        request,
-    )
-    return json_response(reply.job, served)
+    """POST /v1/jobs/{id}:cancel: the cancelled job."""
+    stub, job_id = request.app[UPSTREAM].stub, text(request.match_info["job_id"])
+    message = parser_service_pb2.CancelJobRequest(job_id=job_id)
+    return await _answer_record(request, stub.CancelJob, message, lambda reply: reply.job)
 
 
 RESULT_FORMATS = {
@@ -375,10 +381,7 @@ def _upload_header(
 
 
 async def get_batch(request: web.Request) -> web.Response:
-    upstream = request.app[UPSTREAM]
-    reply, served = await upstream.unary(
-        upstream.stub.GetBatch,
-        parser_service_pb2.GetBatchRequest(batch_id=text(request.match_info["batch_id"])),
-        request,
-    )
-    return json_response(reply.batch, served)
+    """GET /v1/batches/{id}: the batch, its counters and every file's job."""
+    stub, batch_id = request.app[UPSTREAM].stub, text(request.match_info["batch_id"])
+    message = parser_service_pb2.GetBatchRequest(batch_id=batch_id)
+    return await _answer_record(request, stub.GetBatch, message, lambda reply: reply.batch)

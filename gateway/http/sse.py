@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,7 @@ from docparse.v1 import job_pb2, parser_service_pb2
 from gateway.http.api import TERMINAL, text, to_json
 from gateway.http.errors import error_body, parse_uint
 from gateway.http.keys import CLOSING, SETTINGS, STREAMS, UPSTREAM
-from gateway.http.upstream import HttpError
+from gateway.http.upstream import HttpError, Metadata, Upstream
 
 # Upstream failures the gateway resumes from (the stream is fine to reopen with after_version).
 RESUMABLE = frozenset(
@@ -55,19 +55,35 @@ RESUMABLE = frozenset(
     }
 )
 _CLOSED = object()
+# A reply that carries the record (GetStatusResponse.job, GetBatchResponse.batch), and who
+# answered (X-Served-By).
+Current = tuple[Message, str]
 
 
 @dataclass(frozen=True)
-class Watch:
+class Stream:
     """What differs between the job and the batch stream."""
 
-    event: str
-    # Opens the upstream stream after a version.
-    open: Callable[[int], Any]
-    # The record an upstream message carries (None for a heartbeat) ...
-    record: Callable[[Any], Any]
-    # ... and whether it is the last one.
+    # "job" or "batch": the SSE event name, the path parameter `<kind>_id`, and the field
+    # that carries the record in the replies of `current` and of `watch`.
+    kind: str
+    # The record as it is now (GetStatus / GetBatch): the reply and X-Served-By.
+    current: Callable[[Upstream, str, web.Request], Awaitable[Current]]
+    # Opens the upstream watch (WatchJob / WatchBatch) of an id after a version.
+    watch: Callable[[Upstream, str, int, Metadata], Any]
+    # Whether a record is the last one.
     final: Callable[[Any], bool]
+    # Whether a cursor ahead of the current record is refused (400) before the stream starts
+    # (the job stream's is; a batch stream's reaches WatchBatch, whose OUT_OF_RANGE comes as
+    # `event: stream-error`).
+    refuses_cursor_ahead: bool
+
+    def record(self, message: Message) -> Message | None:
+        """The record an upstream message carries (None for a heartbeat)."""
+        if not message.HasField(self.kind):
+            return None
+        record: Message = getattr(message, self.kind)
+        return record
 
 
 def batch_done(batch: parser_service_pb2.Batch) -> bool:
@@ -76,6 +92,30 @@ def batch_done(batch: parser_service_pb2.Batch) -> bool:
 
 def job_done(job: job_pb2.Job) -> bool:
     return job.state in TERMINAL
+
+
+def _job_now(upstream: Upstream, job_id: str, request: web.Request) -> Awaitable[Current]:
+    message = parser_service_pb2.GetStatusRequest(job_id=job_id)
+    return upstream.unary(upstream.stub.GetStatus, message, request)
+
+
+def _batch_now(upstream: Upstream, batch_id: str, request: web.Request) -> Awaitable[Current]:
+    message = parser_service_pb2.GetBatchRequest(batch_id=batch_id)
+    return upstream.unary(upstream.stub.GetBatch, message, request)
+
+
+def _watch_job(upstream: Upstream, job_id: str, after: int, metadata: Metadata) -> Any:
+    message = parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after)
+    return upstream.stub.WatchJob(message, metadata=metadata)
+
+
+def _watch_batch(upstream: Upstream, batch_id: str, after: int, metadata: Metadata) -> Any:
+    message = parser_service_pb2.WatchBatchRequest(batch_id=batch_id, after_version=after)
+    return upstream.stub.WatchBatch(message, metadata=metadata)
+
+
+JOB_STREAM = Stream("job", _job_now, _watch_job, job_done, refuses_cursor_ahead=True)
+BATCH_STREAM = Stream("batch", _batch_now, _watch_batch, batch_done, refuses_cursor_ahead=False)
 
 
 def resume_cursor(request: web.Request) -> int:
@@ -91,63 +131,33 @@ def resume_cursor(request: web.Request) -> int:
 
 
 async def job_events(request: web.Request) -> web.StreamResponse:
-    """GET /v1/jobs/{id}/events; one of the tenant's event-stream slots while it is open."""
-    with request.app[STREAMS].slot(request.app[UPSTREAM].caller(request)):
-        return await _job_events(request)
+    """GET /v1/jobs/{id}/events."""
+    return await events(request, JOB_STREAM)
 
 
 async def batch_events(request: web.Request) -> web.StreamResponse:
-    """GET /v1/batches/{id}/events; one of the tenant's event-stream slots while it is open."""
+    """GET /v1/batches/{id}/events."""
+    return await events(request, BATCH_STREAM)
+
+
+async def events(request: web.Request, stream: Stream) -> web.StreamResponse:
+    """The events of one job or batch; one of the tenant's event-stream slots while open."""
     with request.app[STREAMS].slot(request.app[UPSTREAM].caller(request)):
-        return await _batch_events(request)
+        id_ = text(request.match_info[f"{stream.kind}_id"])
+        after = resume_cursor(request)
+        upstream = request.app[UPSTREAM]
+        reply, served = await stream.current(upstream, id_, request)
+        current: Any = getattr(reply, stream.kind)
+        if stream.final(current) and current.version <= after:
+            return web.Response(status=204, headers={"X-Served-By": served})
+        if stream.refuses_cursor_ahead and after > current.version:  # 400, before the stream
+            raise HttpError(cursor_ahead(id_, after, current.version), served)
+        metadata = upstream.metadata(request)
 
+        def open_(version: int) -> Any:
+            return stream.watch(upstream, id_, version, metadata)
 
-async def _job_events(request: web.Request) -> web.StreamResponse:
-    job_id = text(request.match_info["job_id"])
-    after = resume_cursor(request)
-    upstream = request.app[UPSTREAM]
-    reply, served = await upstream.unary(
-        upstream.stub.GetStatus, parser_service_pb2.GetStatusRequest(job_id=job_id), request
-    )
-    if job_done(reply.job) and reply.job.version <= after:
-        return web.Response(status=204, headers={"X-Served-By": served})
-    if after > reply.job.version:  # 400, before the stream starts
-        raise HttpError(cursor_ahead(job_id, after, reply.job.version), served)
-    metadata = upstream.metadata(request)
-
-    def open_(version: int) -> Any:
-        return upstream.stub.WatchJob(
-            parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=version),
-            metadata=metadata,
-        )
-
-    def record(message: parser_service_pb2.WatchJobResponse) -> job_pb2.Job | None:
-        return message.job if message.HasField("job") else None
-
-    return await _relay(request, Watch("job", open_, record, job_done), after, served)
-
-
-async def _batch_events(request: web.Request) -> web.StreamResponse:
-    batch_id = text(request.match_info["batch_id"])
-    after = resume_cursor(request)
-    upstream = request.app[UPSTREAM]
-    reply, served = await upstream.unary(
-        upstream.stub.GetBatch, parser_service_pb2.GetBatchRequest(batch_id=batch_id), request
-    )
-    if batch_done(reply.batch) and reply.batch.version <= after:
-        return web.Response(status=204, headers={"X-Served-By": served})
-    metadata = upstream.metadata(request)
-
-    def open_(version: int) -> Any:
-        return upstream.stub.WatchBatch(
-            parser_service_pb2.WatchBatchRequest(batch_id=batch_id, after_version=version),
-            metadata=metadata,
-        )
-
-    def record(message: parser_service_pb2.WatchBatchResponse) -> parser_service_pb2.Batch | None:
-        return message.batch if message.HasField("batch") else None
-
-    return await _relay(request, Watch("batch", open_, record, batch_done), after, served)
+        return await _relay(request, stream, open_, after, served)
 
 
 def _event(name: str, data: str, event_id: int | None = None) -> bytes:
@@ -159,7 +169,9 @@ def _comment(text: str) -> bytes:
     return f": {text}\n\n".encode()
 
 
-async def _relay(request: web.Request, watch: Watch, after: int, served: str) -> web.StreamResponse:
+async def _relay(
+    request: web.Request, stream: Stream, open_: Callable[[int], Any], after: int, served: str
+) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     response = web.StreamResponse(
         headers={
@@ -173,7 +185,7 @@ async def _relay(request: web.Request, watch: Watch, after: int, served: str) ->
     closing = asyncio.ensure_future(request.app[CLOSING].wait())
     try:
         await response.write(f"retry: {settings.sse_retry_ms}\n\n".encode())
-        await _pump(response, watch, after, closing, settings.sse_resume_budget_s)
+        await _pump(response, stream, open_, after, closing, settings.sse_resume_budget_s)
         await response.write_eof()
     except ConnectionResetError:
         pass  # the browser left; its reconnect (if any) resumes from its Last-Event-ID
@@ -195,7 +207,8 @@ async def _next(call: Any, closing: asyncio.Future[Any]) -> Any:
 
 async def _pump(
     response: web.StreamResponse,
-    watch: Watch,
+    stream: Stream,
+    open_: Callable[[int], Any],
     last: int,
     closing: asyncio.Future[Any],
     budget_s: float,
@@ -203,7 +216,7 @@ async def _pump(
     failing_since: float | None = None
     delay = 0.05
     while True:
-        call = watch.open(last)
+        call = open_(last)  # the upstream watch after `last`
         try:
             while True:
                 message = await _next(call, closing)
@@ -213,16 +226,16 @@ async def _pump(
                 if message is grpc.aio.EOF:
                     break
                 failing_since, delay = None, 0.05  # the upstream answers again
-                record: Message | None = watch.record(message)
+                record = stream.record(message)
                 if record is None:
                     await response.write(_comment(f"heartbeat {message.heartbeat.last_version}"))
                     continue
                 version = int(record.version)  # type: ignore[attr-defined]
                 if version <= last:
                     continue  # never send an older record (a replica lagging after failover)
-                await response.write(_event(watch.event, to_json(record), version))
+                await response.write(_event(stream.kind, to_json(record), version))
                 last = version
-                if watch.final(record):
+                if stream.final(record):
                     await response.write(_event("end", "{}"))
                     return
             # Ended OK before the final record: the cursor was ahead of the record (a bogus
