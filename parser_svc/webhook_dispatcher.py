@@ -229,7 +229,7 @@ class Dispatcher:
         started = time.monotonic()
         try:
             tenant = spec.get("tenant", "")
-            secret = self.secrets.get(tenant, spec.get("secret", ""))
+            secret = await asyncio.to_thread(self.secrets.get, tenant, spec.get("secret", ""))
             if secret is None:
                 raise DeliveryFailed(f"tenant {tenant!r} has no secret {spec.get('secret')!r} now")
             if record.get("tenant", "") != tenant:  # never: a submit joins its own tenant's jobs

@@ -87,7 +87,7 @@ class Callbacks:
         if not url or not name:
             raise invalid("CALLBACK_INVALID", "a callback needs both a url and a secret_name")
         target = parse_url(url)
-        if self.secrets.get(tenant, name) is None:
+        if await asyncio.to_thread(self.secrets.get, tenant, name) is None:
             raise invalid(
                 "CALLBACK_SECRET_UNKNOWN",
                 f"this tenant has no webhook secret named {name[:100]!r}"

@@ -2,9 +2,10 @@
 subprocess, report progress per page and store the result.
 
 BullMQ renews its locks on this event loop, so nothing here blocks it: the parse runs in a child
-process. Every state write carries the fencing token this worker got at claim time (the queue
-lock token + attempt); once another worker has taken the job over, or the job was cancelled,
-this one's writes are refused and it stops the parse.
+process, and every file this touches (the shared volume's blobs, the parse's scratch directory)
+is read, written and deleted in a thread. Every state write carries the fencing token this
+worker got at claim time (the queue lock token + attempt); once another worker has taken the
+job over, or the job was cancelled, this one's writes are refused and it stops the parse.
 
 Failures: a crashed parser (or a lost worker, seen as a job claimed again) is retried with
 backoff up to `max_attempts` executions; a document failure (corrupt, password, too large,
@@ -131,7 +132,7 @@ class ParseWorker:
             log.error("job %s: could not record that the queue gave up: %s", job_id, final)
             return
         if result.status == "OK":
-            self.blobs.delete_upload(job_id)
+            await asyncio.to_thread(self.blobs.delete_upload, job_id)
             observability.job_finished(job_id, "FAILED", reason)
 
     async def _execute(
@@ -146,8 +147,8 @@ class ParseWorker:
         )
         if not claim.ok:
             log.info("job %s not claimed: %s", job_id, claim.status, extra={"job_id": job_id})
-            if claim.status in ("TERMINAL", "NOT_FOUND"):
-                self.blobs.delete_upload(job_id)  # ended (cancelled) before any parse
+            if claim.status in ("TERMINAL", "NOT_FOUND"):  # ended (cancelled) before any parse
+                await asyncio.to_thread(self.blobs.delete_upload, job_id)
             return claim.status
         record = claim.record
         if record is None:  # not expected: a claim that is in answers with its record
@@ -203,6 +204,11 @@ class ParseWorker:
             log.warning("job %s: %s", job_id, lost, extra={"event": "job.lost", "job_id": job_id})
             return "LOST"
 
+    def _stored_input(self, job_id: str) -> Path | None:
+        """The stored upload, None when it is gone (a look at the shared volume: blocking)."""
+        path = self.blobs.path(self.blobs.input_key(job_id))
+        return path if path.exists() else None
+
     async def _parse(
         self,
         job_id: str,
@@ -211,12 +217,14 @@ class ParseWorker:
         languages: list[str],
         writer: ProgressWriter,
     ) -> Outcome:
-        input_path = self.blobs.path(self.blobs.input_key(job_id))
+        input_path = await asyncio.to_thread(self._stored_input, job_id)
+        if input_path is None:
+            return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
         content_type = record.content_type
 
-        def lost(err: LostOwnership) -> LostOwnership:
-            if err.status != "FENCED":
-                self.blobs.delete_upload(job_id)  # the job ended (cancelled) mid-parse
+        async def lost(err: LostOwnership) -> LostOwnership:
+            if err.status != "FENCED":  # the job ended (cancelled) mid-parse
+                await asyncio.to_thread(self.blobs.delete_upload, job_id)
             return err
 
         async def on_progress(done: int, total: int, stage: str) -> None:
@@ -225,15 +233,15 @@ class ParseWorker:
             try:
                 await writer.report(done, total, stage)
             except LostOwnership as err:
-                raise lost(err) from None
+                raise await lost(err) from None
 
         s = self.settings
         limits = Limits(s.parse_timeout_s, s.parse_cpu_s, s.parse_memory_mb)
-        with tempfile.TemporaryDirectory(prefix="docparse-") as tmp:
-            output_path = Path(tmp) / "package.pb"
-            assets_dir = Path(tmp) / "assets"
-            if not input_path.exists():
-                return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
+        # Scratch for the package and the assets, made and removed off the loop as well.
+        scratch = await asyncio.to_thread(tempfile.TemporaryDirectory, prefix="docparse-")
+        try:
+            output_path = Path(scratch.name) / "package.pb"
+            assets_dir = Path(scratch.name) / "assets"
             options = await asyncio.to_thread(self._parse_options, job_id, assets_dir, languages)
             started = time.monotonic()
             # The child itself exports nothing: its span is its run as this supervisor saw it.
@@ -251,14 +259,16 @@ class ParseWorker:
             try:
                 writer.check()  # a write the timer made while the last page ran was refused
             except LostOwnership as err:
-                raise lost(err) from None
+                raise await lost(err) from None
             if not outcome.reason:
                 # Assets first: a SUCCEEDED record must never point at missing images.
                 await asyncio.to_thread(self.blobs.put_assets, job_id, assets_dir)
                 await self._finish_succeeded(
                     job_id, fence, record.attempt, outcome, output_path, writer
                 )
-                self.blobs.delete_upload(job_id)
+                await asyncio.to_thread(self.blobs.delete_upload, job_id)
+        finally:
+            await asyncio.to_thread(scratch.cleanup)
         return outcome
 
     def _parse_options(
@@ -312,7 +322,7 @@ class ParseWorker:
         result = await self._retrying(lambda: self.store.finish(job_id, fence, "FAILED", fields))
         if not result.ok:
             raise LostOwnership(f"terminal write refused: {result.status}")
-        self.blobs.delete_upload(job_id)
+        await asyncio.to_thread(self.blobs.delete_upload, job_id)
 
     async def _finish_succeeded(
         self,
@@ -351,5 +361,5 @@ class ParseWorker:
         )
         if not result.ok:
             if blob_key:
-                self.blobs.delete(blob_key)
+                await asyncio.to_thread(self.blobs.delete, blob_key)
             raise LostOwnership(f"terminal write refused: {result.status}")
