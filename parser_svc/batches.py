@@ -86,8 +86,8 @@ class Batches:
                 sha256 = hashlib.sha256(item.content).hexdigest()
                 stored.append(StoredFile(job_id, item.file_name[:512], size, sha256, size, hints))
         except BaseException:
-            for done in stored:
-                self.submitter.blobs.delete_upload(done.job_id)
+            stored_ids = [item.job_id for item in stored]
+            await asyncio.to_thread(self.submitter.blobs.delete_uploads, stored_ids)
             raise
         return await self.create_stored(batch_id, stored, request_id)
 
@@ -103,9 +103,8 @@ class Batches:
         blobs = self.submitter.blobs
         job_ids = [item.job_id for item in files]
 
-        def drop_uploads() -> None:
-            for job_id in job_ids:
-                blobs.delete_upload(job_id)
+        async def drop_uploads() -> None:
+            await asyncio.to_thread(blobs.delete_uploads, job_ids)
 
         if not files:
             raise invalid("EMPTY_BATCH", "a batch needs at least one file")
@@ -113,7 +112,7 @@ class Batches:
         for index, item in enumerate(files):
             detected = await asyncio.to_thread(sniff_stored, blobs, item.job_id)
             if detected.kind is None:
-                drop_uploads()
+                await drop_uploads()
                 raise file_error(index, item.file_name, unsupported(detected.label))
             records.append(
                 {
@@ -140,10 +139,10 @@ class Batches:
             )
         except DocparseError as err:
             if err.code != grpc.StatusCode.UNAVAILABLE:  # else: the sweeper decides
-                drop_uploads()
+                await drop_uploads()
             raise
         if not created.created:
-            drop_uploads()
+            await drop_uploads()
             if created.status == "CONFLICT":
                 raise invalid(
                     "REQUEST_ID_REUSED",

@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -121,6 +122,10 @@ class BlobStore:
         """The upload and its password file, if any."""
         self.delete(self.input_key(job_id))
         self.delete_secret(job_id)
+
+    def delete_uploads(self, job_ids: Iterable[str]) -> None:
+        for job_id in job_ids:
+            self.delete_upload(job_id)
 
     def uploads_older_than(self, age_s: float, limit: int) -> list[str]:
         """Job ids of up to `limit` stored uploads last written more than `age_s` ago."""

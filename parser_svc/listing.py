@@ -20,10 +20,12 @@ import binascii
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from redis.asyncio.client import Pipeline
 
 from docparse.errors import DocparseError
 from docparse.v1 import job_pb2, parser_service_pb2
@@ -211,15 +213,10 @@ class JobListing:
         entries whose record is gone are removed from the index."""
         if not entries:
             return []
-        client, keys = self.store.client, self.store.keys
-
-        async def read() -> list[Any]:
-            async with client.pipeline(transaction=False) as pipe:
-                for job_id, _ in entries:
-                    pipe.hmget(keys.job(job_id), ["state", "tenant"])
-                return list(await pipe.execute())
-
-        found = await self.store.call(read)
+        job_ids = [job_id for job_id, _ in entries]
+        found = await self._read_records(
+            job_ids, lambda pipe, key: pipe.hmget(key, ["state", "tenant"])
+        )
         kept: list[tuple[str, int]] = []
         gone: list[str] = []
         for entry, (state, owner) in zip(entries, found, strict=True):
@@ -229,6 +226,20 @@ class JobListing:
                 kept.append(entry)
         await self._forget(tenant, gone)
         return kept
+
+    async def _read_records(
+        self, job_ids: list[str], command: Callable[[Pipeline, str], object]
+    ) -> list[Any]:
+        """`command(pipe, <record key>)` for each job, in one pipeline: the replies in order."""
+        client, keys = self.store.client, self.store.keys
+
+        async def read() -> list[Any]:
+            async with client.pipeline(transaction=False) as pipe:
+                for job_id in job_ids:
+                    command(pipe, keys.job(job_id))
+                return list(await pipe.execute())
+
+        return await self.store.call(read)
 
     async def _forget(self, tenant: str, gone: list[str]) -> None:
         if gone:
@@ -242,15 +253,7 @@ class JobListing:
         entries whose record is gone are removed from the index."""
         if not entries:
             return []
-        client, keys = self.store.client, self.store.keys
-
-        async def read() -> list[Any]:
-            async with client.pipeline(transaction=False) as pipe:
-                for job_id in entries:
-                    pipe.hgetall(keys.job(job_id))
-                return list(await pipe.execute())
-
-        records = await self.store.call(read)
+        records = await self._read_records(entries, lambda pipe, key: pipe.hgetall(key))
         jobs: list[job_pb2.Job] = []
         gone: list[str] = []
         for job_id, raw in zip(entries, records, strict=True):

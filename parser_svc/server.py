@@ -33,7 +33,8 @@ from parser_svc.redis_conn import RedisTarget, check_at_start
 from parser_svc.service import ParserService
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
-from parser_svc.webhooks import DELIVERIES, Dispatcher, check_config
+from parser_svc.webhook_dispatcher import DELIVERIES, Dispatcher
+from parser_svc.webhooks import check_config
 from parser_svc.worker import ParseWorker
 
 log = logging.getLogger("parser_svc")

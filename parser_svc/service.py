@@ -265,7 +265,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         await self.queue.discard(request.job_id)
         # Its upload and password file go now; a running parse already has the file open
         # and stops at its next page write, which is refused.
-        self.blobs.delete_upload(request.job_id)
+        await asyncio.to_thread(self.blobs.delete_upload, request.job_id)
         observability.job_finished(request.job_id, "CANCELLED")
         return parser_service_pb2.CancelJobResponse(job=await self.store.get(request.job_id))
 

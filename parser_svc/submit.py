@@ -207,14 +207,14 @@ class Submitter:
                 )
             except DocparseError as err:
                 if err.code != grpc.StatusCode.UNAVAILABLE:
-                    self.blobs.delete_upload(job_id)
+                    await asyncio.to_thread(self.blobs.delete_upload, job_id)
                     if callback:
                         await self.callbacks.outbox.discard(job_id, callback)
                 # UNAVAILABLE: the create may have run. Keep the upload; the sweeper enqueues
                 # the job if it exists, or deletes the upload if it does not.
                 raise
             if not created.created:
-                self.blobs.delete_upload(job_id)
+                await asyncio.to_thread(self.blobs.delete_upload, job_id)
                 if callback:  # the callback goes with the job this submit answers with
                     if created.status != "CONFLICT":
                         await self.callbacks.outbox.add(created.job_id, tenant, callback)

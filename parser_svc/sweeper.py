@@ -193,6 +193,6 @@ class Sweeper:
         for job_id, state in zip(ids, states, strict=True):
             name = state.decode() if isinstance(state, bytes) else None
             if name is None or name in TERMINAL_STATES:
-                self.blobs.delete_upload(job_id)
+                await asyncio.to_thread(self.blobs.delete_upload, job_id)
                 observability.SWEEPER_REPAIRS.labels("upload_deleted").inc()
                 report.uploads_deleted += 1

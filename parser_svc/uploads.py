@@ -125,10 +125,14 @@ async def receive_batch_upload(
                 await asyncio.to_thread(out.write, part.chunk)
         await close_file()
     except BaseException:
-        if out is not None:
-            out.close()
-        for stored in files:
-            blobs.delete_upload(stored.job_id)
+        unfinished, job_ids = out, [stored.job_id for stored in files]
+
+        def discard() -> None:  # one thread call: a second cancel cannot split it
+            if unfinished is not None:
+                unfinished.close()
+            blobs.delete_uploads(job_ids)
+
+        await asyncio.to_thread(discard)
         raise
     return request_id, files
 

@@ -2,9 +2,10 @@
 subprocess, report progress per page and store the result.
 
 BullMQ renews its locks on this event loop, so nothing here blocks it: the parse runs in a child
-process. Every state write carries the fencing token this worker got at claim time (the queue
-lock token + attempt); once another worker has taken the job over, or the job was cancelled,
-this one's writes are refused and it stops the parse.
+process, and every file this touches (the shared volume's blobs, the parse's scratch directory)
+is read, written and deleted in a thread. Every state write carries the fencing token this
+worker got at claim time (the queue lock token + attempt); once another worker has taken the
+job over, or the job was cancelled, this one's writes are refused and it stops the parse.
 
 Failures: a crashed parser (or a lost worker, seen as a job claimed again) is retried with
 backoff up to `max_attempts` executions; a document failure (corrupt, password, too large,
@@ -34,6 +35,7 @@ from parser_svc import observability
 from parser_svc.blobs import BlobStore
 from parser_svc.cpus import usable_cpus
 from parser_svc.job_tracing import job_span, trace_parent
+from parser_svc.progress_writer import PROGRESS_WRITE_INTERVAL_S, LostOwnership, ProgressWriter
 from parser_svc.queue import JobQueue, bullmq_options
 from parser_svc.sandbox import Limits, Outcome, run_parse
 from parser_svc.settings import Settings
@@ -46,133 +48,8 @@ T = TypeVar("T")
 RETRYABLE_REASONS = frozenset({"PARSER_CRASHED", "WORKER_LOST"})
 
 
-# A running job's progress is written at most this often (the latest state; a stage change is
-# never skipped), and the claim publishes nothing: the first write after it does, at most this
-# long after it. A job that ends sooner costs two state writes (claim, terminal) and one
-# message (the terminal record, which carries the last progress): bench/README.md, issue 9.
-PROGRESS_WRITE_INTERVAL_S = 0.2
-
-
-class LostOwnership(Exception):
-    """The state store refused a write: another worker owns the job, or it already ended."""
-
-    def __init__(self, message: str, status: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-
-
 class RetryableFailure(Exception):
     """Raised to BullMQ so it schedules another attempt with backoff."""
-
-
-class ProgressWriter:
-    """The progress writes of one claimed job (claimed quietly: nothing published yet).
-
-    `report()` takes every progress event of the parse; a write goes out when the last one
-    (or the claim) is `interval_s` old, else the event waits as the pending state and a timer
-    writes the latest one when the interval is up. A pending event of another stage is
-    written before it is replaced, so every stage change is published. The first write after
-    the claim announces the record (published even when it changes nothing), and `start()`
-    arms it on its own, so watchers learn of RUNNING within the interval however long the first
-    page takes. `latest` (done, total) is what the terminal write carries.
-
-    A refused write (the job was cancelled, or another worker took it over) is raised as
-    LostOwnership by `report()` or `check()`; a write that fails while Redis is away is best
-    effort (the next one carries the state), as progress always was.
-    """
-
-    def __init__(self, store: JobStore, job_id: str, fence: str, interval_s: float) -> None:
-        self._store = store
-        self._job_id = job_id
-        self._fence = fence
-        self._interval_s = interval_s
-        self._pending: tuple[int, int, str] | None = None
-        self._announced = False
-        self._last_write = time.monotonic()
-        self._lock = asyncio.Lock()
-        self._timer: asyncio.Task[None] | None = None
-        self._timer_writing = False
-        self._failure: BaseException | None = None
-        self._closed = False
-        self.latest: tuple[int, int] | None = None
-
-    def start(self) -> None:
-        self._arm()
-
-    async def report(self, done: int, total: int, stage: str) -> None:
-        self.check()
-        self.latest = (done, total)
-        if self._pending is not None and self._pending[2] != stage:
-            await self._flush()
-        self._pending = (done, total, stage)
-        if time.monotonic() - self._last_write >= self._interval_s and not self._timer_writing:
-            await self._flush()
-        else:
-            self._arm()
-        self.check()
-
-    def check(self) -> None:
-        """Raises what a write of this job met: LostOwnership or a store error."""
-        if self._failure is not None:
-            raise self._failure
-
-    async def close(self) -> None:
-        """No more writes: a timer that waits is dropped, one that writes is waited for."""
-        self._closed = True
-        timer, self._timer = self._timer, None
-        if timer is None:
-            return
-        if not self._timer_writing:
-            timer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await timer
-
-    def _arm(self) -> None:
-        if self._closed or (self._timer is not None and not self._timer.done()):
-            return
-        delay = max(0.0, self._last_write + self._interval_s - time.monotonic())
-        self._timer = asyncio.get_running_loop().create_task(self._later(delay))
-
-    async def _later(self, delay: float) -> None:
-        await asyncio.sleep(delay)
-        self._timer_writing = True
-        try:
-            await self._flush()
-        finally:
-            self._timer_writing = False
-        if self._pending is not None and self._failure is None and not self._closed:
-            self._timer = None
-            self._arm()
-
-    async def _flush(self) -> None:
-        async with self._lock:
-            if self._failure is not None:
-                return
-            pending, self._pending = self._pending, None
-            if pending is None and self._announced:
-                return
-            done, total, stage = pending or (0, 0, "")
-            try:
-                result = await self._store.progress(
-                    self._job_id,
-                    self._fence,
-                    done=done,
-                    total=total,
-                    stage=stage,
-                    announce=not self._announced,
-                )
-            except DocparseError as err:
-                if err.code != grpc.StatusCode.UNAVAILABLE:
-                    self._failure = err
-                elif self._pending is None:
-                    self._pending = pending  # best effort: a later write carries it
-                return
-            finally:
-                self._last_write = time.monotonic()
-            if result.status in ("FENCED", "TERMINAL", "NOT_FOUND"):
-                self._failure = LostOwnership(f"progress refused: {result.status}", result.status)
-                return
-            self._announced = True
 
 
 class ParseWorker:
@@ -255,7 +132,7 @@ class ParseWorker:
             log.error("job %s: could not record that the queue gave up: %s", job_id, final)
             return
         if result.status == "OK":
-            self.blobs.delete_upload(job_id)
+            await asyncio.to_thread(self.blobs.delete_upload, job_id)
             observability.job_finished(job_id, "FAILED", reason)
 
     async def _execute(
@@ -270,8 +147,8 @@ class ParseWorker:
         )
         if not claim.ok:
             log.info("job %s not claimed: %s", job_id, claim.status, extra={"job_id": job_id})
-            if claim.status in ("TERMINAL", "NOT_FOUND"):
-                self.blobs.delete_upload(job_id)  # ended (cancelled) before any parse
+            if claim.status in ("TERMINAL", "NOT_FOUND"):  # ended (cancelled) before any parse
+                await asyncio.to_thread(self.blobs.delete_upload, job_id)
             return claim.status
         record = claim.record
         if record is None:  # not expected: a claim that is in answers with its record
@@ -327,6 +204,11 @@ class ParseWorker:
             log.warning("job %s: %s", job_id, lost, extra={"event": "job.lost", "job_id": job_id})
             return "LOST"
 
+    def _stored_input(self, job_id: str) -> Path | None:
+        """The stored upload, None when it is gone (a look at the shared volume: blocking)."""
+        path = self.blobs.path(self.blobs.input_key(job_id))
+        return path if path.exists() else None
+
     async def _parse(
         self,
         job_id: str,
@@ -335,12 +217,14 @@ class ParseWorker:
         languages: list[str],
         writer: ProgressWriter,
     ) -> Outcome:
-        input_path = self.blobs.path(self.blobs.input_key(job_id))
+        input_path = await asyncio.to_thread(self._stored_input, job_id)
+        if input_path is None:
+            return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
         content_type = record.content_type
 
-        def lost(err: LostOwnership) -> LostOwnership:
-            if err.status != "FENCED":
-                self.blobs.delete_upload(job_id)  # the job ended (cancelled) mid-parse
+        async def lost(err: LostOwnership) -> LostOwnership:
+            if err.status != "FENCED":  # the job ended (cancelled) mid-parse
+                await asyncio.to_thread(self.blobs.delete_upload, job_id)
             return err
 
         async def on_progress(done: int, total: int, stage: str) -> None:
@@ -349,15 +233,15 @@ class ParseWorker:
             try:
                 await writer.report(done, total, stage)
             except LostOwnership as err:
-                raise lost(err) from None
+                raise await lost(err) from None
 
         s = self.settings
         limits = Limits(s.parse_timeout_s, s.parse_cpu_s, s.parse_memory_mb)
-        with tempfile.TemporaryDirectory(prefix="docparse-") as tmp:
-            output_path = Path(tmp) / "package.pb"
-            assets_dir = Path(tmp) / "assets"
-            if not input_path.exists():
-                return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
+        # Scratch for the package and the assets, made and removed off the loop as well.
+        scratch = await asyncio.to_thread(tempfile.TemporaryDirectory, prefix="docparse-")
+        try:
+            output_path = Path(scratch.name) / "package.pb"
+            assets_dir = Path(scratch.name) / "assets"
             options = await asyncio.to_thread(self._parse_options, job_id, assets_dir, languages)
             started = time.monotonic()
             # The child itself exports nothing: its span is its run as this supervisor saw it.
@@ -375,14 +259,16 @@ class ParseWorker:
             try:
                 writer.check()  # a write the timer made while the last page ran was refused
             except LostOwnership as err:
-                raise lost(err) from None
+                raise await lost(err) from None
             if not outcome.reason:
                 # Assets first: a SUCCEEDED record must never point at missing images.
                 await asyncio.to_thread(self.blobs.put_assets, job_id, assets_dir)
                 await self._finish_succeeded(
                     job_id, fence, record.attempt, outcome, output_path, writer
                 )
-                self.blobs.delete_upload(job_id)
+                await asyncio.to_thread(self.blobs.delete_upload, job_id)
+        finally:
+            await asyncio.to_thread(scratch.cleanup)
         return outcome
 
     def _parse_options(
@@ -430,13 +316,13 @@ class ParseWorker:
         fields: dict[str, str | int] = {
             "err_reason": outcome.reason,
             "err_message": outcome.message,
-            **_last_progress(writer),
+            **writer.last_progress(),
         }
         await writer.close()
         result = await self._retrying(lambda: self.store.finish(job_id, fence, "FAILED", fields))
         if not result.ok:
             raise LostOwnership(f"terminal write refused: {result.status}")
-        self.blobs.delete_upload(job_id)
+        await asyncio.to_thread(self.blobs.delete_upload, job_id)
 
     async def _finish_succeeded(
         self,
@@ -455,7 +341,7 @@ class ParseWorker:
             "res_content_type": "application/x-protobuf; proto=docparse.v1.ReadingPackage",
             "res_pages": outcome.pages,
             "res_chars": outcome.chars,
-            **_last_progress(writer),
+            **writer.last_progress(),
         }
         inline = b""
         blob_key = ""
@@ -475,13 +361,5 @@ class ParseWorker:
         )
         if not result.ok:
             if blob_key:
-                self.blobs.delete(blob_key)
+                await asyncio.to_thread(self.blobs.delete, blob_key)
             raise LostOwnership(f"terminal write refused: {result.status}")
-
-
-def _last_progress(writer: ProgressWriter) -> dict[str, str | int]:
-    """The last progress the parse reported, for the terminal write to carry."""
-    if writer.latest is None:
-        return {}
-    done, total = writer.latest
-    return {"done": done, "total": total}

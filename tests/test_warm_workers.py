@@ -23,7 +23,7 @@ from docparse.client import Client
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
 from parser_svc.cpus import cgroup_quota, usable_cpus
-from parser_svc.worker import PROGRESS_WRITE_INTERVAL_S
+from parser_svc.progress_writer import PROGRESS_WRITE_INTERVAL_S
 from tests.conftest import make_stack
 from tests.helpers import eventually, make_pdf, submit, wait_terminal
 
