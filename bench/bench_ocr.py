@@ -104,10 +104,10 @@ def rapidocr(pages: list[Scan]) -> list[tuple[str, float]]:
 
 def docparse_in_process(pages: list[Scan]) -> list[tuple[str, float]]:
     out = []
-    parse("pdf", pages[0].pdf, lambda *_: None, ParseOptions())  # load the Latin models
+    parse("pdf", pages[0].pdf, lambda *_: None, ParseOptions.defaults())  # load the Latin models
     for page in pages:
         started = time.perf_counter()
-        package = parse("pdf", page.pdf, lambda *_: None, ParseOptions())
+        package = parse("pdf", page.pdf, lambda *_: None, ParseOptions.defaults())
         out.append((package.pages[0].text, time.perf_counter() - started))
     return out
 

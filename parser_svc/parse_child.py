@@ -1,9 +1,10 @@
 """The parse subprocess: `python -m parser_svc.parse_child TYPE INPUT OUTPUT CPU_S MEMORY_MB`.
 
-Reads its options (ParseOptions as one JSON object: password, limits, where to put assets) from
-stdin, so no secret is ever on a command line; runs one document under the resource limits
-given, writes the serialized ReadingPackage to OUTPUT (and images to the assets directory) and
-reports on stdout, one JSON object per line:
+Reads its options (ParseOptions as one JSON object: password, page limits, where to put
+assets, test hooks) from stdin, so no secret is ever on a command line and no setting comes from
+the environment; CPU_S and MEMORY_MB are process limits, which it sets on itself before it reads
+the document. Runs that one document, writes the serialized ReadingPackage to OUTPUT (and images
+to the assets directory) and reports on stdout, one JSON object per line:
   {"event": "progress", "done": 3, "total": 10, "stage": "text"}
   {"event": "done", "pages": 10, "chars": 12345}
   {"event": "failed", "reason": "CORRUPT_DOCUMENT", "message": "..."}
@@ -46,9 +47,6 @@ def _emit(**event: object) -> None:
     sys.stdout.flush()
 
 
-_PAGE_DELAY_S = int(os.environ.get("DOCPARSE_PARSE_PAGE_DELAY_MS", "0")) / 1000
-
-
 # Each progress event becomes a state-store write and an event to every watcher. Pages that
 # take longer than this are reported one by one; faster ones are coalesced (a 100-page text PDF
 # parses in well under a second), and the first, the last and every stage change always go out.
@@ -63,8 +61,19 @@ def _progress(done: int, total: int, stage: str) -> None:
     if done == 0 or done >= total or stage != last_stage or now - last_time >= PROGRESS_INTERVAL_S:
         _emit(event="progress", done=done, total=total, stage=stage)
         _last_progress = (now, stage)
-    if _PAGE_DELAY_S and done:
-        time.sleep(_PAGE_DELAY_S)
+
+
+def _paced(page_delay_ms: int) -> ProgressFn:
+    """`_progress`, pausing `page_delay_ms` after each page (a testing and demo aid)."""
+    if not page_delay_ms:
+        return _progress
+
+    def progress(done: int, total: int, stage: str) -> None:
+        _progress(done, total, stage)
+        if done:
+            time.sleep(page_delay_ms / 1000)
+
+    return progress
 
 
 def die_with_parent(parent: int | None = None) -> None:
@@ -130,18 +139,15 @@ def parse(
     return parser(data, progress, options)
 
 
-def run(
-    content_type: str, input_path: Path, output_path: Path, options: ParseOptions | None = None
-) -> None:
-    options = options or ParseOptions()
+def run(content_type: str, input_path: Path, output_path: Path, options: ParseOptions) -> None:
     data = input_path.read_bytes()
-    marker = os.environ.get("DOCPARSE_FAULT_SEGV_MARKER", "")
+    marker = options.fault_segv_marker
     if marker and marker.encode() in data:
         os.kill(os.getpid(), signal.SIGSEGV)  # fault injection for crash-path tests
-    marker = os.environ.get("DOCPARSE_FAULT_CORRUPT_MARKER", "")
+    marker = options.fault_corrupt_marker
     if marker and marker.encode() in data:
         _corrupt_globals()  # fault injection for isolation tests
-    package = parse(content_type, data, _progress, options)
+    package = parse(content_type, data, _paced(options.page_delay_ms), options)
     package.parser_version = f"docparse {PARSER_VERSION}"
     output_path.write_bytes(package.SerializeToString(deterministic=True))
     _emit(event="done", pages=units(package), chars=count_chars(package))
@@ -161,9 +167,10 @@ def _corrupt_globals() -> None:
 
 
 def _read_options() -> ParseOptions:
-    """Options arrive as one JSON object on stdin (the password among them: never on argv)."""
+    """Options arrive as one JSON object on stdin (the password among them: never on argv),
+    everything the worker's settings say about the parse: the child reads no environment."""
     raw = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
-    return ParseOptions.from_json(json.loads(raw)) if raw.strip() else ParseOptions()
+    return ParseOptions.from_json(json.loads(raw) if raw.strip() else {})
 
 
 MEMORY_HIGH_FRACTION = 0.75

@@ -15,11 +15,12 @@ import json
 import resource
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from parser_svc.parsers import ParseOptions
 from parser_svc.zygote import ForkServer
 
 ProgressCallback = Callable[[int, int, str], Awaitable[None]]
@@ -107,11 +108,12 @@ async def run_parse(
     output_path: Path,
     limits: Limits,
     on_progress: ProgressCallback,
-    options: Mapping[str, object] | None = None,
+    options: ParseOptions | None = None,
     fork_server: ForkServer | None = None,
 ) -> Outcome:
-    """`options` (parser_svc.parsers.ParseOptions fields, the password among them) reach the
-    child as JSON on its stdin: never on its command line, in its environment or on disk."""
+    """`options` (the password among them; None: Settings' defaults) reach the child as JSON on
+    its stdin: never on its command line, in its environment or on disk. Its command line holds
+    the CPU and memory limits, which the child sets on itself before it reads the document."""
     argv = [
         content_type,
         str(input_path),
@@ -121,7 +123,7 @@ async def run_parse(
     ]
     forked = await fork_server.launch(argv) if fork_server is not None else None
     proc: ParseProcess = forked if forked is not None else await SpawnedChild.start(argv)
-    await proc.send(json.dumps(dict(options or {}), default=str).encode())
+    await proc.send((options.to_json() if options is not None else "{}").encode())
     final: dict[str, object] = {}
 
     async def read_events() -> None:

@@ -3,10 +3,15 @@ environment (e.g. DOCPARSE_REDIS_URL, DOCPARSE_RETENTION_S)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from parser_svc.parsers import ParseOptions
+
+MB = 1024 * 1024
 
 
 class Settings(BaseSettings):
@@ -81,6 +86,10 @@ class Settings(BaseSettings):
     sweep_interval_s: float = 5.0
     sweep_enqueue_after_s: float = 10.0
     sweep_uploads_after_s: float = 600.0
+    # Parse children. What a child is told comes from the settings below through
+    # `parse_options`, on its stdin with the job, never from its environment; only its CPU and
+    # memory limits are on its command line: process limits it sets on itself as it starts,
+    # before any parser runs (parser_svc.parse_child.main). The worker keeps the wall clock.
     # Testing and demo aid: the parse child pauses this long after each page. Keep 0.
     parse_page_delay_ms: int = 0
     # Fault injection for tests: a parse child whose document contains these bytes kills
@@ -120,6 +129,8 @@ class Settings(BaseSettings):
     ocr_threads: int = 0
     # Ruled-table detection on PDF pages.
     pdf_tables: bool = True
+    # The antiword program that reads DOC files; "" = antiword on PATH.
+    antiword: str = ""
 
     # WatchJob: re-read the record this often (pub/sub is at-most-once) ...
     watch_resync_s: float = 5.0
@@ -178,3 +189,27 @@ class Settings(BaseSettings):
     webhook_backoff_ms: int = 5000
     webhook_backoff_max_s: float = 3600.0
     webhook_max_attempts: int = 10
+
+    def parse_options(self, **per_job: Any) -> ParseOptions:
+        """What a parse child is told besides the document: the one mapping of these settings
+        onto ParseOptions. `per_job` adds the job's own fields (password, job_id, assets_dir,
+        languages) or overrides one."""
+        options = ParseOptions(
+            deployment=self.env,
+            max_pages=self.parse_max_pages,
+            max_unzipped_bytes=self.parse_max_unzipped_mb * MB,
+            max_cells=self.parse_max_cells,
+            max_assets=self.parse_max_assets,
+            max_asset_bytes=self.parse_max_asset_mb * MB,
+            ocr=self.ocr_enabled,
+            ocr_dpi=self.ocr_dpi,
+            ocr_max_side_px=self.ocr_max_side_px,
+            ocr_min_chars=self.ocr_min_chars,
+            ocr_threads=self.ocr_threads,
+            pdf_tables=self.pdf_tables,
+            antiword=self.antiword,
+            page_delay_ms=self.parse_page_delay_ms,
+            fault_segv_marker=self.fault_segv_marker,
+            fault_corrupt_marker=self.fault_corrupt_marker,
+        )
+        return replace(options, **per_job)

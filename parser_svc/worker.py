@@ -35,6 +35,7 @@ from parser_svc import observability
 from parser_svc.blobs import BlobStore
 from parser_svc.cpus import usable_cpus
 from parser_svc.job_tracing import job_span, trace_parent
+from parser_svc.parsers import ParseOptions
 from parser_svc.progress_writer import PROGRESS_WRITE_INTERVAL_S, LostOwnership, ProgressWriter
 from parser_svc.queue import JobQueue, bullmq_options
 from parser_svc.sandbox import Limits, Outcome, run_parse
@@ -271,29 +272,14 @@ class ParseWorker:
             await asyncio.to_thread(scratch.cleanup)
         return outcome
 
-    def _parse_options(
-        self, job_id: str, assets_dir: Path, languages: list[str]
-    ) -> dict[str, object]:
+    def _parse_options(self, job_id: str, assets_dir: Path, languages: list[str]) -> ParseOptions:
         """What the parse child needs besides the document (sent on its stdin)."""
-        s = self.settings
-        return {
-            "password": self.blobs.read_secret(job_id),
-            "job_id": job_id,
-            "deployment": s.env,
-            "assets_dir": str(assets_dir),
-            "max_pages": s.parse_max_pages,
-            "max_unzipped_bytes": s.parse_max_unzipped_mb * 1024 * 1024,
-            "max_cells": s.parse_max_cells,
-            "max_assets": s.parse_max_assets,
-            "max_asset_bytes": s.parse_max_asset_mb * 1024 * 1024,
-            "ocr": s.ocr_enabled,
-            "ocr_dpi": s.ocr_dpi,
-            "ocr_max_side_px": s.ocr_max_side_px,
-            "ocr_min_chars": s.ocr_min_chars,
-            "ocr_threads": s.ocr_threads,
-            "pdf_tables": s.pdf_tables,
-            "languages": languages,
-        }
+        return self.settings.parse_options(
+            password=self.blobs.read_secret(job_id),
+            job_id=job_id,
+            assets_dir=assets_dir,
+            languages=languages,
+        )
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         """A state store call that outlasts a blip or a Redis restart: retried with backoff for

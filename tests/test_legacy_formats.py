@@ -17,23 +17,22 @@ from tests import fixtures
 TEXT = "Minutes of the meeting: the committee approved the budget for Straße 5."
 
 
-def run(data: bytes) -> rp.ReadingPackage:
+def run(data: bytes, antiword: str = "") -> rp.ReadingPackage:
     kind = sniff(data).kind
     assert kind is not None
-    return parse(kind, data, lambda *_: None, ParseOptions(job_id="legacy", deployment="test"))
+    options = ParseOptions.defaults(job_id="legacy", deployment="test", antiword=antiword)
+    return parse(kind, data, lambda *_: None, options)
 
 
-def failure(data: bytes) -> ParseFailure:
+def failure(data: bytes, antiword: str = "") -> ParseFailure:
     with pytest.raises(ParseFailure) as caught:
-        run(data)
+        run(data, antiword)
     return caught.value
 
 
-@pytest.fixture
-def antiword_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    """antiword that cannot read the file (it crashes on some old files): the parser's own
-    reading of Word 6/95 is what is left."""
-    monkeypatch.setenv("DOCPARSE_ANTIWORD", "/bin/false")
+# antiword that cannot read the file (it crashes on some old files): the parser's own reading of
+# Word 6/95 is what is left.
+FAILING_ANTIWORD = "/bin/false"
 
 
 @pytest.mark.skipif(antiword_path() is None, reason="antiword is not installed (make setup)")
@@ -43,26 +42,23 @@ def test_word6_and_word95_parse(nfib: int) -> None:
     assert package.pages[0].text == TEXT
 
 
-@pytest.mark.usefixtures("antiword_fails")
 @pytest.mark.parametrize(("nfib", "version"), [(101, "Word 6.0"), (104, "Word 95")])
 def test_word6_that_antiword_cannot_read_is_read_from_its_main_stream(
     nfib: int, version: str
 ) -> None:
-    package = run(fixtures.word6_doc(TEXT, nfib=nfib))
+    package = run(fixtures.word6_doc(TEXT, nfib=nfib), FAILING_ANTIWORD)
     assert package.pages[0].text == TEXT
     assert any(f"this {version} document" in w for w in package.warnings)
 
 
-@pytest.mark.usefixtures("antiword_fails")
 def test_fast_saved_word6_is_unsupported_naming_the_version_not_corrupt() -> None:
-    failed = failure(fixtures.word6_doc(TEXT, fast_saved=True))
+    failed = failure(fixtures.word6_doc(TEXT, fast_saved=True), FAILING_ANTIWORD)
     assert failed.reason == "UNSUPPORTED_FORMAT"
     assert "Word 6.0 document saved with fast save" in failed.message
 
 
-@pytest.mark.usefixtures("antiword_fails")
 def test_damaged_word6_is_corrupt() -> None:
-    failed = failure(fixtures.damaged_word6_doc(TEXT))
+    failed = failure(fixtures.damaged_word6_doc(TEXT), FAILING_ANTIWORD)
     assert failed.reason == "CORRUPT_DOCUMENT"
     assert "Word 6.0 document is damaged" in failed.message
 

@@ -14,7 +14,7 @@ from tests.fixtures.scans import scan
 
 
 def parsed(kind: str, data: bytes) -> rp.ReadingPackage:
-    return parse(kind, data, lambda *_: None, ParseOptions(job_id="md", deployment="test"))
+    return parse(kind, data, lambda *_: None, ParseOptions.defaults(job_id="md", deployment="test"))
 
 
 def test_a_word_document_has_headings_items_and_each_table_once() -> None:
@@ -54,6 +54,8 @@ def test_a_pdf_table_replaces_the_text_inside_its_rules() -> None:
 
 def test_pages_without_roles_or_tables_are_their_text() -> None:
     page = scan("en", dpi=200, seed=21)
-    package = parse("pdf", page.pdf, lambda *_: None, ParseOptions(job_id="md", deployment="test"))
+    package = parse(
+        "pdf", page.pdf, lambda *_: None, ParseOptions.defaults(job_id="md", deployment="test")
+    )
     assert package.pages[0].ocr
     assert package.pages[0].text in to_markdown(package)  # OCR lines stay lines

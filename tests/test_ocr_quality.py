@@ -32,7 +32,7 @@ REQUIRED = ("en", "de", "fr", "es", "ru", "zh-Hans", "zh-Hant", "ja", "ar")
 
 
 def ocr_text(data: bytes, languages: list[str] | None = None) -> rp.ReadingPackage:
-    options = ParseOptions(job_id="ocr", deployment="test", languages=languages or [])
+    options = ParseOptions.defaults(job_id="ocr", deployment="test", languages=languages or [])
     return parse("pdf", data, lambda *_: None, options)
 
 
@@ -97,7 +97,7 @@ def test_pdf_whose_font_has_no_unicode_map_comes_back_readable() -> None:
 
 def test_ocr_off_leaves_no_replacement_runs_in_a_garbage_page() -> None:
     data = unmapped_font_pdf("Some words " * 10)
-    options = ParseOptions(job_id="ocr", deployment="test", ocr=False)
+    options = ParseOptions.defaults(job_id="ocr", deployment="test", ocr=False)
     package = parse("pdf", data, lambda *_: None, options)
     assert "\ufffd" not in package.pages[0].text
     assert any("needs OCR, which is disabled" in w for w in package.warnings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import zipfile
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from parser_svc.parse_child import count_chars, parse
 from parser_svc.parsers import ParseFailure, ParseOptions
 from parser_svc.parsers.doc import antiword_path
 from parser_svc.parsers.password import candidates, saslprep
+from parser_svc.settings import Settings
 from tests import fixtures
 from tests.helpers import make_pdf
 
@@ -32,7 +34,7 @@ class Progress:
 def run(data: bytes, tmp_path: Path | None = None, **options: object) -> rp.ReadingPackage:
     kind = detect_type(data)
     assert kind is not None
-    opts = ParseOptions(job_id="job1", deployment="test", **options)  # type: ignore[arg-type]
+    opts = ParseOptions.defaults(job_id="job1", deployment="test", **options)  # type: ignore[arg-type]
     if tmp_path is not None:
         opts.assets_dir = tmp_path / "assets"
     return parse(kind, data, Progress(), opts)
@@ -44,12 +46,29 @@ def failure(data: bytes, **options: object) -> ParseFailure:
     return caught.value
 
 
+def test_the_child_gets_every_setting_it_needs_from_its_options() -> None:
+    """Settings.parse_options is the one mapping; what the worker writes on the child's stdin
+    (to_json) is what the child reads back (from_json), the job's password and paths included;
+    a child run by hand with `{}` gets Settings' defaults."""
+    settings = Settings(
+        env="t", parse_max_unzipped_mb=3, antiword="/opt/antiword", parse_page_delay_ms=7
+    )
+    sent = settings.parse_options(
+        password="pw", job_id="j", assets_dir=Path("/tmp/a"), languages=["de"]
+    )
+    assert (sent.deployment, sent.max_unzipped_bytes) == ("t", 3 * 1024 * 1024)
+    assert (sent.antiword, sent.page_delay_ms, sent.password) == ("/opt/antiword", 7, "pw")
+    assert ParseOptions.from_json(json.loads(sent.to_json())) == sent
+    assert ParseOptions.from_json({}) == ParseOptions.defaults()
+    assert ParseOptions.defaults().max_pages == Settings.model_fields["parse_max_pages"].default
+
+
 # --- PDF -----------------------------------------------------------------------------------
 
 
 def test_text_pdf_blocks_in_reading_order_with_progress_per_page() -> None:
     progress = Progress()
-    package = parse("pdf", make_pdf(3, "chapter"), progress, ParseOptions())
+    package = parse("pdf", make_pdf(3, "chapter"), progress, ParseOptions.defaults())
     assert [p.number for p in package.pages] == [1, 2, 3]
     assert package.pages[1].text.startswith("chapter 2 of 3")
     assert "job state lives in Redis" in package.pages[1].text
@@ -64,7 +83,7 @@ def test_text_pdf_blocks_in_reading_order_with_progress_per_page() -> None:
 def test_image_only_pdf_is_ocred_in_english_and_chinese() -> None:
     progress = Progress()
     data = fixtures.image_only_pdf([*fixtures.OCR_LINES, fixtures.OCR_CHINESE])
-    package = parse("pdf", data, progress, ParseOptions())
+    package = parse("pdf", data, progress, ParseOptions.defaults())
     page = package.pages[0]
     assert page.ocr and all(block.source == "ocr" for block in page.blocks)
     text = page.text.replace(" ", "").lower()
@@ -194,9 +213,8 @@ def test_truncated_ole_files_are_corrupt() -> None:
         assert err.reason == "CORRUPT_DOCUMENT", err
 
 
-def test_doc_without_antiword_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DOCPARSE_ANTIWORD", "/nonexistent/antiword")
-    err = failure(fixtures.minimal_doc("x"))
+def test_doc_without_antiword_names_what_is_missing() -> None:
+    err = failure(fixtures.minimal_doc("x"), antiword="/nonexistent/antiword")
     assert err.reason == "UNSUPPORTED_FORMAT" and "antiword" in err.message
 
 

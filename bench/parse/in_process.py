@@ -41,7 +41,7 @@ def in_process(paths: list[Path], rounds: int, tables: bool) -> tuple[int, float
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(rounds):
             for path in paths:
-                options = ParseOptions(assets_dir=Path(tmp) / "assets", pdf_tables=tables)
+                options = ParseOptions.defaults(assets_dir=Path(tmp) / "assets", pdf_tables=tables)
                 package = parse("pdf", path.read_bytes(), lambda *_: None, options)
                 package.SerializeToString()
                 pages += len(package.pages)
@@ -66,7 +66,7 @@ def launch_costs(work: Path, jobs: int) -> dict[str, float]:
         for _ in range(jobs):
             started = time.perf_counter()
             outcome = await run_parse(
-                "pdf", source, work / "launch.pb", limits, no_progress, {}, server
+                "pdf", source, work / "launch.pb", limits, no_progress, None, server
             )
             walls.append(time.perf_counter() - started)
             assert not outcome.reason, outcome

@@ -7,9 +7,10 @@ with a stable reason code for every document it cannot turn into a faithful pack
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -43,40 +44,67 @@ def corrupt(message: str) -> ParseFailure:
     return ParseFailure("CORRUPT_DOCUMENT", message)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ParseOptions:
-    """What the worker tells the child besides the document (sent on its stdin as JSON).
-    The defaults are those of parser_svc.settings.Settings."""
+    """What the worker tells the parse child besides the document: one JSON object on the
+    child's stdin with the job (`to_json`, `from_json`), never its environment or command line.
 
+    The deployment's part has no defaults here: parser_svc.settings.Settings holds them, and
+    `Settings.parse_options` is the one mapping from settings to these fields (`defaults()`:
+    that mapping over Settings' defaults, for parses run in-process or by hand)."""
+
+    # The deployment (DOCPARSE_ENV) the assets are stored in; named in every Asset.
+    deployment: str
+    # Over these: DOCUMENT_TOO_LARGE. Over the asset limits: a warning, images dropped.
+    max_pages: int
+    max_unzipped_bytes: int
+    max_cells: int
+    max_assets: int
+    max_asset_bytes: int
+    ocr: bool
+    ocr_dpi: int
+    ocr_max_side_px: int
+    # A page is OCR'd when its text layer has fewer usable characters than this.
+    ocr_min_chars: int
+    ocr_threads: int
+    pdf_tables: bool
+    # The antiword program for DOC files; "" = antiword on PATH.
+    antiword: str
+    # Test and demo hooks (keep 0 and ""): a pause after each page; fault markers whose bytes
+    # in a document make the child crash (SIGSEGV) or corrupt its own globals.
+    page_delay_ms: int
+    fault_segv_marker: str
+    fault_corrupt_marker: str
+
+    # The job's own.
     # The submitted password ("" = none); never logged, never written to disk by the child.
     password: str = field(default="", repr=False)
     job_id: str = ""
-    # The deployment (DOCPARSE_ENV) the assets are stored in; named in every Asset.
-    deployment: str = ""
     # Where the child writes asset files (named by asset id); None = keep no assets.
     assets_dir: Path | None = None
-    max_pages: int = 5000
-    max_unzipped_bytes: int = 1024 * 1024 * 1024
-    max_cells: int = 5_000_000
-    max_assets: int = 1000
-    max_asset_bytes: int = 256 * 1024 * 1024
-    ocr: bool = True
-    ocr_dpi: int = 150
-    ocr_max_side_px: int = 2500
-    ocr_threads: int = 0
-    # A page is OCR'd when its text layer has fewer usable characters than this.
-    ocr_min_chars: int = 8
-    pdf_tables: bool = True
     # BCP-47 language hints for OCR (the job's `languages`); empty = detect the script per page.
     languages: list[str] = field(default_factory=list)
 
     @classmethod
+    def defaults(cls, **overrides: Any) -> ParseOptions:
+        """Options from Settings' defaults (not the environment), with `overrides`."""
+        # Imported here: a parse child gets its options on stdin and never needs pydantic.
+        from parser_svc.settings import Settings
+
+        return Settings.model_construct().parse_options(**overrides)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=str)
+
+    @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ParseOptions:
+        """The options `to_json` wrote. A partial object (a child run by hand with `{}`) takes
+        Settings' defaults for what it leaves out."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in raw.items() if k in known}
         if values.get("assets_dir"):
             values["assets_dir"] = Path(values["assets_dir"])
-        return cls(**values)
+        return cls(**values) if known <= values.keys() else cls.defaults(**values)
 
 
 _MIME_EXT = {

@@ -33,9 +33,9 @@ FIB_MAGIC_WORD6 = 0xA5DC  # Word 6.0 (nFib 101-103) and Word 95 (nFib 104)
 ANTIWORD_TIMEOUT_S = 120
 
 
-def antiword_path() -> str | None:
-    """antiword on PATH, or the program DOCPARSE_ANTIWORD names (None if it is not there)."""
-    configured = os.environ.get("DOCPARSE_ANTIWORD")
+def antiword_path(configured: str = "") -> str | None:
+    """The program `configured` names (ParseOptions.antiword, from DOCPARSE_ANTIWORD), or
+    antiword on PATH; None if it is not there."""
     if configured:
         return configured if os.access(configured, os.X_OK) else None
     return shutil.which("antiword")
@@ -64,7 +64,7 @@ def parse_doc(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
             setattr(package.metadata, name, safe(_decode(value)))
     if getattr(meta, "creating_application", None):
         package.metadata.creator = safe(_decode(meta.creating_application))
-    tool = antiword_path()
+    tool = antiword_path(options.antiword)
     if tool is None:
         raise ParseFailure(
             "UNSUPPORTED_FORMAT",

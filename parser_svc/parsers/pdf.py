@@ -119,7 +119,7 @@ def warm_up() -> rp.ReadingPackage:
     page.insert_text((200, 255), "b", fontsize=9)
     data = doc.tobytes()
     doc.close()
-    return parse_pdf(data, lambda *_: None, ParseOptions())
+    return parse_pdf(data, lambda *_: None, ParseOptions.defaults())
 
 
 class _State:
