@@ -18,11 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from docparse.client import (
-    UPLOAD_CHUNK_BYTES,
-    UPLOAD_MIN_BYTES_PER_S,
     Answer,
-    AssetChunks,
-    BatchUpload,
     Feed,
     batch_feed,
     batch_request,
@@ -30,9 +26,10 @@ from docparse.client import (
     job_feed,
 )
 from docparse.errors import DocparseError
-from docparse.results import ResultAssembler, check_submit_answer
+from docparse.results import AssetChunks, ResultAssembler, check_submit_answer
 from docparse.retries import Retrier
 from docparse.transport import AsyncTransport, GrpcAsyncTransport
+from docparse.uploads import UPLOAD_CHUNK_BYTES, UPLOAD_MIN_BYTES_PER_S, BatchUpload
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from docparse.waiting import Action, BatchWaiter, JobWaiter, R, Waiter, WaitPolicy
 

@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import time
@@ -29,12 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import grpc
-
-from docparse.errors import ContractError, DocparseError
-from docparse.results import ResultAssembler, check_submit_answer
+from docparse.errors import DocparseError
+from docparse.results import AssetChunks, ResultAssembler, check_submit_answer
 from docparse.retries import Retrier
 from docparse.transport import AnswerObserver, GrpcTransport, Transport
+from docparse.uploads import UPLOAD_MIN_BYTES_PER_S, BatchUpload
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from docparse.waiting import (
     Action,
@@ -48,11 +46,6 @@ from docparse.waiting import (
 T = TypeVar("T")
 
 DEFAULT_TARGET = "127.0.0.1:50050"
-# UploadBatch sends files in chunks of this size: the client, the gateway and the replica each
-# hold a few chunks, never a file or a batch.
-UPLOAD_CHUNK_BYTES = 1 << 20
-# An upload's deadline grows with its size: the call timeout plus 1 s per MiB.
-UPLOAD_MIN_BYTES_PER_S = 1 << 20
 
 
 def default_target() -> str:
@@ -375,84 +368,3 @@ class Client:
             rng=self._rng,
         )
         yield from self._follow(waiter, batch_feed(batch_id))
-
-
-@dataclass(frozen=True)
-class BatchUpload:
-    """What an UploadBatch stream sends: a header, then per file a file header (name, size)
-    and its content in chunks, read as they are sent (shared by the sync and async clients)."""
-
-    request_id: str
-    languages: tuple[str, ...]
-    files: tuple[tuple[str, Path, int], ...]  # name, path, size in bytes
-
-    @classmethod
-    def of(
-        cls,
-        files: Sequence[Path | tuple[str, Path]],
-        request_id: str = "",
-        languages: list[str] | tuple[str, ...] = (),
-    ) -> BatchUpload:
-        named = [(f.name, f) if isinstance(f, Path) else f for f in files]
-        return cls(
-            request_id or uuid.uuid4().hex,
-            tuple(languages),
-            tuple((name, path, path.stat().st_size) for name, path in named),
-        )
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(size for _, _, size in self.files)
-
-    def header(self) -> parser_service_pb2.UploadBatchRequest:
-        return parser_service_pb2.UploadBatchRequest(
-            header=parser_service_pb2.UploadBatchHeader(
-                request_id=self.request_id, languages=list(self.languages)
-            )
-        )
-
-    @staticmethod
-    def file_header(name: str, size: int) -> parser_service_pb2.UploadBatchRequest:
-        return parser_service_pb2.UploadBatchRequest(
-            file=parser_service_pb2.UploadFileHeader(file_name=name, size_bytes=size)
-        )
-
-    def requests(self) -> Iterator[parser_service_pb2.UploadBatchRequest]:
-        yield self.header()
-        for name, path, size in self.files:
-            yield self.file_header(name, size)
-            with path.open("rb") as source:
-                while chunk := source.read(UPLOAD_CHUNK_BYTES):
-                    yield parser_service_pb2.UploadBatchRequest(chunk=chunk)
-
-
-class AssetChunks:
-    """Collects GetAsset chunks in order and checks size and sha256 against the Asset."""
-
-    def __init__(self, asset_id: str) -> None:
-        self.asset_id = asset_id
-        self.asset = reading_package_pb2.Asset()
-        self.chunks: list[bytes] = []
-        self.received = 0
-
-    def add(self, message: parser_service_pb2.GetAssetResponse) -> None:
-        if message.HasField("asset"):
-            self.asset.CopyFrom(message.asset)
-        if message.offset != self.received:
-            raise ContractError(
-                f"asset {self.asset_id}: chunk at offset {message.offset}, expected {self.received}"
-            )
-        self.chunks.append(message.chunk)
-        self.received += len(message.chunk)
-
-    def verified(self) -> tuple[reading_package_pb2.Asset, bytes]:
-        data = b"".join(self.chunks)
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != self.asset.sha256 or len(data) != self.asset.size_bytes:
-            raise DocparseError(
-                grpc.StatusCode.DATA_LOSS,
-                "CHECKSUM_MISMATCH",
-                f"asset {self.asset_id}: got {len(data)} bytes sha256 {digest}, "
-                f"expected {self.asset.size_bytes} bytes sha256 {self.asset.sha256}",
-            )
-        return self.asset, data

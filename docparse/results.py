@@ -67,6 +67,38 @@ class ResultAssembler:
         return self.ref
 
 
+class AssetChunks:
+    """Collects GetAsset chunks in order and checks size and sha256 against the Asset."""
+
+    def __init__(self, asset_id: str) -> None:
+        self.asset_id = asset_id
+        self.asset = reading_package_pb2.Asset()
+        self.chunks: list[bytes] = []
+        self.received = 0
+
+    def add(self, message: parser_service_pb2.GetAssetResponse) -> None:
+        if message.HasField("asset"):
+            self.asset.CopyFrom(message.asset)
+        if message.offset != self.received:
+            raise ContractError(
+                f"asset {self.asset_id}: chunk at offset {message.offset}, expected {self.received}"
+            )
+        self.chunks.append(message.chunk)
+        self.received += len(message.chunk)
+
+    def verified(self) -> tuple[reading_package_pb2.Asset, bytes]:
+        data = b"".join(self.chunks)
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != self.asset.sha256 or len(data) != self.asset.size_bytes:
+            raise DocparseError(
+                grpc.StatusCode.DATA_LOSS,
+                "CHECKSUM_MISMATCH",
+                f"asset {self.asset_id}: got {len(data)} bytes sha256 {digest}, "
+                f"expected {self.asset.size_bytes} bytes sha256 {self.asset.sha256}",
+            )
+        return self.asset, data
+
+
 def check_submit_answer(response: parser_service_pb2.SubmitJobResponse) -> job_pb2.Job:
     """A SubmitJob answer must name a job in a real state; anything else is a contract error."""
     job = response.job
