@@ -25,39 +25,22 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
-from docparse import operations
-from docparse.effects import (
-    END,
-    Blocking,
-    Call,
-    Effect,
-    Emit,
-    Open,
-    Plan,
-    Receive,
-    Records,
-    Run,
-    Sleep,
-    Upload,
-    shell_method,
-)
+from docparse import effects
 from docparse.operations import (
     DEFAULT_TARGET,
     Answer,
-    ClientBase,
-    Feed,
+    BaseClient,
     api_key_or_env,
-    batch_feed,
     batch_request,
     default_target,
-    job_feed,
 )
 from docparse.results import AssetChunks
+from docparse.shells import BlockingShell
 from docparse.transport import AnswerObserver, GrpcTransport, Transport
 from docparse.uploads import UPLOAD_CHUNK_BYTES, UPLOAD_MIN_BYTES_PER_S, BatchUpload
-from docparse.waiting import WaitPolicy
+from docparse.waiting import Feed, WaitPolicy, batch_feed, job_feed
 
 # Names this module has always offered (they moved to the modules that now hold them).
 __all__ = [
@@ -75,37 +58,10 @@ __all__ = [
     "job_feed",
 ]
 
-P = ParamSpec("P")
-R = TypeVar("R")
 T = TypeVar("T")
 
 
-def blocking(
-    plan: Callable[Concatenate[ClientBase, P], Plan[T]],
-) -> Callable[Concatenate[Client, P], T]:
-    """The Client method that runs an operation of docparse.operations to its answer."""
-
-    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self._run(plan(self, *args, **kwargs))
-
-    shell_method(method, plan, "Client", "{}")
-    return method
-
-
-def iterating(
-    plan: Callable[Concatenate[ClientBase, P], Records[R]],
-) -> Callable[Concatenate[Client, P], Iterator[R]]:
-    """The Client method that hands out an operation's records as they come (a generator:
-    nothing is called before the first is asked for)."""
-
-    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[R]:
-        return self._records(Run(plan(self, *args, **kwargs)))
-
-    shell_method(method, plan, "Client", "Iterator[{}]")
-    return method
-
-
-class Client(ClientBase):
+class Client(BaseClient, BlockingShell):
     def __init__(
         self,
         target: str | None = None,
@@ -139,26 +95,26 @@ class Client(ClientBase):
 
     # --- the I/O -------------------------------------------------------------------------
 
-    def _perform(self, effect: Effect) -> Any:
+    def _perform(self, effect: effects.Effect) -> Any:
         match effect:
-            case Call(method, request, deadline_s):
+            case effects.Call(method, request, deadline_s):
                 return self.transport.call(method, request, deadline_s)
-            case Open(method, request, deadline_s):
+            case effects.Open(method, request, deadline_s):
                 return iter(self.transport.stream(method, request, deadline_s))
-            case Receive(stream):
-                return next(stream, END)
-            case Upload(method, upload, deadline_s):
+            case effects.Receive(stream):
+                return next(stream, effects.END)
+            case effects.Upload(method, upload, deadline_s):
                 return self.transport.upload(method, upload.requests(), deadline_s)
-            case Sleep(seconds):
+            case effects.Sleep(seconds):
                 return self._sleep(seconds)
-            case Blocking(run):
+            case effects.Blocking(run):
                 return run()
         raise TypeError(f"not an effect: {effect!r}")
 
-    def _records(self, run: Run[Any]) -> Iterator[Any]:
+    def _records(self, run: effects.Run[Any]) -> Iterator[Any]:
         """Performs the plan's effects in turn, handing out the records it emits."""
         while (effect := run.step()) is not None:
-            if isinstance(effect, Emit):
+            if isinstance(effect, effects.Emit):
                 yield effect.record
                 continue
             try:
@@ -166,24 +122,8 @@ class Client(ClientBase):
             except Exception as err:  # the plan decides what a failure means
                 run.fail(err)
 
-    def _run(self, plan: Plan[T]) -> T:
-        run = Run(plan)
+    def _run(self, plan: effects.Plan[T]) -> T:
+        run = effects.Run(plan)
         for _ in self._records(run):
             pass  # a wait's records: only its outcome counts
         return run.result()
-
-    # --- the operations (docparse.operations) --------------------------------------------
-
-    submit = blocking(operations.submit)
-    parse = blocking(operations.parse)
-    status = blocking(operations.status)
-    wait = blocking(operations.wait)
-    watch = iterating(operations.watch)
-    result = blocking(operations.result)
-    download_result = blocking(operations.download_result)
-    asset = blocking(operations.asset)
-    cancel = blocking(operations.cancel)
-    submit_batch = blocking(operations.submit_batch)
-    upload_batch = blocking(operations.upload_batch)
-    batch = blocking(operations.batch)
-    watch_batch = iterating(operations.watch_batch)

@@ -2,7 +2,8 @@
 yields the I/O it needs as effects and is sent back each outcome (or has the error thrown in).
 `docparse.client.Client` performs the effects with blocking calls, `docparse.aio.AsyncClient`
 with awaits; neither decides anything, so both behave alike by construction (httpx's
-BaseClient split, carried down to the loops: docparse.operations holds the plans).
+BaseClient split, carried down to the loops: docparse.operations holds the plans,
+docparse.shells makes them the clients' methods).
 
     def status(client, job_id):                      # a plan
         response, served_by = yield Call("GetStatus", request, client.timeout_s)
@@ -11,8 +12,6 @@ BaseClient split, carried down to the loops: docparse.operations holds the plans
 
 from __future__ import annotations
 
-import inspect
-import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -26,21 +25,18 @@ R = TypeVar("R")
 
 
 @dataclass(frozen=True)
-class Call:
+class Rpc:
+    method: str
+    request: Message
+    deadline_s: float | None
+
+
+class Call(Rpc):
     """A unary call: answers `(response, served_by)`."""
 
-    method: str
-    request: Message
-    deadline_s: float | None
 
-
-@dataclass(frozen=True)
-class Open:
+class Open(Rpc):
     """A server-streaming call: answers the stream, to read with Receive."""
-
-    method: str
-    request: Message
-    deadline_s: float | None
 
 
 @dataclass(frozen=True)
@@ -118,19 +114,3 @@ class Run(Generic[T]):
 
     def result(self) -> T:
         return self.value  # type: ignore[return-value]  # set when step() returned None
-
-
-def shell_method(method: Any, plan: Callable[..., Any], owner: str, returns: str) -> None:
-    """Dresses a shell's method as the plan's operation: its name, docstring and signature,
-    the return annotation as the shell gives it (`returns`, e.g. "Iterator[{}]")."""
-    signature = inspect.signature(plan)
-    this, *rest = signature.parameters.values()
-    declared = str(signature.return_annotation)
-    match = re.fullmatch(r"(?:Plan|Records)\[(.*)\]", declared)
-    method.__name__ = plan.__name__
-    method.__qualname__ = f"{owner}.{plan.__name__}"
-    method.__doc__ = plan.__doc__
-    method.__signature__ = signature.replace(
-        parameters=[this.replace(name="self", annotation=inspect.Parameter.empty), *rest],
-        return_annotation=returns.format(match.group(1) if match else declared),
-    )

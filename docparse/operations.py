@@ -17,16 +17,17 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from docparse.effects import END, Blocking, Call, Emit, Open, Plan, Receive, Records, Sleep, once
+from docparse.effects import END, Blocking, Call, Open, Plan, Receive, Records, Sleep, once
 from docparse.effects import Upload as UploadEffect
 from docparse.errors import DocparseError
 from docparse.results import AssetChunks, ResultAssembler, check_submit_answer
 from docparse.retries import Retrier
+from docparse.shells import answering, iterating
 from docparse.uploads import UPLOAD_MIN_BYTES_PER_S, BatchUpload
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
-from docparse.waiting import Action, BatchWaiter, JobWaiter, R, Waiter, WaitPolicy
+from docparse.waiting import BatchWaiter, JobWaiter, WaitPolicy, batch_feed, follow, job_feed
 
 T = TypeVar("T")
 
@@ -41,7 +42,7 @@ def api_key_or_env(api_key: str | None) -> str:
     return os.environ.get("DOCPARSE_API_KEY", "") if api_key is None else api_key
 
 
-class ClientBase:
+class ClientState:
     """What both clients hold: the target, the per-call timeout, the wait policy, the clock and
     the source of the retries' jitter. The shells add a transport and a way to sleep."""
 
@@ -69,41 +70,6 @@ class Answer:
     served_by: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Feed(Generic[R]):
-    """How to follow one kind of record: the stream to open after a version, the record a
-    stream message carries (None for a heartbeat), and the plain read that polling makes."""
-
-    method: str
-    request: Callable[[int], Any]
-    record: Callable[[Any], R | None]
-    poll_method: str
-    poll_request: Any
-    poll_record: Callable[[Any], R]
-
-
-def job_feed(job_id: str) -> Feed[job_pb2.Job]:
-    return Feed(
-        "WatchJob",
-        lambda after: parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after),
-        lambda event: event.job if event.HasField("job") else None,
-        "GetStatus",
-        parser_service_pb2.GetStatusRequest(job_id=job_id),
-        lambda response: response.job,
-    )
-
-
-def batch_feed(batch_id: str) -> Feed[parser_service_pb2.Batch]:
-    return Feed(
-        "WatchBatch",
-        lambda after: parser_service_pb2.WatchBatchRequest(batch_id=batch_id, after_version=after),
-        lambda event: event.batch if event.HasField("batch") else None,
-        "GetBatch",
-        parser_service_pb2.GetBatchRequest(batch_id=batch_id),
-        lambda response: response.batch,
-    )
-
-
 def batch_request(
     files: list[tuple[str, bytes]], request_id: str, languages: Sequence[str]
 ) -> parser_service_pb2.CreateBatchRequest:
@@ -118,7 +84,7 @@ def batch_request(
 # --- the building blocks -----------------------------------------------------------------
 
 
-def retried(client: ClientBase, method: str, attempt: Callable[[], Plan[T]]) -> Plan[T]:
+def retried(client: ClientState, method: str, attempt: Callable[[], Plan[T]]) -> Plan[T]:
     """`attempt()` until it succeeds or docparse.retries says the failure is final."""
     retrier = Retrier(method, client.policy, client._clock(), client._rng)
     while True:
@@ -130,7 +96,7 @@ def retried(client: ClientBase, method: str, attempt: Callable[[], Plan[T]]) -> 
 
 
 def call(
-    client: ClientBase, method: str, request: Any, deadline_s: float | None = None
+    client: ClientState, method: str, request: Any, deadline_s: float | None = None
 ) -> Plan[Any]:
     """A unary call with retries: the response and its `x-served-by` values."""
     timeout = client.timeout_s if deadline_s is None else deadline_s
@@ -144,7 +110,9 @@ class Collector(Protocol):
 C = TypeVar("C", bound=Collector)
 
 
-def collected(client: ClientBase, method: str, request: Any, collector: Callable[[], C]) -> Plan[C]:
+def collected(
+    client: ClientState, method: str, request: Any, collector: Callable[[], C]
+) -> Plan[C]:
     """A download with retries: the stream read into a new collector each attempt (a broken
     download starts over)."""
 
@@ -158,216 +126,192 @@ def collected(client: ClientBase, method: str, request: Any, collector: Callable
     return (yield from retried(client, method, attempt))
 
 
-def follow(client: ClientBase, waiter: Waiter[R], feed: Feed[R]) -> Records[R]:
-    """The waiting loop (decisions in docparse.waiting): emits each new record."""
-    while (action := waiter.next_action()) is not Action.DONE:
-        left = waiter.check_deadline(client._clock())
-        try:
-            if action is Action.STREAM:
-                progressed = False
-                stream = yield Open(feed.method, feed.request(waiter.after_version), left)
-                while (message := (yield Receive(stream))) is not END:
-                    waiter.heard()
-                    record = feed.record(message)
-                    if record is not None and waiter.observe(record):
-                        progressed = True
-                        yield Emit(record)
-                delay = waiter.on_stream_end(progressed)
-            else:
-                response, _ = yield Call(feed.poll_method, feed.poll_request, client.timeout_s)
-                record = feed.poll_record(response)
-                if waiter.observe(record):
-                    yield Emit(record)
-                delay = waiter.after_poll()
-        except DocparseError as err:
-            delay = waiter.on_error(err, client._clock())
-        if delay > 0:
-            yield Sleep(min(delay, max(0.0, waiter.left(client._clock()))))
+class BaseClient(ClientState):
+    """The operations of both clients, each written once as a plan: a method of
+    docparse.client.Client, a coroutine of docparse.aio.AsyncClient (docparse.shells). A plan
+    calls another as `BaseClient.submit(self, ...)`."""
 
+    # --- submitting ----------------------------------------------------------------------------
 
-# --- submitting ----------------------------------------------------------------------------
+    @answering
+    def submit(
+        self,
+        file_name: str,
+        content: bytes,
+        *,
+        request_id: str = "",
+        password: str = "",
+        wait_timeout_ms: int = 0,
+        languages: list[str] | tuple[str, ...] = (),
+        callback: parser_service_pb2.Callback | None = None,
+    ) -> Plan[Answer]:
+        """Submits once, however often the call itself has to be retried (same request_id).
+        `wait_timeout_ms`: the server may wait that long for the job to end before answering
+        (the sync answer); `languages`: BCP-47 hints for OCR ("en", "zh-Hant"); `callback`:
+        a signed webhook when the job ends, `Callback(url=..., secret_name=...)` naming a secret
+        the tenant registered (`from docparse.v1.parser_service_pb2 import Callback`)."""
+        request = parser_service_pb2.SubmitJobRequest(
+            file_name=file_name,
+            content=content,
+            request_id=request_id or uuid.uuid4().hex,
+            password=password,
+            wait_timeout_ms=wait_timeout_ms,
+            languages=list(languages),
+            callback=callback,
+        )
+        deadline = self.timeout_s + wait_timeout_ms / 1000
+        response, replicas = yield from call(self, "SubmitJob", request, deadline)
+        return Answer(check_submit_answer(response), replicas)
 
+    @answering
+    def parse(
+        self,
+        source: Path | bytes,
+        *,
+        file_name: str = "",
+        request_id: str = "",
+        password: str = "",
+        languages: list[str] | tuple[str, ...] = (),
+        policy: WaitPolicy | None = None,
+    ) -> Plan[job_pb2.Job]:
+        """Submits and waits: the SUCCEEDED record, or JobFailed / WaitTimeout / DocparseError."""
+        if isinstance(source, Path):
+            content, file_name = (yield Blocking(source.read_bytes)), file_name or source.name
+        else:
+            content = source
+        answer = yield from BaseClient.submit(
+            self, file_name, content, request_id=request_id, password=password, languages=languages
+        )
+        return (yield from BaseClient.wait(self, answer.job, policy=policy))
 
-def submit(
-    client: ClientBase,
-    file_name: str,
-    content: bytes,
-    *,
-    request_id: str = "",
-    password: str = "",
-    wait_timeout_ms: int = 0,
-    languages: list[str] | tuple[str, ...] = (),
-    callback: parser_service_pb2.Callback | None = None,
-) -> Plan[Answer]:
-    """Submits once, however often the call itself has to be retried (same request_id).
-    `wait_timeout_ms`: the server may wait that long for the job to end before answering
-    (the sync answer); `languages`: BCP-47 hints for OCR ("en", "zh-Hant"); `callback`:
-    a signed webhook when the job ends, `Callback(url=..., secret_name=...)` naming a secret
-    the tenant registered (`from docparse.v1.parser_service_pb2 import Callback`)."""
-    request = parser_service_pb2.SubmitJobRequest(
-        file_name=file_name,
-        content=content,
-        request_id=request_id or uuid.uuid4().hex,
-        password=password,
-        wait_timeout_ms=wait_timeout_ms,
-        languages=list(languages),
-        callback=callback,
-    )
-    deadline = client.timeout_s + wait_timeout_ms / 1000
-    response, replicas = yield from call(client, "SubmitJob", request, deadline)
-    return Answer(check_submit_answer(response), replicas)
+    # --- reading -------------------------------------------------------------------------------
 
+    @answering
+    def status(self, job_id: str) -> Plan[Answer]:
+        request = parser_service_pb2.GetStatusRequest(job_id=job_id)
+        response, replicas = yield from call(self, "GetStatus", request)
+        return Answer(response.job, replicas)
 
-def parse(
-    client: ClientBase,
-    source: Path | bytes,
-    *,
-    file_name: str = "",
-    request_id: str = "",
-    password: str = "",
-    languages: list[str] | tuple[str, ...] = (),
-    policy: WaitPolicy | None = None,
-) -> Plan[job_pb2.Job]:
-    """Submits and waits: the SUCCEEDED record, or JobFailed / WaitTimeout / DocparseError."""
-    if isinstance(source, Path):
-        content, file_name = (yield Blocking(source.read_bytes)), file_name or source.name
-    else:
-        content = source
-    answer = yield from submit(
-        client, file_name, content, request_id=request_id, password=password, languages=languages
-    )
-    return (yield from wait(client, answer.job, policy=policy))
+    @answering
+    def wait(
+        self, job: job_pb2.Job | str, *, policy: WaitPolicy | None = None
+    ) -> Plan[job_pb2.Job]:
+        """Waits for the job to end (read-only) and returns the SUCCEEDED record."""
+        job_id = job if isinstance(job, str) else job.job_id
+        waiter = JobWaiter(
+            job_id, policy or self.policy, self._clock(), job_pb2.Job(), rng=self._rng
+        )
+        if isinstance(job, job_pb2.Job):
+            waiter.observe(job)  # a terminal answer needs no further call
+        # its records go nowhere: only the outcome counts
+        yield from follow(waiter, job_feed(job_id), self._clock, self.timeout_s)
+        return waiter.outcome()
 
+    @iterating
+    def watch(
+        self, job_id: str, *, after_version: int = 0, policy: WaitPolicy | None = None
+    ) -> Records[job_pb2.Job]:
+        """Every record newer than `after_version` until the terminal one, resuming broken
+        streams (on any replica) and polling when streaming fails, within the policy's
+        limits: WaitTimeout after `timeout_s`; OUT_OF_RANGE AFTER_VERSION_AHEAD at once when
+        `after_version` is beyond the job's version. A job that already ended at
+        `after_version` yields nothing."""
+        waiter = JobWaiter(
+            job_id,
+            policy or self.policy,
+            self._clock(),
+            job_pb2.Job(),
+            cursor=after_version,
+            rng=self._rng,
+        )
+        yield from follow(waiter, job_feed(job_id), self._clock, self.timeout_s)
 
-# --- reading -------------------------------------------------------------------------------
+    @answering
+    def result(self, job_id: str) -> Plan[reading_package_pb2.ReadingPackage]:
+        """The reading package of a SUCCEEDED job, checked against its sha256."""
+        return (yield from self._download(job_id)).package()
 
+    @answering
+    def download_result(self, job_id: str, path: Path) -> Plan[job_pb2.ResultRef]:
+        """Writes the serialized package to `path`, verified by sha256 and size on disk."""
+        assembler = yield from self._download(job_id)
+        ref: job_pb2.ResultRef = yield Blocking(lambda: assembler.write(path))
+        return ref
 
-def status(client: ClientBase, job_id: str) -> Plan[Answer]:
-    request = parser_service_pb2.GetStatusRequest(job_id=job_id)
-    response, replicas = yield from call(client, "GetStatus", request)
-    return Answer(response.job, replicas)
+    def _download(self, job_id: str) -> Plan[ResultAssembler]:
+        request = parser_service_pb2.GetResultRequest(job_id=job_id)
+        return (yield from collected(self, "GetResult", request, lambda: ResultAssembler(job_id)))
 
+    @answering
+    def asset(
+        self, job_id: str, asset_id: str, deployment: str = ""
+    ) -> Plan[tuple[reading_package_pb2.Asset, bytes]]:
+        """One asset (an image) of a SUCCEEDED job's reading package, checked against its
+        sha256: the Asset record and the bytes."""
+        request = parser_service_pb2.GetAssetRequest(
+            job_id=job_id, asset_id=asset_id, deployment=deployment
+        )
+        return (
+            yield from collected(self, "GetAsset", request, lambda: AssetChunks(asset_id))
+        ).verified()
 
-def wait(
-    client: ClientBase, job: job_pb2.Job | str, *, policy: WaitPolicy | None = None
-) -> Plan[job_pb2.Job]:
-    """Waits for the job to end (read-only) and returns the SUCCEEDED record."""
-    job_id = job if isinstance(job, str) else job.job_id
-    waiter = JobWaiter(
-        job_id, policy or client.policy, client._clock(), job_pb2.Job(), rng=client._rng
-    )
-    if isinstance(job, job_pb2.Job):
-        waiter.observe(job)  # a terminal answer needs no further call
-    yield from follow(client, waiter, job_feed(job_id))  # its records go nowhere
-    return waiter.outcome()
+    @answering
+    def cancel(self, job_id: str) -> Plan[job_pb2.Job]:
+        request = parser_service_pb2.CancelJobRequest(job_id=job_id)
+        response, _ = yield from call(self, "CancelJob", request)
+        return response.job  # type: ignore[no-any-return]
 
+    # --- batches -------------------------------------------------------------------------------
 
-def watch(
-    client: ClientBase, job_id: str, *, after_version: int = 0, policy: WaitPolicy | None = None
-) -> Records[job_pb2.Job]:
-    """Every record newer than `after_version` until the terminal one, resuming broken
-    streams (on any replica) and polling when streaming fails, within the policy's
-    limits: WaitTimeout after `timeout_s`; OUT_OF_RANGE AFTER_VERSION_AHEAD at once when
-    `after_version` is beyond the job's version. A job that already ended at
-    `after_version` yields nothing."""
-    waiter = JobWaiter(
-        job_id,
-        policy or client.policy,
-        client._clock(),
-        job_pb2.Job(),
-        cursor=after_version,
-        rng=client._rng,
-    )
-    yield from follow(client, waiter, job_feed(job_id))
+    @answering
+    def submit_batch(
+        self,
+        files: list[tuple[str, bytes]],
+        *,
+        request_id: str = "",
+        languages: list[str] | tuple[str, ...] = (),
+    ) -> Plan[parser_service_pb2.Batch]:
+        """A small batch in one CreateBatch message (all files together under gRPC's message
+        size limit); `upload_batch` streams batches of any size."""
+        request = batch_request(files, request_id, languages)
+        response, _ = yield from call(self, "CreateBatch", request)
+        return response.batch  # type: ignore[no-any-return]
 
+    @answering
+    def upload_batch(
+        self,
+        files: Sequence[Path | tuple[str, Path]],
+        *,
+        request_id: str = "",
+        languages: list[str] | tuple[str, ...] = (),
+    ) -> Plan[parser_service_pb2.Batch]:
+        """Submits files of any size as one batch through UploadBatch: each file is read and
+        sent in chunks as gRPC's flow control asks for them, so a batch is bounded by the
+        server's limits, not by a message size or by memory. Retried (from the start, same
+        request_id) as the retry table says; the same request_id answers with the first batch."""
+        upload: BatchUpload = yield Blocking(lambda: BatchUpload.of(files, request_id, languages))
+        deadline = self.timeout_s + upload.total_bytes / UPLOAD_MIN_BYTES_PER_S
+        effect = UploadEffect("UploadBatch", upload, deadline)
+        response, _ = yield from retried(self, "UploadBatch", lambda: once(effect))
+        return response.batch  # type: ignore[no-any-return]
 
-def result(client: ClientBase, job_id: str) -> Plan[reading_package_pb2.ReadingPackage]:
-    """The reading package of a SUCCEEDED job, checked against its sha256."""
-    return (yield from _download(client, job_id)).package()
+    @answering
+    def batch(self, batch_id: str) -> Plan[parser_service_pb2.Batch]:
+        request = parser_service_pb2.GetBatchRequest(batch_id=batch_id)
+        response, _ = yield from call(self, "GetBatch", request)
+        return response.batch  # type: ignore[no-any-return]
 
-
-def download_result(client: ClientBase, job_id: str, path: Path) -> Plan[job_pb2.ResultRef]:
-    """Writes the serialized package to `path`, verified by sha256 and size on disk."""
-    assembler = yield from _download(client, job_id)
-    ref: job_pb2.ResultRef = yield Blocking(lambda: assembler.write(path))
-    return ref
-
-
-def _download(client: ClientBase, job_id: str) -> Plan[ResultAssembler]:
-    request = parser_service_pb2.GetResultRequest(job_id=job_id)
-    return (yield from collected(client, "GetResult", request, lambda: ResultAssembler(job_id)))
-
-
-def asset(
-    client: ClientBase, job_id: str, asset_id: str, deployment: str = ""
-) -> Plan[tuple[reading_package_pb2.Asset, bytes]]:
-    """One asset (an image) of a SUCCEEDED job's reading package, checked against its
-    sha256: the Asset record and the bytes."""
-    request = parser_service_pb2.GetAssetRequest(
-        job_id=job_id, asset_id=asset_id, deployment=deployment
-    )
-    return (
-        yield from collected(client, "GetAsset", request, lambda: AssetChunks(asset_id))
-    ).verified()
-
-
-def cancel(client: ClientBase, job_id: str) -> Plan[job_pb2.Job]:
-    request = parser_service_pb2.CancelJobRequest(job_id=job_id)
-    response, _ = yield from call(client, "CancelJob", request)
-    return response.job  # type: ignore[no-any-return]
-
-
-# --- batches -------------------------------------------------------------------------------
-
-
-def submit_batch(
-    client: ClientBase,
-    files: list[tuple[str, bytes]],
-    *,
-    request_id: str = "",
-    languages: list[str] | tuple[str, ...] = (),
-) -> Plan[parser_service_pb2.Batch]:
-    """A small batch in one CreateBatch message (all files together under gRPC's message
-    size limit); `upload_batch` streams batches of any size."""
-    request = batch_request(files, request_id, languages)
-    response, _ = yield from call(client, "CreateBatch", request)
-    return response.batch  # type: ignore[no-any-return]
-
-
-def upload_batch(
-    client: ClientBase,
-    files: Sequence[Path | tuple[str, Path]],
-    *,
-    request_id: str = "",
-    languages: list[str] | tuple[str, ...] = (),
-) -> Plan[parser_service_pb2.Batch]:
-    """Submits files of any size as one batch through UploadBatch: each file is read and
-    sent in chunks as gRPC's flow control asks for them, so a batch is bounded by the
-    server's limits, not by a message size or by memory. Retried (from the start, same
-    request_id) as the retry table says; the same request_id answers with the first batch."""
-    upload: BatchUpload = yield Blocking(lambda: BatchUpload.of(files, request_id, languages))
-    deadline = client.timeout_s + upload.total_bytes / UPLOAD_MIN_BYTES_PER_S
-    effect = UploadEffect("UploadBatch", upload, deadline)
-    response, _ = yield from retried(client, "UploadBatch", lambda: once(effect))
-    return response.batch  # type: ignore[no-any-return]
-
-
-def batch(client: ClientBase, batch_id: str) -> Plan[parser_service_pb2.Batch]:
-    request = parser_service_pb2.GetBatchRequest(batch_id=batch_id)
-    response, _ = yield from call(client, "GetBatch", request)
-    return response.batch  # type: ignore[no-any-return]
-
-
-def watch_batch(
-    client: ClientBase, batch_id: str, *, policy: WaitPolicy | None = None
-) -> Records[parser_service_pb2.Batch]:
-    """Every new state of the batch until all its files ended, resuming broken streams,
-    within the policy's limits (WaitTimeout after `timeout_s`)."""
-    waiter = BatchWaiter(
-        batch_id,
-        policy or client.policy,
-        client._clock(),
-        parser_service_pb2.Batch(),
-        rng=client._rng,
-    )
-    yield from follow(client, waiter, batch_feed(batch_id))
+    @iterating
+    def watch_batch(
+        self, batch_id: str, *, policy: WaitPolicy | None = None
+    ) -> Records[parser_service_pb2.Batch]:
+        """Every new state of the batch until all its files ended, resuming broken streams,
+        within the policy's limits (WaitTimeout after `timeout_s`)."""
+        waiter = BatchWaiter(
+            batch_id,
+            policy or self.policy,
+            self._clock(),
+            parser_service_pb2.Batch(),
+            rng=self._rng,
+        )
+        yield from follow(waiter, batch_feed(batch_id), self._clock, self.timeout_s)
