@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 from docparse.effects import END, Blocking, Call, Open, Plan, Receive, Records, Sleep, once
 from docparse.effects import Upload as UploadEffect
@@ -25,11 +25,13 @@ from docparse.errors import DocparseError
 from docparse.results import AssetChunks, ResultAssembler, check_submit_answer
 from docparse.retries import Retrier
 from docparse.shells import answering, iterating
-from docparse.uploads import UPLOAD_MIN_BYTES_PER_S, BatchUpload
+from docparse.uploads import UPLOAD_MIN_BYTES_PER_S, BatchUpload, Files
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from docparse.waiting import BatchWaiter, JobWaiter, WaitPolicy, batch_feed, follow, job_feed
 
 T = TypeVar("T")
+# Language hints for OCR: BCP-47 tags ("en", "zh-Hant").
+Languages: TypeAlias = list[str] | tuple[str, ...]
 
 DEFAULT_TARGET = "127.0.0.1:50050"
 
@@ -142,7 +144,7 @@ class BaseClient(ClientState):
         request_id: str = "",
         password: str = "",
         wait_timeout_ms: int = 0,
-        languages: list[str] | tuple[str, ...] = (),
+        languages: Languages = (),
         callback: parser_service_pb2.Callback | None = None,
     ) -> Plan[Answer]:
         """Submits once, however often the call itself has to be retried (same request_id).
@@ -171,7 +173,7 @@ class BaseClient(ClientState):
         file_name: str = "",
         request_id: str = "",
         password: str = "",
-        languages: list[str] | tuple[str, ...] = (),
+        languages: Languages = (),
         policy: WaitPolicy | None = None,
     ) -> Plan[job_pb2.Job]:
         """Submits and waits: the SUCCEEDED record, or JobFailed / WaitTimeout / DocparseError."""
@@ -265,11 +267,7 @@ class BaseClient(ClientState):
 
     @answering
     def submit_batch(
-        self,
-        files: list[tuple[str, bytes]],
-        *,
-        request_id: str = "",
-        languages: list[str] | tuple[str, ...] = (),
+        self, files: list[tuple[str, bytes]], *, request_id: str = "", languages: Languages = ()
     ) -> Plan[parser_service_pb2.Batch]:
         """A small batch in one CreateBatch message (all files together under gRPC's message
         size limit); `upload_batch` streams batches of any size."""
@@ -279,11 +277,7 @@ class BaseClient(ClientState):
 
     @answering
     def upload_batch(
-        self,
-        files: Sequence[Path | tuple[str, Path]],
-        *,
-        request_id: str = "",
-        languages: list[str] | tuple[str, ...] = (),
+        self, files: Files, *, request_id: str = "", languages: Languages = ()
     ) -> Plan[parser_service_pb2.Batch]:
         """Submits files of any size as one batch through UploadBatch: each file is read and
         sent in chunks as gRPC's flow control asks for them, so a batch is bounded by the
@@ -293,12 +287,6 @@ class BaseClient(ClientState):
         deadline = self.timeout_s + upload.total_bytes / UPLOAD_MIN_BYTES_PER_S
         effect = UploadEffect("UploadBatch", upload, deadline)
         response, _ = yield from retried(self, "UploadBatch", lambda: once(effect))
-        return response.batch  # type: ignore[no-any-return]
-
-    @answering
-    def batch(self, batch_id: str) -> Plan[parser_service_pb2.Batch]:
-        request = parser_service_pb2.GetBatchRequest(batch_id=batch_id)
-        response, _ = yield from call(self, "GetBatch", request)
         return response.batch  # type: ignore[no-any-return]
 
     @iterating
@@ -315,3 +303,9 @@ class BaseClient(ClientState):
             rng=self._rng,
         )
         yield from follow(waiter, batch_feed(batch_id), self._clock, self.timeout_s)
+
+    @answering
+    def batch(self, batch_id: str) -> Plan[parser_service_pb2.Batch]:
+        request = parser_service_pb2.GetBatchRequest(batch_id=batch_id)
+        response, _ = yield from call(self, "GetBatch", request)
+        return response.batch  # type: ignore[no-any-return]

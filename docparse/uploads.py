@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 from docparse.v1 import parser_service_pb2
 
@@ -15,6 +16,8 @@ from docparse.v1 import parser_service_pb2
 UPLOAD_CHUNK_BYTES = 1 << 20
 # An upload's deadline grows with its size: the call timeout plus 1 s per MiB.
 UPLOAD_MIN_BYTES_PER_S = 1 << 20
+# The files of an upload: each a path (sent under its own name), or a name and a path.
+Files: TypeAlias = Sequence[Path | tuple[str, Path]]
 
 
 @dataclass(frozen=True)
@@ -27,12 +30,7 @@ class BatchUpload:
     files: tuple[tuple[str, Path, int], ...]  # name, path, size in bytes
 
     @classmethod
-    def of(
-        cls,
-        files: Sequence[Path | tuple[str, Path]],
-        request_id: str = "",
-        languages: list[str] | tuple[str, ...] = (),
-    ) -> BatchUpload:
+    def of(cls, files: Files, request_id: str = "", languages: Sequence[str] = ()) -> BatchUpload:
         named = [(f.name, f) if isinstance(f, Path) else f for f in files]
         return cls(
             request_id or uuid.uuid4().hex,
