@@ -11,18 +11,15 @@ state machine, same retry rules, same result checks); this shell performs their 
 from __future__ import annotations
 
 import asyncio
-import random
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from docparse import effects
-from docparse.operations import BaseClient, api_key_or_env
+from docparse.operations import BaseClient
 from docparse.shells import AsyncShell
-from docparse.transport import AsyncTransport, GrpcAsyncTransport
+from docparse.transport import AnswerObserver, AsyncTransport, GrpcAsyncTransport
 from docparse.uploads import UPLOAD_CHUNK_BYTES, BatchUpload
 from docparse.v1 import parser_service_pb2
-from docparse.waiting import WaitPolicy
 
 T = TypeVar("T")
 
@@ -40,24 +37,14 @@ async def chunked(upload: BatchUpload) -> AsyncIterator[parser_service_pb2.Uploa
             source.close()
 
 
-class AsyncClient(BaseClient, AsyncShell):
-    def __init__(
-        self,
-        target: str | None = None,
-        *,
-        api_key: str | None = None,
-        tls_root_cert: bytes | None = None,
-        timeout_s: float = 30.0,
-        policy: WaitPolicy | None = None,
-        transport: AsyncTransport | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        rng: random.Random | None = None,
-    ) -> None:
-        super().__init__(target, timeout_s, policy, clock, rng)
-        key = api_key_or_env(api_key)
-        self.transport = transport or GrpcAsyncTransport(self.target, key, tls_root_cert)
-        self._sleep = sleep
+class AsyncClient(BaseClient[AsyncTransport, Callable[[float], Awaitable[None]]], AsyncShell):
+    def _connect(
+        self, api_key: str, tls_root_cert: bytes | None, on_answer: AnswerObserver | None
+    ) -> AsyncTransport:
+        return GrpcAsyncTransport(self.target, api_key, tls_root_cert, on_answer)
+
+    def _default_sleep(self) -> Callable[[float], Awaitable[None]]:
+        return asyncio.sleep
 
     async def close(self) -> None:
         await self.transport.close()

@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -32,7 +31,6 @@ from docparse.operations import (
     DEFAULT_TARGET,
     Answer,
     BaseClient,
-    api_key_or_env,
     batch_request,
     default_target,
 )
@@ -40,9 +38,10 @@ from docparse.results import AssetChunks
 from docparse.shells import BlockingShell
 from docparse.transport import AnswerObserver, GrpcTransport, Transport
 from docparse.uploads import UPLOAD_CHUNK_BYTES, UPLOAD_MIN_BYTES_PER_S, BatchUpload
-from docparse.waiting import Feed, WaitPolicy, batch_feed, job_feed
+from docparse.waiting import Feed, batch_feed, job_feed
 
-# Names this module has always offered (they moved to the modules that now hold them).
+# Names this module offered before the split; they now live in docparse.operations,
+# docparse.results, docparse.uploads and docparse.waiting.
 __all__ = [
     "DEFAULT_TARGET",
     "UPLOAD_CHUNK_BYTES",
@@ -61,28 +60,14 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Client(BaseClient, BlockingShell):
-    def __init__(
-        self,
-        target: str | None = None,
-        *,
-        api_key: str | None = None,
-        tls_root_cert: bytes | None = None,
-        timeout_s: float = 30.0,
-        policy: WaitPolicy | None = None,
-        transport: Transport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        on_answer: AnswerObserver | None = None,
-        rng: random.Random | None = None,
-    ) -> None:
-        """`on_answer(method, served_by)` is told who answered every call, streams and errors
-        included (the `x-served-by` values: the replica, then the gateway). `rng` draws the
-        retries' jitter (tests pass a seeded one)."""
-        super().__init__(target, timeout_s, policy, clock, rng)
-        key = api_key_or_env(api_key)
-        self.transport = transport or GrpcTransport(self.target, key, tls_root_cert, on_answer)
-        self._sleep = sleep
+class Client(BaseClient[Transport, Callable[[float], None]], BlockingShell):
+    def _connect(
+        self, api_key: str, tls_root_cert: bytes | None, on_answer: AnswerObserver | None
+    ) -> Transport:
+        return GrpcTransport(self.target, api_key, tls_root_cert, on_answer)
+
+    def _default_sleep(self) -> Callable[[float], None]:
+        return time.sleep
 
     def close(self) -> None:
         self.transport.close()

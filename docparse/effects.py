@@ -5,8 +5,10 @@ with awaits; neither decides anything, so both behave alike by construction (htt
 BaseClient split, carried down to the loops: docparse.operations holds the plans,
 docparse.shells makes them the clients' methods).
 
-    def status(client, job_id):                      # a plan
-        response, served_by = yield Call("GetStatus", request, client.timeout_s)
+    @answering                                       # a plan, in docparse.operations
+    def status(self, job_id):
+        request = GetStatusRequest(job_id=job_id)
+        response, served_by = yield Call("GetStatus", request, self.timeout_s)
         return Answer(response.job, served_by)
 """
 

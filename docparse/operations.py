@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import random
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from docparse.effects import END, Blocking, Call, Open, Plan, Receive, Records, Sleep, once
 from docparse.effects import Upload as UploadEffect
@@ -25,11 +26,14 @@ from docparse.errors import DocparseError
 from docparse.results import AssetChunks, ResultAssembler, check_submit_answer
 from docparse.retries import Retrier
 from docparse.shells import answering, iterating
+from docparse.transport import AnswerObserver
 from docparse.uploads import UPLOAD_MIN_BYTES_PER_S, BatchUpload, Files
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from docparse.waiting import BatchWaiter, JobWaiter, WaitPolicy, batch_feed, follow, job_feed
 
 T = TypeVar("T")
+TransportT = TypeVar("TransportT")  # docparse.transport.Transport, or AsyncTransport
+SleepT = TypeVar("SleepT")  # how the shell sleeps
 # Language hints for OCR: BCP-47 tags ("en", "zh-Hant").
 Languages: TypeAlias = list[str] | tuple[str, ...]
 
@@ -44,23 +48,47 @@ def api_key_or_env(api_key: str | None) -> str:
     return os.environ.get("DOCPARSE_API_KEY", "") if api_key is None else api_key
 
 
-class ClientState:
-    """What both clients hold: the target, the per-call timeout, the wait policy, the clock and
-    the source of the retries' jitter. The shells add a transport and a way to sleep."""
+class ClientState(Generic[TransportT, SleepT]):
+    """What both clients hold: the target, a transport, the per-call timeout, the wait policy,
+    the clock, a way to sleep and the source of the retries' jitter. A shell says which
+    transport it opens by default and how it sleeps (`_connect`, `_default_sleep`)."""
 
     def __init__(
         self,
-        target: str | None,
-        timeout_s: float,
-        policy: WaitPolicy | None,
-        clock: Callable[[], float],
-        rng: random.Random | None,
+        target: str | None = None,
+        *,
+        api_key: str | None = None,
+        tls_root_cert: bytes | None = None,
+        timeout_s: float = 30.0,
+        policy: WaitPolicy | None = None,
+        transport: TransportT | None = None,
+        sleep: SleepT | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        on_answer: AnswerObserver | None = None,
+        rng: random.Random | None = None,
     ) -> None:
+        """`target` defaults to DOCPARSE_TARGET (else 127.0.0.1:50050), `api_key` to
+        DOCPARSE_API_KEY; `tls_root_cert` (PEM, b"" for the system roots) connects over TLS.
+        `on_answer(method, served_by)` is told who answered every call, streams and errors
+        included (the `x-served-by` values: the replica, then the gateway). `sleep` defaults
+        to time.sleep (Client) or asyncio.sleep (AsyncClient); `rng` draws the retries'
+        jitter (tests pass a seeded one, and a transport and a clock of their own)."""
         self.target = target or default_target()
         self.timeout_s = timeout_s  # per call
         self.policy = policy or WaitPolicy()
+        key = api_key_or_env(api_key)
+        self.transport = transport or self._connect(key, tls_root_cert, on_answer)
+        self._sleep = sleep or self._default_sleep()
         self._clock = clock
         self._rng = rng or random.Random()
+
+    def _connect(
+        self, api_key: str, tls_root_cert: bytes | None, on_answer: AnswerObserver | None
+    ) -> TransportT:
+        raise NotImplementedError
+
+    def _default_sleep(self) -> SleepT:
+        raise NotImplementedError
 
 
 @dataclass
@@ -86,7 +114,7 @@ def batch_request(
 # --- the building blocks -----------------------------------------------------------------
 
 
-def retried(client: ClientState, method: str, attempt: Callable[[], Plan[T]]) -> Plan[T]:
+def retried(client: ClientState[Any, Any], method: str, attempt: Callable[[], Plan[T]]) -> Plan[T]:
     """`attempt()` until it succeeds or docparse.retries says the failure is final."""
     retrier = Retrier(method, client.policy, client._clock(), client._rng)
     while True:
@@ -98,7 +126,7 @@ def retried(client: ClientState, method: str, attempt: Callable[[], Plan[T]]) ->
 
 
 def call(
-    client: ClientState, method: str, request: Any, deadline_s: float | None = None
+    client: ClientState[Any, Any], method: str, request: Any, deadline_s: float | None = None
 ) -> Plan[Any]:
     """A unary call with retries: the response and its `x-served-by` values."""
     timeout = client.timeout_s if deadline_s is None else deadline_s
@@ -113,7 +141,7 @@ C = TypeVar("C", bound=Collector)
 
 
 def collected(
-    client: ClientState, method: str, request: Any, collector: Callable[[], C]
+    client: ClientState[Any, Any], method: str, request: Any, collector: Callable[[], C]
 ) -> Plan[C]:
     """A download with retries: the stream read into a new collector each attempt (a broken
     download starts over)."""
@@ -128,7 +156,7 @@ def collected(
     return (yield from retried(client, method, attempt))
 
 
-class BaseClient(ClientState):
+class BaseClient(ClientState[TransportT, SleepT]):
     """The operations of both clients, each written once as a plan: a method of
     docparse.client.Client, a coroutine of docparse.aio.AsyncClient (docparse.shells). A plan
     calls another as `BaseClient.submit(self, ...)`."""
