@@ -1,6 +1,6 @@
-"""How the two clients get their methods: each operation of docparse.operations is declared once
-on their common base (`submit = answering(submit)`), and becomes a method on
-`docparse.client.Client` (a BlockingShell: it answers) and a coroutine on
+"""How the two clients get their methods: each operation is a plan declared once on their
+common base, docparse.operations.BaseClient (`@answering def submit(self, ...)`), and becomes
+a method on `docparse.client.Client` (a BlockingShell: it answers) and a coroutine on
 `docparse.aio.AsyncClient` (an AsyncShell: it is awaited), with the operation's parameters,
 docstring and types. So both clients have the same methods by construction.
 
