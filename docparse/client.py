@@ -4,6 +4,9 @@
         job = client.parse(Path("report.pdf"))          # submit + wait; raises on failure
         package = client.result(job.job_id)             # downloaded and sha256-checked
 
+- Each method is the operation of the same name in docparse.operations, written once for this
+  client and the asyncio one (docparse.aio.AsyncClient): this shell only performs its I/O
+  (docparse.effects) with blocking calls, so both clients behave alike.
 - `submit()` never creates duplicates: it always sends a request_id (one is made up if you
   give none) and retries a failed call only with that same id.
 - Failed calls are retried only when a retry can succeed (docparse.retries: UNAVAILABLE with
@@ -19,128 +22,52 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
-import random
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
-import grpc
-
-from docparse.errors import ContractError, DocparseError
-from docparse.results import ResultAssembler, check_submit_answer
-from docparse.retries import Retrier
-from docparse.transport import AnswerObserver, GrpcTransport, Transport
-from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
-from docparse.waiting import (
-    Action,
-    BatchWaiter,
-    JobWaiter,
-    R,
-    Waiter,
-    WaitPolicy,
+from docparse import effects
+from docparse.operations import (
+    DEFAULT_TARGET,
+    Answer,
+    BaseClient,
+    batch_request,
+    default_target,
 )
+from docparse.results import AssetChunks
+from docparse.shells import BlockingShell
+from docparse.transport import AnswerObserver, GrpcTransport, Transport
+from docparse.uploads import UPLOAD_CHUNK_BYTES, UPLOAD_MIN_BYTES_PER_S, BatchUpload
+from docparse.waiting import Feed, batch_feed, job_feed
+
+# Names this module offered before the split; they now live in docparse.operations,
+# docparse.results, docparse.uploads and docparse.waiting.
+__all__ = [
+    "DEFAULT_TARGET",
+    "UPLOAD_CHUNK_BYTES",
+    "UPLOAD_MIN_BYTES_PER_S",
+    "Answer",
+    "AssetChunks",
+    "BatchUpload",
+    "Client",
+    "Feed",
+    "batch_feed",
+    "batch_request",
+    "default_target",
+    "job_feed",
+]
 
 T = TypeVar("T")
 
-DEFAULT_TARGET = "127.0.0.1:50050"
-# UploadBatch sends files in chunks of this size: the client, the gateway and the replica each
-# hold a few chunks, never a file or a batch.
-UPLOAD_CHUNK_BYTES = 1 << 20
-# An upload's deadline grows with its size: the call timeout plus 1 s per MiB.
-UPLOAD_MIN_BYTES_PER_S = 1 << 20
 
+class Client(BaseClient[Transport, Callable[[float], None]], BlockingShell):
+    def _connect(
+        self, api_key: str, tls_root_cert: bytes | None, on_answer: AnswerObserver | None
+    ) -> Transport:
+        return GrpcTransport(self.target, api_key, tls_root_cert, on_answer)
 
-def default_target() -> str:
-    return os.environ.get("DOCPARSE_TARGET", DEFAULT_TARGET)
-
-
-@dataclass
-class Answer:
-    """A response with the `x-served-by` values of its trailers: the parser_svc replica that
-    answered first, then (through a gateway) the gateway."""
-
-    job: job_pb2.Job
-    served_by: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Feed(Generic[R]):
-    """How to follow one kind of record, without I/O (both clients' shells do the calls): the
-    stream to open after a version, the record a stream message carries (None for a
-    heartbeat), and the plain read that polling makes instead."""
-
-    method: str
-    request: Callable[[int], Any]
-    record: Callable[[Any], R | None]
-    poll_method: str
-    poll_request: Any
-    poll_record: Callable[[Any], R]
-
-
-def job_feed(job_id: str) -> Feed[job_pb2.Job]:
-    return Feed(
-        "WatchJob",
-        lambda after: parser_service_pb2.WatchJobRequest(job_id=job_id, after_version=after),
-        lambda event: event.job if event.HasField("job") else None,
-        "GetStatus",
-        parser_service_pb2.GetStatusRequest(job_id=job_id),
-        lambda response: response.job,
-    )
-
-
-def batch_feed(batch_id: str) -> Feed[parser_service_pb2.Batch]:
-    return Feed(
-        "WatchBatch",
-        lambda after: parser_service_pb2.WatchBatchRequest(batch_id=batch_id, after_version=after),
-        lambda event: event.batch if event.HasField("batch") else None,
-        "GetBatch",
-        parser_service_pb2.GetBatchRequest(batch_id=batch_id),
-        lambda response: response.batch,
-    )
-
-
-def batch_request(
-    files: list[tuple[str, bytes]], request_id: str, languages: Sequence[str]
-) -> parser_service_pb2.CreateBatchRequest:
-    """One CreateBatch message with every file (small batches: gRPC's message size limit)."""
-    return parser_service_pb2.CreateBatchRequest(
-        files=[parser_service_pb2.BatchFile(file_name=n, content=c) for n, c in files],
-        request_id=request_id or uuid.uuid4().hex,
-        languages=list(languages),
-    )
-
-
-class Client:
-    def __init__(
-        self,
-        target: str | None = None,
-        *,
-        api_key: str | None = None,
-        tls_root_cert: bytes | None = None,
-        timeout_s: float = 30.0,
-        policy: WaitPolicy | None = None,
-        transport: Transport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        on_answer: AnswerObserver | None = None,
-        rng: random.Random | None = None,
-    ) -> None:
-        """`on_answer(method, served_by)` is told who answered every call, streams and errors
-        included (the `x-served-by` values: the replica, then the gateway). `rng` draws the
-        retries' jitter (tests pass a seeded one)."""
-        self.target = target or default_target()
-        self.timeout_s = timeout_s  # per call
-        self.policy = policy or WaitPolicy()
-        key = os.environ.get("DOCPARSE_API_KEY", "") if api_key is None else api_key
-        self.transport = transport or GrpcTransport(self.target, key, tls_root_cert, on_answer)
-        self._sleep = sleep
-        self._clock = clock
-        self._rng = rng or random.Random()
+    def _default_sleep(self) -> Callable[[float], None]:
+        return time.sleep
 
     def close(self) -> None:
         self.transport.close()
@@ -151,308 +78,37 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # --- submitting ----------------------------------------------------------------------
+    # --- the I/O -------------------------------------------------------------------------
 
-    def _retried(self, method: str, attempt: Callable[[], T]) -> T:
-        """`attempt()` until it succeeds or docparse.retries says the failure is final."""
-        retrier = Retrier(method, self.policy, self._clock(), self._rng)
-        while True:
+    def _perform(self, effect: effects.Effect) -> Any:
+        match effect:
+            case effects.Call(method, request, deadline_s):
+                return self.transport.call(method, request, deadline_s)
+            case effects.Open(method, request, deadline_s):
+                return iter(self.transport.stream(method, request, deadline_s))
+            case effects.Receive(stream):
+                return next(stream, effects.END)
+            case effects.Upload(method, upload, deadline_s):
+                return self.transport.upload(method, upload.requests(), deadline_s)
+            case effects.Sleep(seconds):
+                return self._sleep(seconds)
+            case effects.Blocking(run):
+                return run()
+        raise TypeError(f"not an effect: {effect!r}")
+
+    def _records(self, run: effects.Run[Any]) -> Iterator[Any]:
+        """Performs the plan's effects in turn, handing out the records it emits."""
+        while (effect := run.step()) is not None:
+            if isinstance(effect, effects.Emit):
+                yield effect.record
+                continue
             try:
-                return attempt()
-            except DocparseError as err:
-                delay = retrier.on_error(err, self._clock())
-            self._sleep(delay)
+                run.answer(self._perform(effect))
+            except Exception as err:  # the plan decides what a failure means
+                run.fail(err)
 
-    def _call(self, method: str, request: Any, deadline_s: float | None = None) -> Any:
-        """A unary call with retries: the response and its `x-served-by` values."""
-        timeout = self.timeout_s if deadline_s is None else deadline_s
-        return self._retried(method, lambda: self.transport.call(method, request, timeout))
-
-    def submit(
-        self,
-        file_name: str,
-        content: bytes,
-        *,
-        request_id: str = "",
-        password: str = "",
-        wait_timeout_ms: int = 0,
-        languages: list[str] | tuple[str, ...] = (),
-        callback: parser_service_pb2.Callback | None = None,
-    ) -> Answer:
-        """Submits once, however often the call itself has to be retried (same request_id).
-        `wait_timeout_ms`: the server may wait that long for the job to end before answering
-        (the sync answer); `languages`: BCP-47 hints for OCR ("en", "zh-Hant"); `callback`:
-        a signed webhook when the job ends, `Callback(url=..., secret_name=...)` naming a secret
-        the tenant registered (`from docparse.v1.parser_service_pb2 import Callback`)."""
-        request = parser_service_pb2.SubmitJobRequest(
-            file_name=file_name,
-            content=content,
-            request_id=request_id or uuid.uuid4().hex,
-            password=password,
-            wait_timeout_ms=wait_timeout_ms,
-            languages=list(languages),
-            callback=callback,
-        )
-        deadline = self.timeout_s + wait_timeout_ms / 1000
-        response, replicas = self._call("SubmitJob", request, deadline)
-        return Answer(check_submit_answer(response), replicas)
-
-    def parse(
-        self,
-        source: Path | bytes,
-        *,
-        file_name: str = "",
-        request_id: str = "",
-        password: str = "",
-        languages: list[str] | tuple[str, ...] = (),
-        policy: WaitPolicy | None = None,
-    ) -> job_pb2.Job:
-        """Submits and waits: the SUCCEEDED record, or JobFailed / WaitTimeout / DocparseError."""
-        if isinstance(source, Path):
-            content, file_name = source.read_bytes(), file_name or source.name
-        else:
-            content = source
-        answer = self.submit(
-            file_name, content, request_id=request_id, password=password, languages=languages
-        )
-        return self.wait(answer.job, policy=policy)
-
-    # --- reading -------------------------------------------------------------------------
-
-    def status(self, job_id: str) -> Answer:
-        request = parser_service_pb2.GetStatusRequest(job_id=job_id)
-        response, replicas = self._call("GetStatus", request)
-        return Answer(response.job, replicas)
-
-    def wait(self, job: job_pb2.Job | str, *, policy: WaitPolicy | None = None) -> job_pb2.Job:
-        """Waits for the job to end (read-only) and returns the SUCCEEDED record."""
-        job_id = job if isinstance(job, str) else job.job_id
-        waiter = JobWaiter(
-            job_id, policy or self.policy, self._clock(), job_pb2.Job(), rng=self._rng
-        )
-        if isinstance(job, job_pb2.Job):
-            waiter.observe(job)  # a terminal answer needs no further call
-        for _ in self._follow(waiter, job_feed(job_id)):
-            pass
-        return waiter.outcome()
-
-    def watch(
-        self, job_id: str, *, after_version: int = 0, policy: WaitPolicy | None = None
-    ) -> Iterator[job_pb2.Job]:
-        """Every record newer than `after_version` until the terminal one, resuming broken
-        streams (on any replica) and polling when streaming fails, within the policy's
-        limits: WaitTimeout after `timeout_s`; OUT_OF_RANGE AFTER_VERSION_AHEAD at once when
-        `after_version` is beyond the job's version. A job that already ended at
-        `after_version` yields nothing."""
-        waiter = JobWaiter(
-            job_id,
-            policy or self.policy,
-            self._clock(),
-            job_pb2.Job(),
-            cursor=after_version,
-            rng=self._rng,
-        )
-        yield from self._follow(waiter, job_feed(job_id))
-
-    def _follow(self, waiter: Waiter[R], feed: Feed[R]) -> Iterator[R]:
-        """The waiting loop (decisions in docparse.waiting): yields each new record."""
-        while (action := waiter.next_action()) is not Action.DONE:
-            left = waiter.check_deadline(self._clock())
-            try:
-                if action is Action.STREAM:
-                    progressed = False
-                    for message in self.transport.stream(
-                        feed.method, feed.request(waiter.after_version), left
-                    ):
-                        waiter.heard()
-                        record = feed.record(message)
-                        if record is not None and waiter.observe(record):
-                            progressed = True
-                            yield record
-                    delay = waiter.on_stream_end(progressed)
-                else:
-                    response, _ = self.transport.call(
-                        feed.poll_method, feed.poll_request, self.timeout_s
-                    )
-                    record = feed.poll_record(response)
-                    if waiter.observe(record):
-                        yield record
-                    delay = waiter.after_poll()
-            except DocparseError as err:
-                delay = waiter.on_error(err, self._clock())
-            if delay > 0:
-                self._sleep(min(delay, max(0.0, waiter.left(self._clock()))))
-
-    def result(self, job_id: str) -> reading_package_pb2.ReadingPackage:
-        """The reading package of a SUCCEEDED job, checked against its sha256."""
-        return self._download(job_id).package()
-
-    def download_result(self, job_id: str, path: Path) -> job_pb2.ResultRef:
-        """Writes the serialized package to `path`, verified by sha256 and size on disk."""
-        return self._download(job_id).write(path)
-
-    def _download(self, job_id: str) -> ResultAssembler:
-        request = parser_service_pb2.GetResultRequest(job_id=job_id)
-
-        def attempt() -> ResultAssembler:  # a broken download starts over
-            assembler = ResultAssembler(job_id)
-            for message in self.transport.stream("GetResult", request, self.timeout_s * 10):
-                assembler.add(message)
-            return assembler
-
-        return self._retried("GetResult", attempt)
-
-    def asset(
-        self, job_id: str, asset_id: str, deployment: str = ""
-    ) -> tuple[reading_package_pb2.Asset, bytes]:
-        """One asset (an image) of a SUCCEEDED job's reading package, checked against its
-        sha256: the Asset record and the bytes."""
-        request = parser_service_pb2.GetAssetRequest(
-            job_id=job_id, asset_id=asset_id, deployment=deployment
-        )
-
-        def attempt() -> tuple[reading_package_pb2.Asset, bytes]:
-            collected = AssetChunks(asset_id)
-            for message in self.transport.stream("GetAsset", request, self.timeout_s * 10):
-                collected.add(message)
-            return collected.verified()
-
-        return self._retried("GetAsset", attempt)
-
-    def cancel(self, job_id: str) -> job_pb2.Job:
-        request = parser_service_pb2.CancelJobRequest(job_id=job_id)
-        response, _ = self._call("CancelJob", request)
-        return response.job  # type: ignore[no-any-return]
-
-    # --- batches -------------------------------------------------------------------------
-
-    def submit_batch(
-        self,
-        files: list[tuple[str, bytes]],
-        *,
-        request_id: str = "",
-        languages: list[str] | tuple[str, ...] = (),
-    ) -> parser_service_pb2.Batch:
-        """A small batch in one CreateBatch message (all files together under gRPC's message
-        size limit); `upload_batch` streams batches of any size."""
-        response, _ = self._call("CreateBatch", batch_request(files, request_id, languages))
-        return response.batch  # type: ignore[no-any-return]
-
-    def upload_batch(
-        self,
-        files: Sequence[Path | tuple[str, Path]],
-        *,
-        request_id: str = "",
-        languages: list[str] | tuple[str, ...] = (),
-    ) -> parser_service_pb2.Batch:
-        """Submits files of any size as one batch through UploadBatch: each file is read and
-        sent in chunks as gRPC's flow control asks for them, so a batch is bounded by the
-        server's limits, not by a message size or by memory. Retried (from the start, same
-        request_id) as the retry table says; the same request_id answers with the first batch."""
-        upload = BatchUpload.of(files, request_id, languages)
-        deadline = self.timeout_s + upload.total_bytes / UPLOAD_MIN_BYTES_PER_S
-        response, _ = self._retried(
-            "UploadBatch",
-            lambda: self.transport.upload("UploadBatch", upload.requests(), deadline),
-        )
-        return response.batch  # type: ignore[no-any-return]
-
-    def batch(self, batch_id: str) -> parser_service_pb2.Batch:
-        request = parser_service_pb2.GetBatchRequest(batch_id=batch_id)
-        response, _ = self._call("GetBatch", request)
-        return response.batch  # type: ignore[no-any-return]
-
-    def watch_batch(
-        self, batch_id: str, *, policy: WaitPolicy | None = None
-    ) -> Iterator[parser_service_pb2.Batch]:
-        """Every new state of the batch until all its files ended, resuming broken streams,
-        within the policy's limits (WaitTimeout after `timeout_s`)."""
-        waiter = BatchWaiter(
-            batch_id,
-            policy or self.policy,
-            self._clock(),
-            parser_service_pb2.Batch(),
-            rng=self._rng,
-        )
-        yield from self._follow(waiter, batch_feed(batch_id))
-
-
-@dataclass(frozen=True)
-class BatchUpload:
-    """What an UploadBatch stream sends: a header, then per file a file header (name, size)
-    and its content in chunks, read as they are sent (shared by the sync and async clients)."""
-
-    request_id: str
-    languages: tuple[str, ...]
-    files: tuple[tuple[str, Path, int], ...]  # name, path, size in bytes
-
-    @classmethod
-    def of(
-        cls,
-        files: Sequence[Path | tuple[str, Path]],
-        request_id: str = "",
-        languages: list[str] | tuple[str, ...] = (),
-    ) -> BatchUpload:
-        named = [(f.name, f) if isinstance(f, Path) else f for f in files]
-        return cls(
-            request_id or uuid.uuid4().hex,
-            tuple(languages),
-            tuple((name, path, path.stat().st_size) for name, path in named),
-        )
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(size for _, _, size in self.files)
-
-    def header(self) -> parser_service_pb2.UploadBatchRequest:
-        return parser_service_pb2.UploadBatchRequest(
-            header=parser_service_pb2.UploadBatchHeader(
-                request_id=self.request_id, languages=list(self.languages)
-            )
-        )
-
-    @staticmethod
-    def file_header(name: str, size: int) -> parser_service_pb2.UploadBatchRequest:
-        return parser_service_pb2.UploadBatchRequest(
-            file=parser_service_pb2.UploadFileHeader(file_name=name, size_bytes=size)
-        )
-
-    def requests(self) -> Iterator[parser_service_pb2.UploadBatchRequest]:
-        yield self.header()
-        for name, path, size in self.files:
-            yield self.file_header(name, size)
-            with path.open("rb") as source:
-                while chunk := source.read(UPLOAD_CHUNK_BYTES):
-                    yield parser_service_pb2.UploadBatchRequest(chunk=chunk)
-
-
-class AssetChunks:
-    """Collects GetAsset chunks in order and checks size and sha256 against the Asset."""
-
-    def __init__(self, asset_id: str) -> None:
-        self.asset_id = asset_id
-        self.asset = reading_package_pb2.Asset()
-        self.chunks: list[bytes] = []
-        self.received = 0
-
-    def add(self, message: parser_service_pb2.GetAssetResponse) -> None:
-        if message.HasField("asset"):
-            self.asset.CopyFrom(message.asset)
-        if message.offset != self.received:
-            raise ContractError(
-                f"asset {self.asset_id}: chunk at offset {message.offset}, expected {self.received}"
-            )
-        self.chunks.append(message.chunk)
-        self.received += len(message.chunk)
-
-    def verified(self) -> tuple[reading_package_pb2.Asset, bytes]:
-        data = b"".join(self.chunks)
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != self.asset.sha256 or len(data) != self.asset.size_bytes:
-            raise DocparseError(
-                grpc.StatusCode.DATA_LOSS,
-                "CHECKSUM_MISMATCH",
-                f"asset {self.asset_id}: got {len(data)} bytes sha256 {digest}, "
-                f"expected {self.asset.size_bytes} bytes sha256 {self.asset.sha256}",
-            )
-        return self.asset, data
+    def _run(self, plan: effects.Plan[T]) -> T:
+        run = effects.Run(plan)
+        for _ in self._records(run):
+            pass  # a wait's records: only its outcome counts
+        return run.result()

@@ -112,7 +112,12 @@ def rpc_failure(err: grpc.RpcError, target: str) -> DocparseError:
     return error
 
 
-class GrpcTransport:
+class GrpcConnection:
+    """A channel to `target` with the caller's credentials, for either transport; it tells
+    `on_answer(method, served_by)` who answered every call, errors and streams included."""
+
+    aio = False  # a grpc.aio channel
+
     def __init__(
         self,
         target: str,
@@ -121,7 +126,7 @@ class GrpcTransport:
         on_answer: AnswerObserver | None = None,
     ) -> None:
         self.target = target
-        self.channel = open_channel(target, tls_root_cert, aio=False)
+        self.channel = open_channel(target, tls_root_cert, aio=self.aio)
         self.stub = parser_service_pb2_grpc.ParserServiceStub(self.channel)
         self.metadata = credentials_metadata(api_key)
         self.on_answer = on_answer
@@ -134,6 +139,8 @@ class GrpcTransport:
         self._answered(method, _trailers(err))
         return rpc_failure(err, self.target)
 
+
+class GrpcTransport(GrpcConnection):
     def call(
         self, method: str, request: Message, deadline_s: float | None
     ) -> tuple[Any, tuple[str, ...]]:
@@ -173,22 +180,14 @@ class GrpcTransport:
         self.channel.close()
 
 
-class GrpcAsyncTransport:
-    def __init__(self, target: str, api_key: str = "", tls_root_cert: bytes | None = None) -> None:
-        self.target = target
-        self.channel = open_channel(target, tls_root_cert, aio=True)
-        self.stub = parser_service_pb2_grpc.ParserServiceStub(self.channel)
-        self.metadata = credentials_metadata(api_key)
+class GrpcAsyncTransport(GrpcConnection):
+    aio = True
 
     async def call(
         self, method: str, request: Message, deadline_s: float | None
     ) -> tuple[Any, tuple[str, ...]]:
         call = getattr(self.stub, method)(request, timeout=deadline_s, metadata=self.metadata)
-        try:
-            response = await call
-            return response, served_by(await call.trailing_metadata())
-        except grpc.RpcError as err:
-            raise rpc_failure(err, self.target) from err
+        return await self._answer(method, call)
 
     async def stream(
         self, method: str, request: Message, deadline_s: float | None
@@ -197,8 +196,10 @@ class GrpcAsyncTransport:
         try:
             async for message in call:
                 yield message
+            if self.on_answer is not None:
+                self._answered(method, await call.trailing_metadata())
         except grpc.RpcError as err:
-            raise rpc_failure(err, self.target) from err
+            raise self._failed(method, err) from err
         finally:
             call.cancel()
 
@@ -206,11 +207,17 @@ class GrpcAsyncTransport:
         self, method: str, requests: AsyncIterable[Message], deadline_s: float | None
     ) -> tuple[Any, tuple[str, ...]]:
         call = getattr(self.stub, method)(requests, timeout=deadline_s, metadata=self.metadata)
+        return await self._answer(method, call)
+
+    async def _answer(self, method: str, call: Any) -> tuple[Any, tuple[str, ...]]:
+        """The response of a unary or client-streaming call and its `x-served-by` values."""
         try:
             response = await call
-            return response, served_by(await call.trailing_metadata())
+            trailers = await call.trailing_metadata()
         except grpc.RpcError as err:
-            raise rpc_failure(err, self.target) from err
+            raise self._failed(method, err) from err
+        self._answered(method, trailers)
+        return response, served_by(trailers)
 
     async def close(self) -> None:
         await self.channel.close()

@@ -4,20 +4,32 @@ asyncio clients so both decide exactly alike.
 Waiting is read-only. It follows WatchJob and, when a stream breaks, resumes with
 `after_version` on a new call (which may land on another replica); after repeated stream
 failures, or when the server cannot stream, it polls GetStatus instead. It never submits.
+`follow` is that loop, as a plan (docparse.effects) the clients run; a Feed says what to call
+for a job or a batch.
 """
 
 from __future__ import annotations
 
 import enum
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from functools import partial
+from typing import Any, Generic, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
+from docparse.effects import END, Call, Emit, Open, Receive, Records, Sleep
 from docparse.errors import DocparseError, JobFailed, WaitTimeout
 from docparse.retries import Verdict, backoff_delay, classify, gave_up, log
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse.v1.parser_service_pb2 import (
+    GetBatchRequest,
+    GetStatusRequest,
+    WatchBatchRequest,
+    WatchJobRequest,
+)
 
 TERMINAL = frozenset({job_pb2.STATE_SUCCEEDED, job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED})
 
@@ -226,3 +238,62 @@ class BatchWaiter(Waiter[parser_service_pb2.Batch]):
 
     def state_text(self) -> str:
         return f"at {self.last.completed}/{self.last.total} files ended"
+
+
+@dataclass(frozen=True)
+class Feed(Generic[R]):
+    """How to follow a job or a batch: its watch stream, given `after_version` (WatchJob,
+    WatchBatch), the read that polling makes instead (GetStatus, GetBatch), and the field of
+    their answers that holds the record (a stream's heartbeats have none)."""
+
+    watch: Callable[..., Message]
+    poll: Message
+    field: str
+
+    def record(self, answer: Any) -> R | None:
+        found: R | None = getattr(answer, self.field) if answer.HasField(self.field) else None
+        return found
+
+
+def job_feed(job_id: str) -> Feed[job_pb2.Job]:
+    return Feed(partial(WatchJobRequest, job_id=job_id), GetStatusRequest(job_id=job_id), "job")
+
+
+def batch_feed(batch_id: str) -> Feed[parser_service_pb2.Batch]:
+    poll = GetBatchRequest(batch_id=batch_id)
+    return Feed(partial(WatchBatchRequest, batch_id=batch_id), poll, "batch")
+
+
+def rpc_name(request: Message) -> str:
+    """The method a request is for: WatchJobRequest is WatchJob's."""
+    return request.DESCRIPTOR.name.removesuffix("Request")
+
+
+def follow(
+    waiter: Waiter[R], feed: Feed[R], clock: Callable[[], float], call_timeout_s: float
+) -> Records[R]:
+    """The waiting loop (the decisions are the waiter's): emits each new record."""
+    while (action := waiter.next_action()) is not Action.DONE:
+        left = waiter.check_deadline(clock())
+        try:
+            if action is Action.STREAM:
+                progressed = False
+                request = feed.watch(after_version=waiter.after_version)
+                stream = yield Open(rpc_name(request), request, left)
+                while (message := (yield Receive(stream))) is not END:
+                    waiter.heard()
+                    record = feed.record(message)
+                    if record is not None and waiter.observe(record):
+                        progressed = True
+                        yield Emit(record)
+                delay = waiter.on_stream_end(progressed)
+            else:
+                response, _ = yield Call(rpc_name(feed.poll), feed.poll, call_timeout_s)
+                polled: R = getattr(response, feed.field)
+                if waiter.observe(polled):
+                    yield Emit(polled)
+                delay = waiter.after_poll()
+        except DocparseError as err:
+            delay = waiter.on_error(err, clock())
+        if delay > 0:
+            yield Sleep(min(delay, max(0.0, waiter.left(clock()))))

@@ -1,0 +1,165 @@
+"""The `docparse` command.
+
+    docparse up                      run the whole system locally
+    docparse submit PATH... [--watch] submit files (a folder: all its files; several: a batch)
+    docparse status JOB_ID           a job's current record
+    docparse watch JOB_ID            follow a job to its end with a progress bar
+    docparse result JOB_ID           the reading package (Markdown on a terminal, else JSON;
+                                     --format json|text|markdown|raw, -o FILE, --assets-dir DIR)
+    docparse cancel JOB_ID           cancel a job that has not ended
+    docparse batch BATCH_ID          a batch's files and counters
+
+Exit codes: 0 success; 1 a job ended FAILED or CANCELLED; 2 a call failed, or the command
+line, an input file or `docparse up`'s ports or data directory were refused (stderr: `error:
+<gRPC code> <reason>: <message>`); 3 waiting timed out (`--timeout`; the job goes on);
+130 interrupted (Ctrl-C; the jobs go on). Several outcomes at once (submit --watch of several
+files): 2 before 3 before 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from docparse.cli_up import DEFAULT_HTTP_PORT, DEFAULT_PORT
+from docparse.operations import default_target
+
+# A wait or a submit ends with exit 2 after this long without any answer (the stack stopped).
+UNAVAILABLE_BUDGET_S = 30.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="docparse", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="run the whole system locally")
+    up.add_argument("--replicas", type=int, default=2, help="parser_svc processes")
+    up.add_argument("--gateways", type=int, default=1, help="gateway processes")
+    up.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"gRPC port of the first gateway, the next ones on the ports after it (default "
+        f"{DEFAULT_PORT}, or free ports if it is taken; an explicit port that is taken: exit 2)",
+    )
+    up.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help=f"HTTP port of the first gateway (default {DEFAULT_HTTP_PORT}, or a free one if it "
+        "is taken; an explicit port that is taken: exit 2)",
+    )
+    up.add_argument("--redis-url", default=os.environ.get("DOCPARSE_REDIS_URL"),
+                    help="use this Redis instead of an embedded one")  # fmt: skip
+    up.add_argument(
+        "--data-dir",
+        default=None,
+        help="logs, blobs, embedded Redis data (default: a new var/stack/<time>-<pid> per run, "
+        "the 10 newest kept); a directory another stack uses is refused (exit 2)",
+    )
+    up.add_argument(
+        "--api-keys-file",
+        type=Path,
+        help="require API keys: a keys file in the gateway's format (README: Tenants, API keys)",
+    )
+    up.add_argument("--tls-cert", type=Path, help="PEM certificate chain: the gateways' gRPC "
+                    "ports speak TLS")  # fmt: skip
+    up.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
+    up.add_argument("--demo", metavar="DIR", help="submit the documents in DIR once ready")
+    up.set_defaults(needs_client=False)
+
+    def client_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        command = sub.add_parser(name, help=help_text)
+        command.add_argument(
+            "--target", default=default_target(), help="gateway or parser_svc (DOCPARSE_TARGET)"
+        )
+        command.add_argument(
+            "--api-key", default=None, help="API key for the gateway (env DOCPARSE_API_KEY)"
+        )
+        command.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect over TLS")
+        command.add_argument("--json", action="store_true", help="machine-readable output")
+        command.add_argument(
+            "-v", "--verbose", action="store_true", help="log each retried call on stderr"
+        )
+        command.add_argument(
+            "--timeout",
+            type=float,
+            default=600.0,
+            help="waiting limit in seconds: exit 3 when it runs out (the job goes on)",
+        )
+        command.add_argument(
+            "--unreachable-timeout",
+            type=float,
+            default=UNAVAILABLE_BUDGET_S,
+            help="how long a call or a wait rides out a service that does not answer "
+            "(UNAVAILABLE: a target refusing connections, a replica restart) before it ends "
+            "with exit 2 (default %(default)s s)",
+        )
+        command.set_defaults(needs_client=True)
+        return command
+
+    submit = client_command("submit", "submit files or folders")
+    submit.add_argument("paths", nargs="+")
+    submit.add_argument("--watch", action="store_true", help="live progress until done")
+    submit.add_argument("--separately", action="store_true", help="one job per file, no batch")
+    secret = submit.add_mutually_exclusive_group()
+    secret.add_argument(
+        "--password",
+        action="store_true",
+        help="ask for the password of encrypted documents at a prompt (never on the command "
+        "line); with several files, one job per file",
+    )
+    secret.add_argument(
+        "--password-fd",
+        type=int,
+        metavar="N",
+        help="read the password from file descriptor N (one line), e.g. 3< secret.txt",
+    )
+    submit.add_argument(
+        "--language",
+        action="append",
+        metavar="TAG",
+        help="OCR language hint, BCP-47 (en, de, zh-Hant); repeat or separate with commas",
+    )
+    submit.add_argument(
+        "--server-wait",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="let the server wait up to S seconds for the job to end before answering (one "
+        "call, no watch needed when it ends in time); with several files, one job per file",
+    )
+    status = client_command("status", "a job's current record")
+    status.add_argument("job_id")
+    watch = client_command("watch", "follow a job until it ends")
+    watch.add_argument("job_id")
+    watch.add_argument(
+        "--after-version",
+        type=int,
+        default=0,
+        help="only records newer than this version (beyond the job's version: exit 2, "
+        "OUT_OF_RANGE AFTER_VERSION_AHEAD)",
+    )
+    result = client_command("result", "the reading package of a SUCCEEDED job")
+    result.add_argument("job_id")
+    result.add_argument(
+        "--format",
+        choices=["json", "text", "markdown", "raw"],
+        default=None,
+        help="default: markdown on a terminal, json otherwise (a pipe, a file)",
+    )
+    result.add_argument("-o", "--output", help="write to this file (needed with --format raw)")
+    result.add_argument(
+        "--assets-dir",
+        type=Path,
+        metavar="DIR",
+        help="also save the document's assets (images) into DIR, each sha256-checked",
+    )
+    cancel = client_command("cancel", "cancel a job that has not ended")
+    cancel.add_argument("job_id")
+    batch = client_command("batch", "a batch's state")
+    batch.add_argument("batch_id")
+    return parser

@@ -1,0 +1,61 @@
+"""`docparse result`: a SUCCEEDED job's reading package, as Markdown, text, JSON or the raw
+verified bytes, and its assets (images), each checked against its sha256."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from google.protobuf import json_format
+
+from docparse.cli_output import EXIT_OK, local_error, write
+from docparse.client import Client
+from docparse.errors import ContractError
+from docparse.render import to_markdown, to_text
+from docparse.v1 import reading_package_pb2
+
+
+def cmd_result(args: argparse.Namespace, client: Client) -> int:
+    fmt = args.format or ("markdown" if sys.stdout.isatty() and not args.output else "json")
+    if fmt == "raw":
+        if not args.output:
+            raise local_error("OUTPUT_REQUIRED", "--format raw writes a file: add -o FILE", "")
+        ref = client.download_result(args.job_id, Path(args.output))
+        print(f"{args.output}: {ref.size_bytes} bytes, sha256 {ref.sha256} (verified)")
+        if args.assets_dir:
+            save_assets(client, args.job_id, client.result(args.job_id), args.assets_dir)
+        return EXIT_OK
+    package = client.result(args.job_id)
+    if fmt == "json":
+        text = json_format.MessageToJson(package, preserving_proto_field_name=True) + "\n"
+    else:
+        text = to_markdown(package) if fmt == "markdown" else to_text(package)
+    if args.output:
+        write(Path(args.output), text.encode("utf-8"))
+    else:
+        sys.stdout.write(text)
+    if args.assets_dir:
+        save_assets(client, args.job_id, package, args.assets_dir)
+    return EXIT_OK
+
+
+def save_assets(
+    client: Client, job_id: str, package: reading_package_pb2.ReadingPackage, folder: Path
+) -> None:
+    """Every asset (image) of the package into `folder`, each checked against its sha256,
+    named by its asset_id; a line on stderr says how many."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise local_error("OUTPUT_UNWRITABLE", f"{folder}: {err.strerror or err}", folder) from err
+    total = 0
+    for listed in package.assets:
+        name = Path(listed.asset_id).name
+        if not name or name.startswith(".") or name != listed.asset_id:
+            raise ContractError(f"asset id {listed.asset_id!r} is not a plain file name")
+        asset, data = client.asset(job_id, listed.asset_id, listed.deployment)
+        write(folder / name, data)
+        total += asset.size_bytes
+    print(f"{len(package.assets)} assets ({total} bytes, sha256 verified) in {folder}",
+          file=sys.stderr)  # fmt: skip
