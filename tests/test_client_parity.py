@@ -1,7 +1,7 @@
 """The sync and async Python clients are one implementation in two shells: the same methods
-with the same parameters, and the same calls and answers on the same offline script (the
-decisions live in docparse.retries, docparse.waiting and the Feed descriptions of
-docparse.client; the shells only do I/O)."""
+with the same parameters, and the same calls and answers on the same offline script (every
+operation is written once in docparse.operations, its decisions in docparse.retries and
+docparse.waiting; the shells in docparse.client and docparse.aio only do the I/O)."""
 
 from __future__ import annotations
 
