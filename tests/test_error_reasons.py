@@ -39,13 +39,29 @@ def _python_files() -> list[Path]:
     ]
 
 
+def _all_lists(tree: ast.Module) -> list[ast.expr]:
+    """The items of `__all__ = [...]` assignments."""
+    return [
+        item
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        and isinstance(node.value, ast.List | ast.Tuple)
+        for item in node.value.elts
+    ]
+
+
 def _constants_in_python() -> dict[str, str]:
     """Reason-like string -> one file that uses it."""
     found: dict[str, str] = {}
     for path in _python_files():
         where = str(path.relative_to(ROOT))
-        for node in ast.walk(ast.parse(path.read_text(), filename=where)):
-            text = node.value if isinstance(node, ast.Constant) else None
+        tree = ast.parse(path.read_text(), filename=where)
+        exported = {id(item) for item in _all_lists(tree)}  # names of the module, not values
+        for node in ast.walk(tree):
+            text = (
+                node.value if isinstance(node, ast.Constant) and id(node) not in exported else None
+            )
             if isinstance(text, str) and UPPER_SNAKE.fullmatch(text):
                 found.setdefault(text, where)
             if isinstance(node, ast.keyword) and node.arg == "reason":
