@@ -74,6 +74,7 @@ class LuaScript:
 CREATE_JOB = LuaScript("create_job.lua", uses=("publish", "job_index"))
 CREATE_BATCH = LuaScript("create_batch.lua", uses=("job_index",))
 UPDATE_JOB = LuaScript("update_job.lua", uses=("publish",))
+LEASE = LuaScript("lease.lua")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from parser_svc.lifetimes import Lifetimes
 from parser_svc.lua_scripts import (
     CREATE_BATCH,
     CREATE_JOB,
+    LEASE,
     UPDATE_JOB,
     CreateResult,
     WriteResult,
@@ -91,6 +92,12 @@ class JobStore:
             observability.redis_error(err)
             log.warning("state store error: %s", err, extra={"event": "redis.error"})
             raise store_error(err) from err
+
+    async def hold_lease(self, lease: str, owner: str, ttl_ms: int) -> bool:
+        """Renews `lease` if `owner` holds it, takes it if nobody does: True when `owner` holds
+        it now (lua/lease.lua). A lost reply is harmless: a retry by the holder renews it."""
+        reply = await self.call(lambda: LEASE(self.client, [lease], [owner, ttl_ms]))
+        return bool(reply)
 
     async def ping(self) -> bool:
         return bool(await self.call(self.client.ping))

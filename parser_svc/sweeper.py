@@ -35,14 +35,6 @@ from parser_svc.store import JobStore, now_ms
 
 log = logging.getLogger(__name__)
 BATCH = 500
-# Renews the lease if we hold it, takes it if nobody does. KEYS[1] lease, ARGV owner, ttl (ms).
-_LEASE = """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-if holder then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-"""
 
 
 @dataclass
@@ -85,10 +77,7 @@ class Sweeper:
     async def hold_lease(self) -> bool:
         ttl_ms = int(self.settings.sweep_interval_s * 3000)
         lease = self.store.keys.sweeper_lease
-        held = await self.store.call(
-            lambda: self.store.client.eval(_LEASE, 1, lease, self.owner, ttl_ms)
-        )
-        return bool(held)
+        return await self.store.hold_lease(lease, self.owner, ttl_ms)
 
     async def sweep_once(self) -> SweepReport:
         report = SweepReport()

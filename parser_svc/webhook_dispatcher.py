@@ -19,7 +19,6 @@ from docparse.errors import DocparseError
 from parser_svc.records import TERMINAL_STATES, decode_hash, record_to_job
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, now_ms
-from parser_svc.sweeper import _LEASE
 from parser_svc.webhook_egress import AddressPolicy, DeliveryFailed, Egress, parse_cidrs
 from parser_svc.webhook_outbox import Outbox
 from parser_svc.webhook_signing import WebhookSecrets, message_id, payload, sign
@@ -143,10 +142,7 @@ class Dispatcher:
         s = self.settings
         ttl_ms = int(max(s.webhook_poll_s * 3, s.webhook_timeout_s + 5) * 1000)
         lease = self.outbox.lease_key
-        held = await self.store.call(
-            lambda: self.store.client.eval(_LEASE, 1, lease, self.owner, ttl_ms)
-        )
-        return bool(held)
+        return await self.store.hold_lease(lease, self.owner, ttl_ms)
 
     async def dispatch_once(self) -> int:
         """One round: the due deliveries, each rescheduled, dropped or sent. Returns how many

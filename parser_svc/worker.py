@@ -4,8 +4,9 @@ subprocess, report progress per page and store the result.
 BullMQ renews its locks on this event loop, so nothing here blocks it: the parse runs in a child
 process, and every file this touches (the shared volume's blobs, the parse's scratch directory)
 is read, written and deleted in a thread. Every state write carries the fencing token this
-worker got at claim time (the queue lock token + attempt); once another worker has taken the
-job over, or the job was cancelled, this one's writes are refused and it stops the parse.
+worker got at claim time (BullMQ's lock token: the worker's uuid and a counter of its fetches,
+unique to this execution); once another worker has taken the job over, or the job was
+cancelled, this one's writes are refused and it stops the parse.
 
 Failures: a crashed parser (or a lost worker, seen as a job claimed again) is retried with
 backoff up to `max_attempts` executions; a document failure (corrupt, password, too large,
@@ -102,7 +103,11 @@ class ParseWorker:
 
     async def _process(self, queue_job: Any, token: str) -> str:
         job_id = str(queue_job.data["job_id"])
-        fence = f"{token}:{queue_job.attemptsMade}"
+        # The fence is the lock token alone: it is new for every fetch of every worker, so no
+        # attempt number is needed to tell executions apart. The record's `attempt` (counted by
+        # the claim script) is the one attempt counter of the job; BullMQ's attemptsMade only
+        # says whether BullMQ would run this job again (last_try).
+        fence = token
         lock_key = self.store.keys.queue_lock(self.settings.queue_name, job_id)
         attempts = int(queue_job.opts.get("attempts") or self.settings.max_attempts)
         # BullMQ runs the job again only if this execution fails and was not its last.
