@@ -33,7 +33,7 @@ import redis
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
-from parser_svc.sweeper import _LEASE
+from parser_svc.lua_scripts import LEASE
 from tests.conftest import make_stack
 from tests.faultproxy import Command, FaultProxy, any_write
 from tests.helpers import eventually, make_pdf
@@ -44,7 +44,7 @@ MIN_FAULTS = int(os.environ.get("LOST_REPLY_FAULTS", "15"))
 LATE_S = 1.5  # past the stack's 1 s Redis timeout
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
-LEASE_SHA = hashlib.sha1(_LEASE.encode()).hexdigest()
+LEASE_SHA = LEASE.sha
 T = TypeVar("T")
 
 
