@@ -97,7 +97,7 @@ class JobStore:
         """Renews `lease` if `owner` holds it, takes it if nobody does: True when `owner` holds
         it now (lua/lease.lua). A lost reply is harmless: a retry by the holder renews it."""
         reply = await self.call(lambda: LEASE(self.client, [lease], [owner, ttl_ms]))
-        return bool(reply)
+        return bool(reply[0])
 
     async def ping(self) -> bool:
         return bool(await self.call(self.client.ping))
