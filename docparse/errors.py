@@ -90,14 +90,15 @@ def not_found(job_id: str) -> DocparseError:
     )
 
 
-def cursor_ahead(job_id: str, after_version: int, version: int) -> DocparseError:
-    """A watch cursor beyond the job's version: no version it could wait for is promised."""
+def cursor_ahead(id_: str, after_version: int, version: int, kind: str = "job") -> DocparseError:
+    """A watch cursor beyond the job's (or batch's: `kind`) version: no version it could wait
+    for is promised. Metadata names it as `job_id` or `batch_id`."""
     return DocparseError(
         grpc.StatusCode.OUT_OF_RANGE,
         "AFTER_VERSION_AHEAD",
-        f"job {job_id} is at version {version}; after_version {after_version} is ahead of it "
+        f"{kind} {id_} is at version {version}; after_version {after_version} is ahead of it "
         "(resume with the last version you received)",
-        {"job_id": job_id, "version": str(version), "after_version": str(after_version)},
+        {f"{kind}_id": id_, "version": str(version), "after_version": str(after_version)},
     )
 
 

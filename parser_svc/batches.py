@@ -216,7 +216,7 @@ class Batches:
                 seen, (owner, batch) = snapshot
                 check_owner(batch_id, owner)
                 if first and after_version > batch.version:
-                    raise cursor_ahead(batch_id, after_version, batch.version)
+                    raise cursor_ahead(batch_id, after_version, batch.version, "batch")
                 first = False
                 if batch.version > last:
                     yield parser_service_pb2.WatchBatchResponse(batch=batch)

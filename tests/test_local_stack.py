@@ -160,6 +160,36 @@ def test_a_cursor_beyond_the_job_is_answered_at_once(no_workers: Up) -> None:
     assert json.loads(refused.value.read())["reason"] == "AFTER_VERSION_AHEAD"
 
 
+def test_a_cursor_beyond_a_batch_is_answered_at_once(no_workers: Up) -> None:
+    """As for a job: the gRPC watch and the HTTP event stream refuse it before streaming, with
+    the batch's version and id (the HTTP stream once answered 200 and an `event: stream-error`
+    worded for a job)."""
+    channel, s = stub(no_workers.target)
+    with channel:
+        created = s.CreateBatch(
+            parser_service_pb2.CreateBatchRequest(
+                files=[
+                    parser_service_pb2.BatchFile(file_name="memo.pdf", content=MEMO.read_bytes())
+                ],
+                request_id=hashlib.sha256(b"batch-ahead").hexdigest(),
+            ),
+            timeout=10,
+        )
+        batch_id, version = created.batch.batch_id, created.batch.version
+        with pytest.raises(grpc.RpcError) as err:
+            request = parser_service_pb2.WatchBatchRequest(batch_id=batch_id, after_version=99)
+            list(s.WatchBatch(request, timeout=5))
+    assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
+    assert f"batch {batch_id} is at version {version}" in (err.value.details() or "")
+    http = no_workers.ready["http"].split(",")[0]
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{http}/v1/batches/{batch_id}/events?after_version=99", timeout=10)
+    assert refused.value.code == 400
+    body = json.loads(refused.value.read())
+    assert (body["reason"], body["metadata"]["batch_id"]) == ("AFTER_VERSION_AHEAD", batch_id)
+    assert body["metadata"]["version"] == str(version)
+
+
 def test_expected_failures_exit_2_with_a_code_and_a_reason(no_workers: Up, tmp_path: Path) -> None:
     target = ("--target", no_workers.target)
     cases = [

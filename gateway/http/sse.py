@@ -73,10 +73,6 @@ class Stream:
     watch: Callable[[Upstream, str, int, Metadata], Any]
     # Whether a record is the last one.
     final: Callable[[Any], bool]
-    # Whether a cursor ahead of the current record is refused (400) before the stream starts
-    # (the job stream's is; a batch stream's reaches WatchBatch, whose OUT_OF_RANGE comes as
-    # `event: stream-error`).
-    refuses_cursor_ahead: bool
 
     def record(self, message: Message) -> Message | None:
         """The record an upstream message carries (None for a heartbeat)."""
@@ -114,8 +110,8 @@ def _watch_batch(upstream: Upstream, batch_id: str, after: int, metadata: Metada
     return upstream.stub.WatchBatch(message, metadata=metadata)
 
 
-JOB_STREAM = Stream("job", _job_now, _watch_job, job_done, refuses_cursor_ahead=True)
-BATCH_STREAM = Stream("batch", _batch_now, _watch_batch, batch_done, refuses_cursor_ahead=False)
+JOB_STREAM = Stream("job", _job_now, _watch_job, job_done)
+BATCH_STREAM = Stream("batch", _batch_now, _watch_batch, batch_done)
 
 
 def resume_cursor(request: web.Request) -> int:
@@ -150,8 +146,8 @@ async def events(request: web.Request, stream: Stream) -> web.StreamResponse:
         current: Any = getattr(reply, stream.kind)
         if stream.final(current) and current.version <= after:
             return web.Response(status=204, headers={"X-Served-By": served})
-        if stream.refuses_cursor_ahead and after > current.version:  # 400, before the stream
-            raise HttpError(cursor_ahead(id_, after, current.version), served)
+        if after > current.version:  # 400 before the stream, as WatchJob/WatchBatch refuse it
+            raise HttpError(cursor_ahead(id_, after, current.version, stream.kind), served)
         metadata = upstream.metadata(request)
 
         def open_(version: int) -> Any:
