@@ -20,23 +20,18 @@ import binascii
 import hashlib
 import hmac
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import grpc
-from redis.asyncio.client import Pipeline
 
 from docparse.errors import DocparseError
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.batches import batch_not_found
-from parser_svc.lua_scripts import LuaScript
 from parser_svc.records import decode_hash, record_to_job
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore
+from parser_svc.tenant_index import Cursor, TenantIndex, Window, text
 
-LIST_INDEX = LuaScript("list_index.lua")
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 # Index entries one call examines at most (records read, filters applied).
@@ -53,23 +48,6 @@ _STATE_NAMES: dict[int, str] = {
 
 def invalid(reason: str, message: str, **metadata: str) -> DocparseError:
     return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata)
-
-
-@dataclass(frozen=True)
-class Window:
-    """The part of the index a listing reads: create times (ms, inclusive) and an id prefix."""
-
-    newest_ms: int | None = None
-    oldest_ms: int | None = None
-    prefix: str = ""
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """The last index entry a page examined: the next page starts after it."""
-
-    create_ms: int
-    job_id: str
 
 
 class PageTokens:
@@ -134,6 +112,7 @@ def page_size_of(requested: int) -> int:
 class JobListing:
     def __init__(self, store: JobStore, settings: Settings) -> None:
         self.store = store
+        self.index = TenantIndex(store)
         self.tokens = PageTokens(settings)
 
     async def page(
@@ -158,11 +137,12 @@ class JobListing:
             # With a state filter, entries are read in larger slices (states first, one
             # pipeline), and whole records only for those that match.
             ask = min(budget, max(want, FILTERED_SLICE)) if states else want
-            entries, examined, last, ended = await self._slice(tenant, cursor, window, ask, budget)
-            budget -= examined
-            if last is None:
+            found = await self.index.slice(tenant, cursor, window, ask, budget)
+            entries, ended = found.entries, found.ended
+            budget -= found.examined
+            if found.last is None:
                 break
-            cursor = last
+            cursor = found.last
             if wanted_states:
                 entries = await self._in_states(tenant, entries, wanted_states)
                 if len(entries) > want:  # the page is full before the slice's end
@@ -177,34 +157,11 @@ class JobListing:
     async def _batch_created_ms(self, tenant: str, batch_id: str) -> int:
         if not batch_id.isascii() or not batch_id.isalnum() or len(batch_id) > 64:
             raise invalid("INVALID_JOB_ID", f"not a batch id: {batch_id[:80]!r}")
-        client, keys = self.store.client, self.store.keys
-        owner, created = await self.store.call(
-            lambda: client.hmget(keys.batch_meta(batch_id), ["tenant", "create_ms"])
-        )
-        if owner is None or _text(owner) != tenant or created is None:
+        meta = await self.store.batch_fields(batch_id, ["tenant", "create_ms"])
+        owner, created = meta.get("tenant"), meta.get("create_ms")
+        if owner is None or owner != tenant or created is None:
             raise batch_not_found(batch_id)
         return int(created)
-
-    async def _slice(
-        self, tenant: str, cursor: Cursor | None, window: Window, want: int, budget: int
-    ) -> tuple[list[tuple[str, int]], int, Cursor | None, bool]:
-        """The next entries (job id, create ms) after `cursor` in `window`, how many entries
-        were examined, the last of them, and whether the index ended there."""
-        keys = [self.store.keys.tenant_jobs(tenant)]
-        newest = cursor.create_ms if cursor else window.newest_ms
-        args: list[str | bytes | int] = [
-            "+inf" if newest is None else str(newest),
-            cursor.job_id if cursor else "",
-            "-inf" if window.oldest_ms is None else str(window.oldest_ms),
-            want,
-            window.prefix,
-            budget,
-        ]
-        reply = await self.store.call(lambda: LIST_INDEX(self.store.client, keys, args))
-        ended, examined, last_id, last_ms, *pairs = (_text(item) for item in reply)
-        last = Cursor(int(float(last_ms)), last_id) if last_id else None
-        entries = [(pairs[i], int(float(pairs[i + 1]))) for i in range(0, len(pairs), 2)]
-        return entries, int(examined), last, ended == "1"
 
     async def _in_states(
         self, tenant: str, entries: list[tuple[str, int]], states: set[str]
@@ -214,37 +171,16 @@ class JobListing:
         if not entries:
             return []
         job_ids = [job_id for job_id, _ in entries]
-        found = await self._read_records(
-            job_ids, lambda pipe, key: pipe.hmget(key, ["state", "tenant"])
-        )
+        found = await self.index.records(job_ids, ["state", "tenant"])
         kept: list[tuple[str, int]] = []
         gone: list[str] = []
         for entry, (state, owner) in zip(entries, found, strict=True):
             if state is None:
                 gone.append(entry[0])
-            elif _text(state) in states and _text(owner or DEFAULT_TENANT) == tenant:
+            elif text(state) in states and text(owner or DEFAULT_TENANT) == tenant:
                 kept.append(entry)
-        await self._forget(tenant, gone)
+        await self.index.forget(tenant, gone)
         return kept
-
-    async def _read_records(
-        self, job_ids: list[str], command: Callable[[Pipeline, str], object]
-    ) -> list[Any]:
-        """`command(pipe, <record key>)` for each job, in one pipeline: the replies in order."""
-        client, keys = self.store.client, self.store.keys
-
-        async def read() -> list[Any]:
-            async with client.pipeline(transaction=False) as pipe:
-                for job_id in job_ids:
-                    command(pipe, keys.job(job_id))
-                return list(await pipe.execute())
-
-        return await self.store.call(read)
-
-    async def _forget(self, tenant: str, gone: list[str]) -> None:
-        if gone:
-            index = self.store.keys.tenant_jobs(tenant)
-            await self.store.call(lambda: self.store.client.zrem(index, *gone))
 
     async def _records(
         self, tenant: str, entries: list[str], states: set[str]
@@ -253,7 +189,7 @@ class JobListing:
         entries whose record is gone are removed from the index."""
         if not entries:
             return []
-        records = await self._read_records(entries, lambda pipe, key: pipe.hgetall(key))
+        records = await self.index.records(entries)
         jobs: list[job_pb2.Job] = []
         gone: list[str] = []
         for job_id, raw in zip(entries, records, strict=True):
@@ -266,7 +202,7 @@ class JobListing:
             if states and record.get("state", "") not in states:
                 continue
             jobs.append(record_to_job(record))
-        await self._forget(tenant, gone)
+        await self.index.forget(tenant, gone)
         return jobs
 
 
@@ -278,7 +214,3 @@ def _state_name(value: int) -> str:
             f"not a job state to filter by: {value} (STATE_QUEUED ... STATE_CANCELLED)",
         )
     return name
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

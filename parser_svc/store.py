@@ -230,7 +230,14 @@ class JobStore:
 
     async def job_fields(self, job_id: str, names: Sequence[str]) -> dict[str, str]:
         """The named fields the job's record has (one HMGET); a missing one is left out."""
-        values = await self.call(lambda: self.client.hmget(self.keys.job(job_id), list(names)))
+        return await self._fields(self.keys.job(job_id), names)
+
+    async def batch_fields(self, batch_id: str, names: Sequence[str]) -> dict[str, str]:
+        """The named fields of the batch's meta record, as job_fields."""
+        return await self._fields(self.keys.batch_meta(batch_id), names)
+
+    async def _fields(self, key: str, names: Sequence[str]) -> dict[str, str]:
+        values = await self.call(lambda: self.client.hmget(key, list(names)))
         pairs = zip(names, values, strict=True)
         return {k: v.decode() if isinstance(v, bytes) else v for k, v in pairs if v is not None}
 
