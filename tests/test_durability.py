@@ -307,7 +307,12 @@ def test_redis_restart_loses_no_queued_or_running_job(stack: LocalStack) -> None
 
     recorders = [Recorder(gateway, job.job_id) for job in jobs]
     finals = [recorder.final(180) for recorder in recorders]
-    assert all(job.state == job_pb2.STATE_SUCCEEDED for job in finals), finals
+    not_done = [
+        (job.job_id, job_pb2.State.Name(job.state), job.error.reason, job.error.message)
+        for job in finals
+        if job.state != job_pb2.STATE_SUCCEEDED
+    ]
+    assert not not_done, not_done
     for recorder in recorders:
         recorder.assert_monotonic()
     assert [child.pid for child in stack.parsers + stack.gateways] == pids  # no restarts
