@@ -171,7 +171,7 @@ def test_a_cursor_beyond_a_batch_is_answered_at_once(no_workers: Up) -> None:
                 files=[
                     parser_service_pb2.BatchFile(file_name="memo.pdf", content=MEMO.read_bytes())
                 ],
-                request_id=hashlib.sha256(b"batch-ahead").hexdigest(),
+                request_id=os.urandom(16).hex(),
             ),
             timeout=10,
         )
