@@ -53,7 +53,7 @@ from bench.spine.pubsub import bench_pubsub
 from bench.spine.report import goals_met, report
 from bench.spine.settings import GOALS, default_loop
 from bench.spine.summary import combine_reps
-from bench.spine.watch import bench_watch
+from bench.spine.watch import add_watch_options, bench_watch
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from tests.helpers import make_pdf
 
@@ -172,12 +172,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--cycles", type=int, default=15, help="GetStatus: turns of bare, direct, gateway"
     )
-    parser.add_argument("--streams", type=int, default=1000, help="WatchJob streams")
-    parser.add_argument("--writes-per-job", type=int, default=6, help="claim, progress..., finish")
-    parser.add_argument("--watch-rate", type=float, default=1000.0, help="state writes per second")
+    add_watch_options(parser, streams=1000, writes_per_job=6, rate=1000.0)
     parser.add_argument("--watch-reps", type=int, default=3, help="WatchJob repetitions")
-    parser.add_argument("--watch-clients", type=int, default=2, help="watch client processes")
-    parser.add_argument("--watch-channels", type=int, default=8, help="channels per client")
     parser.add_argument(
         "--loops",
         default="asyncio+asyncio,uvloop+uvloop,asyncio+uvloop",

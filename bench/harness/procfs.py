@@ -17,6 +17,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def reaped_children_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the children a process has waited for so far (a replica's
+    parse children, forked by its fork server but reaped by the worker)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[13]) + int(fields[14])) / CLK_TCK
+
+
 def cpu_snapshot(pids: dict[str, int]) -> dict[str, float]:
     return {name: cpu_seconds(pid) for name, pid in pids.items()}
 

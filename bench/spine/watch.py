@@ -22,7 +22,8 @@ import redis.asyncio as aioredis
 
 from bench.harness.children import start_child, stop_child, stop_on_stdin_eof
 from bench.harness.output import log
-from bench.harness.procfs import cpu_snapshot, machine_busy_seconds
+from bench.harness.procfs import cpu_snapshot, machine_busy_seconds, rss_kb
+from bench.harness.redis_stats import delta, redis_counters
 from bench.harness.stacks import ENV_NAME
 from bench.harness.stats import latency_stats
 from bench.harness.timing import paced
@@ -32,6 +33,19 @@ from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from parser_svc.lua_scripts import WriteResult
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
+
+
+def add_watch_options(
+    parser: argparse.ArgumentParser, *, streams: int, writes_per_job: int, rate: float
+) -> None:
+    """The options `bench_watch` reads from its namespace, with the caller's defaults."""
+    parser.add_argument("--streams", type=int, default=streams, help="WatchJob streams")
+    parser.add_argument(
+        "--writes-per-job", type=int, default=writes_per_job, help="claim, progress..., finish"
+    )
+    parser.add_argument("--watch-rate", type=float, default=rate, help="state writes per second")
+    parser.add_argument("--watch-clients", type=int, default=2, help="watch client processes")
+    parser.add_argument("--watch-channels", type=int, default=8, help="channels per client")
 
 
 async def watch_client(target: str, job_ids: list[str], channels: int) -> dict[str, Any]:
@@ -111,7 +125,18 @@ async def watch_client(target: str, job_ids: list[str], channels: int) -> dict[s
     }
 
 
-async def bench_watch(stack: LocalStack, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+async def bench_watch(
+    stack: LocalStack,
+    args: argparse.Namespace,
+    work: Path,
+    *,
+    targets: list[str] | None = None,
+    idle_s: float = 0.0,
+) -> dict[str, Any]:
+    """`targets`: where the streams open, spread over the client processes (default: the
+    first parser_svc replica). `idle_s`: seconds measured with every stream open and no
+    writes (resyncs and heartbeats only) before the writes start."""
+    targets = targets or stack.parser_addresses[:1]
     settings = Settings(redis_url=stack.redis_url, env=ENV_NAME)
     client = connect(settings)
     store = JobStore(client, settings)
@@ -122,7 +147,15 @@ async def bench_watch(stack: LocalStack, args: argparse.Namespace, work: Path) -
         if any(c.status != "OK" for c in created):
             raise RuntimeError(f"job creation failed: {[c.status for c in created]}")
 
-    target = stack.parser_addresses[0]
+    assert stack.redis is not None and stack.redis.proc is not None and stack.redis_url
+    pids = {
+        "bench": os.getpid(),
+        **{f"parser_svc_{i}": child.pid for i, child in enumerate(stack.parsers)},
+        **{f"gateway_{i}": child.pid for i, child in enumerate(stack.gateways)},
+        "redis": stack.redis.proc.pid,
+    }
+    servers = [name for name in pids if name.startswith(("parser_svc", "gateway"))]
+    rss0 = {name: rss_kb(pids[name])[0] for name in servers}
     groups = [job_ids[i :: args.watch_clients] for i in range(args.watch_clients)]
     outs = [work / f"watch-{i}.json" for i in range(len(groups))]
     started = time.perf_counter()
@@ -131,11 +164,22 @@ async def bench_watch(stack: LocalStack, args: argparse.Namespace, work: Path) -
         for i, group in enumerate(groups):
             jobs_file = work / f"watch-{i}-jobs.json"
             jobs_file.write_text(json.dumps(group))
+            target = targets[i % len(targets)]
             child_args = ["--target", target, "--jobs", str(jobs_file), "--out", str(outs[i])]
             child_args += ["--channels", str(args.watch_channels)]
             clients.append(await start_child(CHILDREN, "_watch", *child_args))
         open_s = time.perf_counter() - started
         log(f"WatchJob: {args.streams} streams open in {open_s:.1f} s")
+        pids.update({f"watch_client_{i}": proc.pid for i, proc in enumerate(clients)})
+        gc_settle = 1.0  # the servers' first collection after the burst of new streams
+        await asyncio.sleep(gc_settle)
+        rss1 = {name: rss_kb(pids[name])[0] for name in servers}
+        idle_cpu: dict[str, float] = {}
+        if idle_s > 0:
+            idle0 = cpu_snapshot(pids)
+            await asyncio.sleep(idle_s)
+            idle1 = cpu_snapshot(pids)
+            idle_cpu = {name: idle1[name] - idle0[name] for name in pids}
 
         # Writes: round k touches every job once, in a shuffled order, so each job's writes
         # are spread out and every write lands on an otherwise idle stream.
@@ -162,15 +206,8 @@ async def bench_watch(stack: LocalStack, args: argparse.Namespace, work: Path) -
                 {"res_size": 100, "res_sha256": "ab" * 32, "res_storage": "inline"},
             )
 
-        assert stack.redis is not None and stack.redis.proc is not None
-        pids = {
-            "bench": os.getpid(),
-            "parser_svc": stack.parsers[0].pid,
-            "gateway": stack.gateways[0].pid,
-            "redis": stack.redis.proc.pid,
-            **{f"watch_client_{i}": proc.pid for i, proc in enumerate(clients)},
-        }
         conns0 = await redis_connections(client)
+        traffic0 = await asyncio.to_thread(redis_counters, stack.redis_url)
         cpu0, busy0 = cpu_snapshot(pids), machine_busy_seconds()
         write_started = time.perf_counter()
         written = await paced(len(schedule), args.watch_rate, write)
@@ -179,7 +216,9 @@ async def bench_watch(stack: LocalStack, args: argparse.Namespace, work: Path) -
         cpu1, busy1 = cpu_snapshot(pids), machine_busy_seconds()
         cpu_s = {name: cpu1[name] - cpu0[name] for name in pids}
         other_cores = (busy1 - busy0 - sum(cpu_s.values())) / write_s
+        traffic = delta(traffic0, await asyncio.to_thread(redis_counters, stack.redis_url))
         conns1 = await redis_connections(client)
+        record_bytes = await published_size(client, store, job_ids[0])
         for proc in clients:
             # Streams end by themselves after their terminal record; stdin EOF is the backstop.
             with contextlib.suppress(TimeoutError):
@@ -224,6 +263,14 @@ async def bench_watch(stack: LocalStack, args: argparse.Namespace, work: Path) -
         1 for versions in seen.values() if any(b <= a for a, b in itertools.pairwise(versions))
     )
     delivered = len(from_ack)
+    role_cpu = {
+        role: sum(v for n, v in cpu_s.items() if n.startswith(role))
+        for role in ("parser_svc", "gateway", "redis")
+    }
+
+    def per_record(seconds: float) -> float:
+        return round(seconds / max(delivered, 1) * 1e6, 1)
+
     return {
         "streams": streams,
         "opened": opened,
@@ -245,8 +292,42 @@ async def bench_watch(stack: LocalStack, args: argparse.Namespace, work: Path) -
         "stream_errors": len(errors),
         "stream_error_samples": errors[:5],
         "heartbeats": heartbeats,
-        "parser_svc_cores": round(cpu_s["parser_svc"] / write_s, 2),
-        "parser_svc_cpu_us_per_record": round(cpu_s["parser_svc"] / max(delivered, 1) * 1e6, 1),
+        "replicas": len(stack.parsers),
+        "targets": targets,
+        "parser_svc_cores": round(role_cpu["parser_svc"] / write_s, 2),
+        "parser_svc_cpu_us_per_record": per_record(role_cpu["parser_svc"]),
+        "gateway_cores": round(role_cpu["gateway"] / write_s, 2),
+        "gateway_cpu_us_per_record": per_record(role_cpu["gateway"]),
+        "redis_cpu_us_per_record": per_record(role_cpu["redis"]),
+        # Redis INFO deltas over the writes: per write (a Lua script call and its PUBLISH)
+        # and the bytes Redis sent per delivered record (pub/sub pushes to the replicas' hubs).
+        "redis_traffic": traffic,
+        "redis_commands_per_write": round(traffic["commands"] / len(schedule), 2),
+        "redis_in_bytes_per_write": round(traffic["net_in_bytes"] / len(schedule), 1),
+        "record_json_bytes": record_bytes,
+        "redis_out_bytes_per_record": round(traffic["net_out_bytes"] / max(delivered, 1), 1),
+        # Opening the streams (measured 1 s after the last opened): resident kB per stream of
+        # each server role (summed over its processes).
+        "rss_kb_after_open": rss1,
+        "rss_kb_per_stream": {
+            role: round(sum(rss1[n] - rss0[n] for n in rss1 if n.startswith(role)) / streams, 2)
+            for role in ("parser_svc", "gateway")
+        },
+        # With every stream open and no writes (resync reads, heartbeats): µs of CPU per open
+        # stream per second, by role.
+        "idle_s": idle_s,
+        "idle_cpu_us_per_stream_s": {
+            role: round(
+                sum(v for n, v in idle_cpu.items() if n.startswith(role))
+                / idle_s
+                / max(streams, 1)
+                * 1e6,
+                3,
+            )
+            for role in ("parser_svc", "gateway", "redis")
+        }
+        if idle_s > 0
+        else {},
         "other_cores": round(other_cores, 2),
         # Cores the benchmark's own processes (writer, watch clients, Redis, parser_svc) used:
         # with `other_cores`, how full the machine was.
@@ -270,3 +351,17 @@ async def redis_connections(client: aioredis.Redis) -> tuple[int, int]:
     stats = await client.info("stats")
     clients = await client.info("clients")
     return int(stats["total_connections_received"]), int(clients["connected_clients"])
+
+
+async def published_size(client: aioredis.Redis, store: JobStore, job_id: str) -> int:
+    """Bytes of a job's record as PUBLISH sends it (lib/publish.lua: the fields as one JSON
+    object without the fence and the dedupe pointer)."""
+    record = await client.hgetall(store.keys.job(job_id))
+
+    def text(value: bytes | str) -> str:
+        return value.decode() if isinstance(value, bytes) else value
+
+    fields = {text(k): text(v) for k, v in record.items()}
+    fields.pop("fence", None)
+    fields.pop("dedupe_key", None)
+    return len(json.dumps(fields, separators=(",", ":")))
