@@ -39,15 +39,9 @@ from bench.harness.procfs import loadavg
 from bench.harness.redis_stats import subscription_bytes
 from bench.harness.stacks import ENV_NAME, bench_stack, running, running_async
 from bench.scaling.job_costs import job_costs
-from bench.spine.watch import add_watch_options, bench_watch
+from bench.spine.watch import STACK_ENV, add_watch_options, bench_watch
 from parser_svc.keys import Keys
 
-STACK_ENV = {
-    "DOCPARSE_MAX_STREAMS_PER_TENANT": "0",  # one tenant opens every stream
-    # The watch runs' jobs are created straight in Redis and never queued: the sweeper must not
-    # queue them (and run them) in the middle of the measured writes.
-    "DOCPARSE_SWEEP_ENQUEUE_AFTER_S": "3600",
-}
 ROLES = ("parser_svc", "gateway", "redis")
 
 

@@ -53,7 +53,7 @@ from bench.spine.pubsub import bench_pubsub
 from bench.spine.report import goals_met, report
 from bench.spine.settings import GOALS, default_loop
 from bench.spine.summary import combine_reps
-from bench.spine.watch import add_watch_options, bench_watch
+from bench.spine.watch import STACK_ENV, add_watch_options, bench_watch
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from tests.helpers import make_pdf
 
@@ -110,8 +110,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             extra_env={
                 "DOCPARSE_EVENT_LOOP": config.split("+")[0],
                 "DOCPARSE_GATEWAY_EVENT_LOOP": config.split("+")[1],
-                # One tenant opens every stream here: no per-tenant stream limit.
-                "DOCPARSE_MAX_STREAMS_PER_TENANT": "0",
+                **STACK_ENV,
             },
         )
         for config in args.loops

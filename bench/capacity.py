@@ -9,9 +9,9 @@ exists, else from DEFAULT_COSTS (the run quoted in docs/scaling.md); `--costs FI
 
 The model is linear: every job costs a fixed part plus a part per page; every record delivered
 on a stream costs per record; every open stream costs memory and CPU per second (its resync
-reads and heartbeats). Each parser_svc replica runs one API process (one core at most: an event
-loop) and parses on its remaining cores; each gateway is one process (one core at most).
-"""
+reads and heartbeats); every GetStatus call costs per call. Each parser_svc replica runs one
+API process (one core at most: an event loop) and parses on its remaining cores; each gateway
+is one process (one core at most)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,10 @@ class Costs:
     gateway_us_stream_s: float
     redis_us_stream_s: float
     redis_commands_stream_s: float  # resync reads: 1 / DOCPARSE_WATCH_RESYNC_S
+    # One GetStatus through the gateway (bench/README.md, the spine benchmark).
+    parser_svc_us_call: float = 642.0
+    gateway_us_call: float = 698.0
+    redis_us_call: float = 39.0
 
     def per_job(self, name: str, pages: float) -> float:
         """A per-job cost for a job of `pages` pages: `name_job + pages * name_page`."""
@@ -75,12 +79,16 @@ class Target:
     streams: int
     record_bytes: float
     watchers_per_job: float = 1.0  # streams on each job: 1 = the submitter's own
+    polls_per_s: float = 0.0  # GetStatus calls besides the streams
     utilization: float = 0.7  # share of a core / link planned busy
     replica_cores: int = 2  # cores of one parser_svc replica (1 API + parses)
     replica_memory_mb: float = 2048.0  # per parser_svc and per gateway replica, for streams
     shard_bandwidth_mb_s: float = 125.0  # a Redis shard's network (1 Gbit/s)
     shard_memory_gb: float = 25.0  # a Redis shard's memory
     retention_s: float = 24 * 3600.0  # DOCPARSE_RETENTION_S: ended jobs kept this long
+    # Results in the blob store instead of inline in Redis (DOCPARSE_INLINE_RESULT_MAX_BYTES
+    # below their size): the per-page Redis bytes in and held (the result) drop out.
+    results_in_blobs: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,7 @@ def project(costs: Costs, target: Target) -> Projection:
     def cores(role: str) -> float:
         us = jobs * costs.per_job(f"{role}_us", pages)
         us += more_records * float(getattr(costs, f"{role}_us_record"))
+        us += target.polls_per_s * float(getattr(costs, f"{role}_us_call"))
         return (us + streams * float(getattr(costs, f"{role}_us_stream_s"))) / 1e6
 
     api = cores("parser_svc")
@@ -126,7 +135,11 @@ def project(costs: Costs, target: Target) -> Projection:
     gateway = cores("gateway")
     redis = cores("redis")
     ops = jobs * costs.per_job("redis_commands", pages) + streams * costs.redis_commands_stream_s
-    redis_in = jobs * (costs.per_job("redis_in_bytes", pages) + records_per_job * extra)
+    ops += target.polls_per_s  # one HGETALL each
+    in_per_job = costs.redis_in_bytes_job + (
+        0.0 if target.results_in_blobs else pages * costs.redis_in_bytes_page
+    )
+    redis_in = jobs * (in_per_job + records_per_job * extra)
     redis_out = jobs * (
         costs.per_job("redis_out_bytes", pages) + records_per_job * extra
     ) + more_records * (costs.redis_out_bytes_record + extra)
@@ -143,12 +156,10 @@ def project(costs: Costs, target: Target) -> Projection:
         1,
     )
     # A job's record is held once, at its full size: the bytes beyond the measured record.
-    retained_gb = (
-        jobs
-        * target.retention_s
-        * (costs.per_job("redis_memory_bytes", pages) + max(extra, 0.0))
-        / 1e9
-    )
+    held = costs.redis_memory_bytes_job + max(extra, 0.0)
+    if not target.results_in_blobs:
+        held += pages * costs.redis_memory_bytes_page
+    retained_gb = jobs * target.retention_s * held / 1e9
     shards = max(
         whole(redis / u),  # Redis runs commands on one core
         whole(max(redis_in, redis_out) / mb / (target.shard_bandwidth_mb_s * u)),
@@ -177,36 +188,36 @@ def project(costs: Costs, target: Target) -> Projection:
 
 # The run quoted in docs/scaling.md (bench.bench_capacity --measure, 2 shared cores).
 DEFAULT_COSTS = Costs(
-    parser_svc_us_job=0.0,
-    parser_svc_us_page=0.0,
-    parse_us_job=0.0,
-    parse_us_page=0.0,
-    gateway_us_job=0.0,
-    gateway_us_page=0.0,
-    redis_us_job=0.0,
-    redis_us_page=0.0,
-    redis_commands_job=0.0,
-    redis_commands_page=0.0,
-    redis_in_bytes_job=0.0,
-    redis_in_bytes_page=0.0,
-    redis_out_bytes_job=0.0,
-    redis_out_bytes_page=0.0,
-    redis_memory_bytes_job=0.0,
-    redis_memory_bytes_page=0.0,
-    records_job=0.0,
+    parser_svc_us_job=9397.0,
+    parser_svc_us_page=93.9,
+    parse_us_job=13167.0,
+    parse_us_page=1333.0,
+    gateway_us_job=3459.0,
+    gateway_us_page=96.4,
+    redis_us_job=1489.0,
+    redis_us_page=10.6,
+    redis_commands_job=84.9,
+    redis_commands_page=-0.022,
+    redis_in_bytes_job=4791.0,
+    redis_in_bytes_page=4110.0,
+    redis_out_bytes_job=3465.0,
+    redis_out_bytes_page=0.656,
+    redis_memory_bytes_job=10202.0,
+    redis_memory_bytes_page=3744.0,
+    records_job=2.0,
     records_page=0.0,
-    document_bytes_page=0.0,
-    record_bytes=0.0,
-    parser_svc_us_record=0.0,
-    gateway_us_record=0.0,
-    redis_us_record=0.0,
-    redis_out_bytes_record=0.0,
-    parser_svc_kb_stream=0.0,
-    gateway_kb_stream=0.0,
-    redis_bytes_stream=0.0,
-    parser_svc_us_stream_s=0.0,
+    document_bytes_page=3140.0,
+    record_bytes=400.0,
+    parser_svc_us_record=277.0,
+    gateway_us_record=315.0,
+    redis_us_record=151.0,
+    redis_out_bytes_record=698.0,
+    parser_svc_kb_stream=31.8,
+    gateway_kb_stream=48.1,
+    redis_bytes_stream=289.0,
+    parser_svc_us_stream_s=76.0,
     gateway_us_stream_s=0.0,
-    redis_us_stream_s=0.0,
+    redis_us_stream_s=8.0,
     redis_commands_stream_s=0.2,
 )
 
@@ -217,7 +228,7 @@ def load_costs(path: Path | None = None) -> Costs:
     if not path.exists():
         return DEFAULT_COSTS
     data = json.loads(path.read_text())["costs"]
-    return Costs(**{f.name: float(data[f.name]) for f in fields(Costs)})
+    return Costs(**{f.name: float(data[f.name]) for f in fields(Costs) if f.name in data})
 
 
 def report(costs: Costs, target: Target, result: Projection) -> str:
@@ -234,12 +245,14 @@ def parse_args(argv: list[str]) -> tuple[Target, Path | None]:
     parser.add_argument("--record-bytes", type=float, default=1000.0)
     defaults = Target(0, 0, 0, 0)
     parser.add_argument("--watchers-per-job", type=float, default=defaults.watchers_per_job)
+    parser.add_argument("--polls-per-s", type=float, default=defaults.polls_per_s)
     parser.add_argument("--utilization", type=float, default=defaults.utilization)
     parser.add_argument("--replica-cores", type=int, default=defaults.replica_cores)
     parser.add_argument("--replica-memory-mb", type=float, default=defaults.replica_memory_mb)
     parser.add_argument("--shard-bandwidth-mb-s", type=float, default=defaults.shard_bandwidth_mb_s)
     parser.add_argument("--shard-memory-gb", type=float, default=defaults.shard_memory_gb)
     parser.add_argument("--retention-s", type=float, default=defaults.retention_s)
+    parser.add_argument("--results-in-blobs", action="store_true")
     parser.add_argument("--costs", type=Path, help=f"default: {COSTS_FILE} if it exists")
     args = parser.parse_args(argv)
     names = {f.name for f in fields(Target)}

@@ -96,3 +96,26 @@ def test_costs_come_from_the_measuring_runs_json(tmp_path: Path) -> None:
     path = tmp_path / "capacity.json"
     path.write_text(json.dumps({"costs": dataclasses.asdict(measured), "jobs": []}))
     assert load_costs(path) == measured
+
+
+def test_results_in_blobs_take_the_per_page_bytes_out_of_redis() -> None:
+    c = costs(
+        redis_in_bytes_job=1000, redis_in_bytes_page=4000,
+        redis_memory_bytes_job=10_000, redis_memory_bytes_page=4000,
+    )  # fmt: skip
+    inline = project(c, Target(100, 10, 0, 0, retention_s=60))
+    assert inline.redis_in_mb_s == pytest.approx(100 * 41_000 / 1e6)
+    assert inline.redis_retained_gb == pytest.approx(100 * 60 * 50_000 / 1e9)
+    blobs = project(c, Target(100, 10, 0, 0, retention_s=60, results_in_blobs=True))
+    assert blobs.redis_in_mb_s == pytest.approx(100 * 1000 / 1e6)
+    assert blobs.redis_retained_gb == pytest.approx(100 * 60 * 10_000 / 1e9)
+
+
+def test_polls_cost_each_process_its_cpu_per_call() -> None:
+    c = costs(parser_svc_us_call=600, gateway_us_call=700, redis_us_call=40)
+    result = project(c, Target(0, 1, 0, 0, polls_per_s=5000))
+    assert result.parser_svc_api_cores == pytest.approx(3.0)
+    assert result.gateway_cores == pytest.approx(3.5)
+    assert result.redis_cores == pytest.approx(0.2)
+    assert result.redis_ops_per_s == pytest.approx(5000)
+    assert result.parser_svc_replicas == 5  # 3 / 0.7 = 4.3 event loops

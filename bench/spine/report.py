@@ -109,6 +109,16 @@ def report(results: dict[str, Any]) -> str:
             f"{watch['redis_new_connections']} new connections during the writes, "
             f"{watch['redis_connected_clients']} connected after"
         )
+        if "rss_kb_per_stream" in watch:
+            replica_kb = sum(
+                kb for name, kb in watch["rss_kb_after_open"].items() if name.startswith("parser")
+            )
+            lines.append(
+                f"  resident memory per open stream (first repetition): parser_svc "
+                f"{watch['rss_kb_per_stream']['parser_svc']} kB "
+                f"(parser_svc at {replica_kb // 1024} MB with the "
+                f"streams open; per repetition in per_rep)"
+            )
         lines.append(
             f"  raw pub/sub: received {raw['received']}/{raw['messages']}; goal: WatchJob p99 <= "
             f"{GOALS['watch_p99_ms']} ms, 0 missed"

@@ -139,6 +139,7 @@ def combine_reps(reps: list[dict[str, Any]]) -> dict[str, Any]:
             "max_ms": r["from_ack"]["max_ms"],
             "other_cores": r["other_cores"],
             "bench_cores": r["bench_cores"],
+            **({"rss_kb_per_stream": r["rss_kb_per_stream"]} if "rss_kb_per_stream" in r else {}),
         }
         for r in reps
     ]

@@ -34,6 +34,14 @@ from parser_svc.lua_scripts import WriteResult
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
 
+# What a stack needs for `bench_watch`: one tenant opens every stream (no per-tenant limit), and
+# the jobs, created straight in Redis and never queued, must not be queued (and run) by the
+# sweeper in the middle of the measured writes (it queues what is QUEUED after 10 s).
+STACK_ENV = {
+    "DOCPARSE_MAX_STREAMS_PER_TENANT": "0",
+    "DOCPARSE_SWEEP_ENQUEUE_AFTER_S": "3600",
+}
+
 
 def add_watch_options(
     parser: argparse.ArgumentParser, *, streams: int, writes_per_job: int, rate: float
