@@ -186,7 +186,7 @@ def project(costs: Costs, target: Target) -> Projection:
     )
 
 
-# The run quoted in docs/scaling.md (bench.bench_capacity --measure, 2 shared cores).
+# The run quoted in docs/scaling.md (`python -m bench.bench_capacity measure`, 2 shared cores).
 DEFAULT_COSTS = Costs(
     parser_svc_us_job=9397.0,
     parser_svc_us_page=93.9,

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY_POINTS = ["bench.bench_spine", "bench.bench_parse", "bench.bench_ocr"]
+ENTRY_POINTS = [
+    "bench.bench_spine",
+    "bench.bench_parse",
+    "bench.bench_ocr",
+    "bench.bench_capacity",
+    "bench.capacity",
+]
 
 
 @pytest.mark.parametrize("module", ENTRY_POINTS)
