@@ -41,6 +41,7 @@ from bench.harness.stacks import ENV_NAME, bench_stack, running, running_async
 from bench.scaling.job_costs import job_costs
 from bench.spine.watch import STACK_ENV, add_watch_options, bench_watch
 from parser_svc.keys import Keys
+from parser_svc.settings import Settings
 
 ROLES = ("parser_svc", "gateway", "redis")
 
@@ -88,13 +89,14 @@ def costs_from(small: dict[str, Any], big: dict[str, Any], watch: dict[str, Any]
     # Per stream: one channel subscribed by the replica's hub (measured alone: the memory
     # Redis holds around a watch run moves by megabytes with other things).
     out["redis_bytes_stream"] = watch["redis_bytes_per_subscription"]
-    out["redis_commands_stream_s"] = 1 / 5.0  # one resync read per DOCPARSE_WATCH_RESYNC_S
+    # One resync read per DOCPARSE_WATCH_RESYNC_S.
+    out["redis_commands_stream_s"] = 1 / float(Settings.model_fields["watch_resync_s"].default)
     return Costs(**{k: round(v, 3) for k, v in out.items()})
 
 
 def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     stack = bench_stack(work / "measure", replicas=1, extra_env=STACK_ENV)
-    results: dict[str, Any] = {"loadavg_before": loadavg(), "config": vars(args) | {}}
+    results: dict[str, Any] = {"loadavg_before": loadavg(), "config": dict(vars(args))}
     with running([stack]):
         rounds: list[list[dict[str, Any]]] = []
         for number in range(args.rounds):
@@ -139,7 +141,7 @@ def predicted_watch(costs: Costs, streams: int, records_per_s: float) -> dict[st
 def validate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     costs = load_costs(args.costs)
     stack = bench_stack(work / "validate", replicas=args.replicas, extra_env=STACK_ENV)
-    results: dict[str, Any] = {"loadavg_before": loadavg(), "config": vars(args) | {}}
+    results: dict[str, Any] = {"loadavg_before": loadavg(), "config": dict(vars(args))}
 
     async def go() -> dict[str, Any]:
         async with running_async([stack]):
@@ -149,11 +151,7 @@ def validate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     rate = watch["delivered"] / watch["write_seconds"]
     predicted = predicted_watch(costs, watch["streams"], rate)
     measured = {
-        "cores": {
-            "parser_svc": watch["parser_svc_cores"],
-            "gateway": watch["gateway_cores"],
-            "redis": watch["redis_cpu_us_per_record"] * rate / 1e6,
-        },
+        "cores": {role: watch[f"{role}_cpu_us_per_record"] * rate / 1e6 for role in ROLES},
         "rss_kb_per_stream": watch["rss_kb_per_stream"],
     }
     results["loadavg_after"] = loadavg()
