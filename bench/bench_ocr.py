@@ -50,6 +50,7 @@ from bench.harness.stacks import bench_stack
 from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.parse_child import parse
 from parser_svc.parsers import ParseOptions, ocr
+from parser_svc.parsers.ocr_rapid import rapidocr_lines
 from tests.fixtures.scans import NO_SPACES, TEXTS, Scan, cer, scan, wer
 
 LATIN = ("en", "de", "fr", "es")
@@ -92,11 +93,11 @@ def tesseract_api(pages: list[Scan]) -> list[tuple[str, float]]:
 
 def rapidocr(pages: list[Scan]) -> list[tuple[str, float]]:
     out = []
-    ocr.rapidocr_lines(grey(pages[0]), threads=1)  # load the models
+    rapidocr_lines(grey(pages[0]), threads=1)  # load the models
     for page in pages:
         image = grey(page)
         started = time.perf_counter()
-        lines = ocr.rapidocr_lines(image, threads=1)
+        lines = rapidocr_lines(image, threads=1)
         joiner = "" if page.language in NO_SPACES else " "
         out.append((joiner.join(line.text for line in lines), time.perf_counter() - started))
     return out
