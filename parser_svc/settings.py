@@ -128,9 +128,11 @@ class Settings(BaseSettings):
     ocr_max_side_px: int = 2500
     ocr_min_chars: int = 8
     ocr_threads: int = 0
-    # A PDF's OCR pages are read on this many threads at once, each with its own engine (~40 MB
-    # more per thread, loaded when a second page waits; documents of 4 pages or more): a long
-    # scan uses the replica's cores. 0 = the CPUs this process may use (cpus.py).
+    # A PDF's OCR pages are read on up to this many threads at once, each with its own engine
+    # (~40 MB more per thread, loaded when a second page waits; documents of 4 pages or more),
+    # and no more than the cores the replica's other running parses leave free (the worker
+    # decides per job): a lone long scan uses the replica's cores. 0 = the CPUs this process
+    # may use (cpus.py).
     ocr_page_threads: int = 0
     # Ruled-table detection on PDF pages.
     pdf_tables: bool = True
