@@ -17,7 +17,11 @@ images in the same run, one page at a time:
   16 Latin pages submitted as one-page PDFs at once through the gateway: pages/s end to end,
   without and with a language hint, in rounds that alternate with the raw engine and the CLI
   on the same pages (ratios per round, medians shown; unhinted goes first in odd rounds,
-  hinted in even ones); then every language's pages once.
+  hinted in even ones); then every language's pages once;
+- `long scan` (`--long-scan N`): one N-page Latin scan as one job, through that stack (its
+  pages read on as many threads as the replica has CPUs) and through a second stack whose
+  replica reads them on one thread (`DOCPARSE_OCR_PAGE_THREADS=1`, the before), alternating
+  with the raw engine on the same pages.
 
 CER = character edit distance / reference length (whitespace collapsed; no whitespace for zh
 and ja); WER = word edit distance / reference words (split on whitespace: glued words are
@@ -50,7 +54,8 @@ from bench.harness.stacks import bench_stack
 from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.parse_child import parse
 from parser_svc.parsers import ParseOptions, ocr
-from tests.fixtures.scans import NO_SPACES, TEXTS, Scan, cer, scan, wer
+from parser_svc.parsers.ocr_rapid import rapidocr_lines
+from tests.fixtures.scans import NO_SPACES, TEXTS, Scan, cer, scan, scans_pdf, wer
 
 LATIN = ("en", "de", "fr", "es")
 
@@ -92,11 +97,11 @@ def tesseract_api(pages: list[Scan]) -> list[tuple[str, float]]:
 
 def rapidocr(pages: list[Scan]) -> list[tuple[str, float]]:
     out = []
-    ocr.rapidocr_lines(grey(pages[0]), threads=1)  # load the models
+    rapidocr_lines(grey(pages[0]), threads=1)  # load the models
     for page in pages:
         image = grey(page)
         started = time.perf_counter()
-        lines = ocr.rapidocr_lines(image, threads=1)
+        lines = rapidocr_lines(image, threads=1)
         joiner = "" if page.language in NO_SPACES else " "
         out.append((joiner.join(line.text for line in lines), time.perf_counter() - started))
     return out
@@ -133,6 +138,44 @@ def through_stack(address: str, pages: list[Scan], hinted: bool = False) -> tupl
     return sum(j.result.page_count for j in jobs) / seconds, failures
 
 
+def long_scan(address: str, pages: list[Scan], threads_address: str) -> dict[str, float]:
+    """One job of all `pages` through the one-thread stack and the threaded one, then the raw
+    engine: pages/s of each."""
+    data = scans_pdf(pages)
+    rates = {}
+    for name, target in (("one_thread", address), ("threads", threads_address)):
+        request = parser_service_pb2.SubmitJobRequest(file_name="long-scan.pdf", content=data)
+        started = time.perf_counter()
+        job = run_job(target, request, resume=True)
+        assert job.state == job_pb2.STATE_SUCCEEDED, job.error
+        rates[name] = len(pages) / (time.perf_counter() - started)
+    raw = tesseract_api(pages)
+    rates["engine"] = len(raw) / sum(seconds for _t, seconds in raw)
+    return rates
+
+
+def long_scans(threads_address: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
+    pages = [scan(LATIN[i % 4], args.dpi, 300 + i) for i in range(args.long_scan)]
+    one = {"DOCPARSE_OCR_PAGE_THREADS": "1"}
+    rounds = []
+    with bench_stack(work / "one-thread", replicas=1, extra_env=one) as stack:
+        address = stack.gateway_addresses[0]
+        through_stack(address, pages[:2])  # warm
+        for _ in range(args.rounds):
+            rounds.append(long_scan(address, pages, threads_address))
+    return {
+        "pages": len(pages),
+        "rounds": [{k: round(v, 3) for k, v in r.items()} for r in rounds],
+        **{f"median_{k}": round(statistics.median(r[k] for r in rounds), 3) for k in rounds[0]},
+        "median_threads_vs_one_thread": round(
+            statistics.median(r["threads"] / r["one_thread"] for r in rounds), 3
+        ),
+        "median_threads_vs_engine": round(
+            statistics.median(r["threads"] / r["engine"] for r in rounds), 3
+        ),
+    }
+
+
 def summarise(pages: list[Scan], results: list[tuple[str, float]]) -> dict[str, dict[str, float]]:
     by_language: dict[str, dict[str, list[float]]] = {}
     for page, (text, seconds) in zip(pages, results, strict=True):
@@ -158,6 +201,9 @@ def main() -> None:
     parser.add_argument("--skip-rapidocr", action="store_true")
     parser.add_argument("--skip-stack", action="store_true")
     parser.add_argument("--rounds", type=int, default=3, help="stack vs engine rounds")
+    parser.add_argument(
+        "--long-scan", type=int, default=12, help="pages of the long scan (0: skip)"
+    )
     args = parser.parse_args()
     languages = args.languages.split(",")
     pages = [scan(lang, args.dpi, seed) for lang in languages for seed in range(args.pages)]
@@ -209,6 +255,8 @@ def main() -> None:
                     }
                 )
             stack_all, failures_all = through_stack(address, pages)
+            if args.long_scan:
+                result["long_scan"] = long_scans(address, args, work)
         result["latin_stack"] = {
             "pages": len(stack_pages),
             "rounds": [{k: round(v, 3) for k, v in r.items()} for r in rounds],
@@ -233,8 +281,9 @@ def main() -> None:
             wer_text = "-" if language in NO_SPACES else f"{row['wer']:.1%}"
             cells.append(f"{row['cer']:.1%} / {wer_text} / {row['pages_per_s']:.2f}")
         print(f"| {language} | " + " | ".join(cells) + " |")
-    if "latin_stack" in result:
-        print(json.dumps(result["latin_stack"], indent=2))
+    for key in ("latin_stack", "long_scan"):
+        if key in result:
+            print(json.dumps(result[key], indent=2))
     write_text(OUT_DIR / "ocr.json", json.dumps(result, indent=2))
 
 

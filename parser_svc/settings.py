@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from parser_svc.cpus import usable_cpus
 from parser_svc.parsers import ParseOptions
 
 MB = 1024 * 1024
@@ -127,6 +128,12 @@ class Settings(BaseSettings):
     ocr_max_side_px: int = 2500
     ocr_min_chars: int = 8
     ocr_threads: int = 0
+    # A PDF's OCR pages are read on up to this many threads at once, each with its own engine
+    # (~40 MB more per thread, loaded when a second page waits; documents of 4 pages or more),
+    # and no more than the cores the replica's other running parses leave free (the worker
+    # decides per job): a lone long scan uses the replica's cores. 0 = the CPUs this process
+    # may use (cpus.py).
+    ocr_page_threads: int = 0
     # Ruled-table detection on PDF pages.
     pdf_tables: bool = True
     # The antiword program that reads DOC files; "" = antiword on PATH.
@@ -206,6 +213,7 @@ class Settings(BaseSettings):
             ocr_max_side_px=self.ocr_max_side_px,
             ocr_min_chars=self.ocr_min_chars,
             ocr_threads=self.ocr_threads,
+            ocr_page_threads=self.ocr_page_threads or usable_cpus(),
             pdf_tables=self.pdf_tables,
             antiword=self.antiword,
             page_delay_ms=self.parse_page_delay_ms,

@@ -64,6 +64,9 @@ class ParseWorker:
         self._sweeper: asyncio.Task[None] | None = None
         # Parse children are forked from this (parser_svc.zygote), not the server process.
         self._fork_server = ForkServer() if settings.parse_launch == "fork_server" else None
+        # Parses running now: a new one reads its OCR pages on the cores they leave free.
+        self._parsing = 0
+        self._page_threads = settings.ocr_page_threads or usable_cpus()
 
     def start(self) -> None:
         s = self.settings
@@ -252,10 +255,14 @@ class ParseWorker:
             started = time.monotonic()
             # The child itself exports nothing: its span is its run as this supervisor saw it.
             with tracing.span("parse.child", attributes={"docparse.job_id": job_id}) as current:
-                outcome = await run_parse(
-                    content_type, input_path, output_path, limits, on_progress, options,
-                    self._fork_server,
-                )  # fmt: skip
+                self._parsing += 1
+                try:
+                    outcome = await run_parse(
+                        content_type, input_path, output_path, limits, on_progress, options,
+                        self._fork_server,
+                    )  # fmt: skip
+                finally:
+                    self._parsing -= 1
                 tracing.set_attributes(
                     current,
                     {"docparse.content_type": content_type, "docparse.pages": outcome.pages,
@@ -278,12 +285,15 @@ class ParseWorker:
         return outcome
 
     def _parse_options(self, job_id: str, assets_dir: Path, languages: list[str]) -> ParseOptions:
-        """What the parse child needs besides the document (sent on its stdin)."""
+        """What the parse child needs besides the document (sent on its stdin). Its OCR pages
+        are read on the cores the replica's other parses leave free (at least one): a lone long
+        scan uses them all, a full replica does not oversubscribe its CPUs."""
         return self.settings.parse_options(
             password=self.blobs.read_secret(job_id),
             job_id=job_id,
             assets_dir=assets_dir,
             languages=languages,
+            ocr_page_threads=max(1, self._page_threads - self._parsing),
         )
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:

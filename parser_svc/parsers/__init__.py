@@ -67,6 +67,8 @@ class ParseOptions:
     # A page is OCR'd when its text layer has fewer usable characters than this.
     ocr_min_chars: int
     ocr_threads: int
+    # Threads that read a PDF's OCR pages at once (pdf_ocr.py).
+    ocr_page_threads: int
     pdf_tables: bool
     # The antiword program for DOC files; "" = antiword on PATH.
     antiword: str

@@ -16,16 +16,12 @@ languages. Engines are loaded once per process and kept (a warm parse child keep
 
 from __future__ import annotations
 
-import logging
 import os
+import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
-
-from parser_svc.parsers import ParseFailure
-
-_engine: Any = None
 
 # BCP-47 primary language (or language-script) → tesseract model name.
 BCP47_TO_TESSERACT: dict[str, str] = {
@@ -144,15 +140,26 @@ class PageReader:
     def read(self, image: Any) -> list[OcrLine]:
         """Text lines found in `image` (HxW grey or HxWx3 RGB uint8 numpy array)."""
         if not installed_models():
-            return _rapidocr(image, self.threads)
+            from parser_svc.parsers.ocr_rapid import rapidocr_lines
+
+            return rapidocr_lines(image, self.threads)
         if self.hinted:
             lines, _confidence = _tesseract(image, self.hinted)
             return lines
         return _other_scripts(image, self._read(image), self.last)
 
     def _read(self, image: Any) -> list[OcrLine]:
-        first = self.last or _available(SCRIPT_MODELS["Latin"])
+        latin = _available(SCRIPT_MODELS["Latin"])
+        first = self.last or latin
         lines, confidence = _tesseract(image, first)
+        if first != latin and lines and _latin_share(lines) > 0.5:
+            # A Latin page after a page of another script: that script's models (which carry
+            # English too) read it confidently but put look-alike letters into accented words
+            # ("ргодиссібп" for "producción"). Latin models read it as well as they can.
+            again, again_confidence = _tesseract(image, latin)
+            if again_confidence >= confidence:
+                self.last = latin
+                return again
         if confidence >= MIN_CONFIDENCE or not lines:
             self.last = first
             return lines
@@ -165,6 +172,12 @@ class PageReader:
             self.last = models
             return again
         return lines
+
+
+def _latin_share(lines: list[OcrLine]) -> float:
+    """The share of the letters read that are Latin (ASCII to Latin Extended-B, U+024F)."""
+    letters = [c for line in lines for c in line.text if c.isalpha()]
+    return sum(c <= "\u024f" for c in letters) / len(letters) if letters else 0.0
 
 
 # A line read with less confidence than this may be in another script than the page's.
@@ -211,11 +224,26 @@ def _available(models: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(m for m in models if m in installed) or (("eng",) if "eng" in installed else ())
 
 
-_apis: dict[str, Any] = {}
+# Loaded tesseract engines by slot, then by model names ("eng+deu+fra+spa", "osd"). An engine
+# reads one image at a time, so each thread that reads pages at the same time as another uses
+# its own slot (`use_slot`; pdf_ocr.py). Slot 0 holds what `warm_up` loaded: the fork server's
+# children share those pages copy-on-write.
+_engines: dict[int, dict[str, Any]] = {0: {}}
+_slot = threading.local()
+
+
+def use_slot(slot: int) -> None:
+    """This thread reads with the engines of `slot` from now on (threads start on slot 0)."""
+    _slot.number = slot
+
+
+def _slot_apis() -> dict[str, Any]:
+    return _engines.setdefault(getattr(_slot, "number", 0), {})
 
 
 def _api(lang: str) -> Any:
-    api = _apis.get(lang)
+    apis = _slot_apis()
+    api = apis.get(lang)
     if api is None:
         import tesserocr  # type: ignore[import-untyped]
 
@@ -230,7 +258,7 @@ def _api(lang: str) -> Any:
             api = tesserocr.PyTessBaseAPI(
                 path=str(tessdata_dir()), lang=lang, psm=tesserocr.PSM.AUTO
             )
-        _apis[lang] = api
+        apis[lang] = api
     return api
 
 
@@ -261,9 +289,10 @@ def _loaded(models: tuple[str, ...]) -> str:
     models (a Latin set already loaded reads a `de` hint at once instead of loading deu, ~0.2 s;
     it is what a preloading fork server would hand its children)."""
     wanted = "+".join(models)
-    if wanted in _apis:
+    apis = _slot_apis()
+    if wanted in apis:
         return wanted
-    for name in _apis:
+    for name in apis:
         if name != "osd" and set(models) <= set(name.split("+")):
             return name
     return wanted
@@ -326,66 +355,3 @@ def warm_up(models: tuple[str, ...] = ("eng+deu+fra+spa",)) -> None:
         for lang in models:
             if all(m in installed_models() for m in lang.split("+")):
                 _api(lang)
-
-
-# ---- RapidOCR: the fallback where tesseract is not installed --------------------------------
-
-
-def _rapidocr(image: Any, threads: int) -> list[OcrLine]:
-    import numpy as np
-
-    if image.ndim == 2:
-        image = np.repeat(image[:, :, None], 3, axis=2)
-    bgr = np.ascontiguousarray(image[:, :, ::-1])
-    result, _elapsed = _get_engine(threads)(bgr)
-    lines = []
-    for box, text, score in result or []:
-        xs = [float(p[0]) for p in box]
-        ys = [float(p[1]) for p in box]
-        if str(text).strip():
-            lines.append(
-                OcrLine(str(text).strip(), min(xs), min(ys), max(xs), max(ys), float(score))
-            )
-    return lines
-
-
-def _get_engine(threads: int) -> Any:
-    global _engine
-    if _engine is None:
-        logging.getLogger("RapidOCR").setLevel(logging.WARNING)
-        try:
-            from rapidocr_onnxruntime import RapidOCR  # type: ignore[import-untyped]
-        except ImportError as err:  # pragma: no cover - a broken install
-            raise ParseFailure(
-                "UNSUPPORTED_FORMAT",
-                f"this page needs OCR but no OCR engine is installed (tesseract-ocr with "
-                f"language packs, or rapidocr-onnxruntime): {err}",
-            ) from err
-        _no_spinning()
-        kwargs: dict[str, Any] = {}
-        if threads > 0:
-            for part in ("det", "cls", "rec"):
-                kwargs[f"{part}_intra_op_num_threads"] = threads
-        _engine = RapidOCR(**kwargs)
-    return _engine
-
-
-def _no_spinning() -> None:
-    """onnxruntime's worker threads spin while idle by default: with two parse children doing
-    OCR on two cores they steal each other's CPU (a page took 5-10x longer). Turn it off."""
-    from rapidocr_onnxruntime.utils import infer_engine  # type: ignore[import-untyped]
-
-    make = infer_engine.OrtInferSession._init_sess_opts
-
-    def init_sess_opts(config: dict[str, Any]) -> Any:
-        options = make(config)
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        return options
-
-    infer_engine.OrtInferSession._init_sess_opts = staticmethod(init_sess_opts)
-
-
-def rapidocr_lines(image: Any, threads: int = 0) -> list[OcrLine]:
-    """RapidOCR on its own (the benchmark compares it with tesseract)."""
-    return _rapidocr(image, threads)

@@ -12,6 +12,7 @@ file that yields text succeeds with a warning.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import pymupdf
@@ -32,6 +33,7 @@ from parser_svc.parsers import (
     too_large,
 )
 from parser_svc.parsers.password import candidates
+from parser_svc.parsers.pdf_ocr import OcrPages, PendingPage
 from parser_svc.parsers.pdf_tables import find_tables
 from parser_svc.parsers.textlayer import fonts_without_unicode, strip_replacements
 from parser_svc.parsers.textlayer import judge_page as judge_text_layer
@@ -69,9 +71,11 @@ def parse_pdf(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
         assets = AssetSink(package, options)
         state = _State()
         progress(0, total, "text")
-        for index in range(total):
-            package.pages.append(_page(doc, index, options, assets, state, progress, total))
-            progress(index + 1, total, "text")
+        ocr = OcrPages(options, total)
+        try:
+            _pages(doc, package, options, assets, state, ocr, progress)
+        finally:
+            ocr.close()
         assets.finish()
         repaired = pymupdf.TOOLS.mupdf_warnings().strip()
         if repaired:
@@ -132,7 +136,6 @@ class _State:
         self.extracted: dict[int, tuple[str, str]] = {}
         # Pages whose text layer was garbage (fonts without a Unicode map), read by OCR instead.
         self.garbage_pages: list[tuple[int, str]] = []  # (page number, why)
-        self.reader: Any = None  # ocr.PageReader, made by the first page that needs OCR
         self.font_unicode: dict[int, bool] = {}  # font xref -> has no Unicode map
         # Image xref -> MD5 of its decoded pixels: each image is decoded once per document to
         # tell which xref a shown image is (pymupdf's get_image_info(xrefs=True) decodes every
@@ -177,15 +180,66 @@ def _usable_chars(text: str) -> int:
     return len("".join(text.split())) - text.count("\ufffd")
 
 
+def _pages(
+    doc: pymupdf.Document,
+    package: rp.ReadingPackage,
+    options: ParseOptions,
+    assets: AssetSink,
+    state: _State,
+    ocr: OcrPages,
+    progress: ProgressFn,
+) -> None:
+    """Every page, in order. A page that needs OCR is read beside the next pages
+    (pdf_ocr.py); pages are added to the package, and counted done, in page order."""
+    total = doc.page_count
+    # Pages not yet added: each with its OCR in flight (or None) and why it needed OCR.
+    waiting: deque[tuple[rp.Page, PendingPage | None, str]] = deque()
+
+    def finish_first() -> None:
+        out, pending, garbage = waiting.popleft()
+        if pending is not None:
+            try:
+                out.text = page_text(ocr.finish(pending))
+                out.ocr = True
+                state.ocr_pages += 1
+                if garbage:
+                    state.garbage_pages.append((out.number, garbage))
+            except Exception as err:
+                _page_error(err, out.number - 1, state)
+        package.pages.append(out)
+        progress(len(package.pages), total, "text")
+
+    def finish_ready() -> None:
+        while waiting and waiting[0][1] is None:
+            finish_first()
+
+    for index in range(total):
+        out, needs_ocr, garbage = _page(doc, index, options, assets, state)
+        pending = None
+        if needs_ocr:
+            while ocr.in_flight >= ocr.threads:
+                finish_first()
+                finish_ready()
+            progress(len(package.pages), total, "ocr")
+            try:
+                pending = ocr.start(doc[index], out)
+            except Exception as err:
+                _page_error(err, index, state)
+        waiting.append((out, pending, garbage))
+        finish_ready()
+    while waiting:
+        finish_first()
+
+
 def _page(
     doc: pymupdf.Document,
     index: int,
     options: ParseOptions,
     assets: AssetSink,
     state: _State,
-    progress: ProgressFn,
-    total: int,
-) -> rp.Page:
+) -> tuple[rp.Page, bool, str]:
+    """The page without its OCR; whether it needs OCR (its blocks are then left empty for the
+    OCR's lines, and the caller reads it) and why its text layer is garbage, if it is."""
     try:
         page = doc[index]
         rect = page.rect
@@ -195,7 +249,7 @@ def _page(
     except Exception as err:
         state.failed_pages += 1
         state.warnings.append(f"page {index + 1} cannot be read: {err}")
-        return rp.Page(number=index + 1)
+        return rp.Page(number=index + 1), False, ""
     try:
         textpage = page.get_textpage()
         texts = _text_blocks(page, textpage, out)
@@ -208,33 +262,31 @@ def _page(
         )
         if (images and usable < options.ocr_min_chars) or garbage:
             if options.ocr:
-                progress(index, total, "ocr")
                 del out.blocks[:]
-                texts = _ocr(page, out, options, state)
-                out.ocr = True
-                state.ocr_pages += 1
-                if garbage:
-                    state.garbage_pages.append((index + 1, garbage))
+                return out, True, garbage
             else:
                 state.warnings.append(f"page {index + 1} needs OCR, which is disabled")
                 if garbage:
                     texts = [strip_replacements(t) for t in texts]
-        if options.pdf_tables and not out.ocr:
+        if options.pdf_tables:
             for table in _tables(page, textpage, state):
                 out.tables.append(table)
         out.text = page_text(texts)
-    except ParseFailure:
-        raise
-    except MemoryError:
-        raise
     except Exception as err:
-        state.failed_pages += 1
-        if is_out_of_memory(err):
-            raise too_large(
-                f"page {index + 1} exceeded the parse's memory limit ({describe_error(err)})"
-            ) from err
-        state.warnings.append(f"page {index + 1} cannot be read: {describe_error(err)}")
-    return out
+        _page_error(err, index, state)
+    return out, False, ""
+
+
+def _page_error(err: Exception, index: int, state: _State) -> None:
+    """A page that cannot be read is a warning; what fails the whole parse is raised."""
+    if isinstance(err, ParseFailure | MemoryError):
+        raise err
+    state.failed_pages += 1
+    if is_out_of_memory(err):
+        raise too_large(
+            f"page {index + 1} exceeded the parse's memory limit ({describe_error(err)})"
+        ) from err
+    state.warnings.append(f"page {index + 1} cannot be read: {describe_error(err)}")
 
 
 def _text_blocks(page: pymupdf.Page, textpage: Any, out: rp.Page) -> list[str]:
@@ -323,38 +375,6 @@ def _garbage_warning(pages: list[tuple[int, str]]) -> str:
         f"layer and {'were' if len(pages) > 1 else 'was'} read by OCR instead (page "
         f"{pages[0][0]}: {pages[0][1]})"
     )
-
-
-def _ocr(page: pymupdf.Page, out: rp.Page, options: ParseOptions, state: _State) -> list[str]:
-    import numpy as np
-
-    from parser_svc.parsers.ocr import PageReader
-
-    if state.reader is None:
-        state.reader = PageReader(options.languages, options.ocr_threads)
-
-    rect = page.rect
-    zoom = options.ocr_dpi / 72
-    longest = max(rect.width, rect.height) * zoom
-    if longest > options.ocr_max_side_px:
-        zoom *= options.ocr_max_side_px / longest
-    pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), colorspace=pymupdf.csGRAY, alpha=False)
-    image = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width)
-    derotate = page.derotation_matrix
-    texts = []
-    for line in state.reader.read(image):
-        shown = pymupdf.Rect(line.x0 / zoom, line.y0 / zoom, line.x1 / zoom, line.y1 / zoom)
-        unrotated = (shown * derotate).normalize()
-        out.blocks.append(
-            rp.TextBlock(
-                text=line.text,
-                bbox=_bbox(unrotated),
-                source="ocr",
-                confidence=line.confidence,
-            )
-        )
-        texts.append(line.text)
-    return ["\n".join(texts)] if texts else []
 
 
 def _tables(page: pymupdf.Page, textpage: Any, state: _State) -> list[rp.Table]:
