@@ -110,10 +110,13 @@ async def run_parse(
     on_progress: ProgressCallback,
     options: ParseOptions | None = None,
     fork_server: ForkServer | None = None,
+    on_done: Callable[[], Awaitable[None]] | None = None,
 ) -> Outcome:
     """`options` (the password among them; None: Settings' defaults) reach the child as JSON on
     its stdin: never on its command line, in its environment or on disk. Its command line holds
-    the CPU and memory limits, which the child sets on itself before it reads the document."""
+    the CPU and memory limits, which the child sets on itself before it reads the document.
+    `on_done` is awaited when the child says it is done, while it exits: what it wrote may be
+    read then, but the parse succeeded only if the Outcome says so (exit status 0)."""
     argv = [
         content_type,
         str(input_path),
@@ -136,6 +139,8 @@ async def run_parse(
                 await on_progress(int(event["done"]), int(event["total"]), str(event["stage"]))
             else:
                 final.update(event)
+                if event.get("event") == "done" and on_done is not None:
+                    await on_done()
         await proc.wait()
 
     try:

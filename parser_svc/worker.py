@@ -213,10 +213,27 @@ class ParseWorker:
             log.warning("job %s: %s", job_id, lost, extra={"event": "job.lost", "job_id": job_id})
             return "LOST"
 
-    def _stored_input(self, job_id: str) -> Path | None:
-        """The stored upload, None when it is gone (a look at the shared volume: blocking)."""
-        path = self.blobs.path(self.blobs.input_key(job_id))
-        return path if path.exists() else None
+    def _prepare(
+        self, job_id: str, languages: list[str]
+    ) -> tuple[Path, tempfile.TemporaryDirectory[str], ParseOptions] | None:
+        """The stored upload, a scratch directory for the package and the assets, and the
+        options for the child (the password is read from beside the upload); None when the
+        upload is gone. Blocking (the shared volume): one trip to a thread for all three,
+        since each trip waits for the loop and the fork waits for all of them. The child's OCR
+        pages are read on the cores the replica's other parses leave free (at least one): a
+        lone long scan uses them all, a full replica does not oversubscribe its CPUs."""
+        input_path = self.blobs.path(self.blobs.input_key(job_id))
+        if not input_path.exists():
+            return None
+        scratch = tempfile.TemporaryDirectory(prefix="docparse-")
+        options = self.settings.parse_options(
+            password=self.blobs.read_secret(job_id),
+            job_id=job_id,
+            assets_dir=Path(scratch.name) / "assets",
+            languages=languages,
+            ocr_page_threads=max(1, self._page_threads - self._parsing),
+        )
+        return input_path, scratch, options
 
     async def _parse(
         self,
@@ -226,9 +243,10 @@ class ParseWorker:
         languages: list[str],
         writer: ProgressWriter,
     ) -> Outcome:
-        input_path = await asyncio.to_thread(self._stored_input, job_id)
-        if input_path is None:
+        prepared = await asyncio.to_thread(self._prepare, job_id, languages)
+        if prepared is None:
             return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
+        input_path, scratch, options = prepared
         content_type = record.content_type
 
         async def lost(err: LostOwnership) -> LostOwnership:
@@ -246,12 +264,21 @@ class ParseWorker:
 
         s = self.settings
         limits = Limits(s.parse_timeout_s, s.parse_cpu_s, s.parse_memory_mb)
-        # Scratch for the package and the assets, made and removed off the loop as well.
-        scratch = await asyncio.to_thread(tempfile.TemporaryDirectory, prefix="docparse-")
+        output_path = Path(scratch.name) / "package.pb"
+        assets_dir = Path(scratch.name) / "assets"
+        collected: list[tuple[bytes, str]] = []
+
+        def collect() -> tuple[bytes, str]:
+            return self._collect(job_id, assets_dir, output_path)
+
+        async def on_done() -> None:
+            # The child has written its package and is exiting: tearing down its copy of the
+            # fork server's page tables takes a few ms, so the package is collected meanwhile.
+            # It is used only if the child then exits 0.
+            collected.append(await asyncio.to_thread(collect))
+
+        succeeded = False
         try:
-            output_path = Path(scratch.name) / "package.pb"
-            assets_dir = Path(scratch.name) / "assets"
-            options = await asyncio.to_thread(self._parse_options, job_id, assets_dir, languages)
             started = time.monotonic()
             # The child itself exports nothing: its span is its run as this supervisor saw it.
             with tracing.span("parse.child", attributes={"docparse.job_id": job_id}) as current:
@@ -259,7 +286,7 @@ class ParseWorker:
                 try:
                     outcome = await run_parse(
                         content_type, input_path, output_path, limits, on_progress, options,
-                        self._fork_server,
+                        self._fork_server, on_done,
                     )  # fmt: skip
                 finally:
                     self._parsing -= 1
@@ -274,27 +301,29 @@ class ParseWorker:
             except LostOwnership as err:
                 raise await lost(err) from None
             if not outcome.reason:
-                # Assets first: a SUCCEEDED record must never point at missing images.
-                await asyncio.to_thread(self.blobs.put_assets, job_id, assets_dir)
+                if not collected:
+                    collected.append(await asyncio.to_thread(collect))
+                data, sha256 = collected[0]
                 await self._finish_succeeded(
-                    job_id, fence, record.attempt, outcome, output_path, writer
+                    job_id, fence, record.attempt, outcome, data, sha256, writer
                 )
-                await asyncio.to_thread(self.blobs.delete_upload, job_id)
+                succeeded = True
         finally:
-            await asyncio.to_thread(scratch.cleanup)
+            # The upload goes once the job has its result; the scratch directory always.
+            await asyncio.to_thread(self._clean_up, job_id if succeeded else "", scratch)
         return outcome
 
-    def _parse_options(self, job_id: str, assets_dir: Path, languages: list[str]) -> ParseOptions:
-        """What the parse child needs besides the document (sent on its stdin). Its OCR pages
-        are read on the cores the replica's other parses leave free (at least one): a lone long
-        scan uses them all, a full replica does not oversubscribe its CPUs."""
-        return self.settings.parse_options(
-            password=self.blobs.read_secret(job_id),
-            job_id=job_id,
-            assets_dir=assets_dir,
-            languages=languages,
-            ocr_page_threads=max(1, self._page_threads - self._parsing),
-        )
+    def _collect(self, job_id: str, assets_dir: Path, output_path: Path) -> tuple[bytes, str]:
+        """Stores the assets (before any SUCCEEDED record can point at them) and reads and
+        hashes the package: one trip to a thread."""
+        self.blobs.put_assets(job_id, assets_dir)
+        data = output_path.read_bytes()
+        return data, hashlib.sha256(data).hexdigest()
+
+    def _clean_up(self, job_id: str, scratch: tempfile.TemporaryDirectory[str]) -> None:
+        if job_id:
+            self.blobs.delete_upload(job_id)
+        scratch.cleanup()
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         """A state store call that outlasts a blip or a Redis restart: retried with backoff for
@@ -331,11 +360,10 @@ class ParseWorker:
         fence: str,
         attempt: int,
         outcome: Outcome,
-        output_path: Path,
+        data: bytes,
+        sha256: str,
         writer: ProgressWriter,
     ) -> None:
-        data = await asyncio.to_thread(output_path.read_bytes)
-        sha256 = hashlib.sha256(data).hexdigest()
         fields: dict[str, str | int] = {
             "res_size": len(data),
             "res_sha256": sha256,
