@@ -86,12 +86,20 @@ class CreateResult:
     # This call's own create took effect: OK, or a re-run (after a lost reply) that found the
     # job this very call made. The caller then goes on as if it had seen OK.
     created: bool = False
+    # A create that is in now (OK) answers with the record it made: no second read.
+    record: job_pb2.Job | None = None
 
     @staticmethod
     def of(reply: list[Any], created_id: str) -> CreateResult:
-        """The reply {status, id} of a create that made (or would have made) `created_id`."""
+        """The reply {status, id[, record]} of a create that made (or would have made)
+        `created_id`."""
         status, other = _text(reply[0]), _text(reply[1])
-        return CreateResult(status, other, created=other == created_id)  # type: ignore[arg-type]
+        return CreateResult(
+            status,  # type: ignore[arg-type]
+            other,
+            created=other == created_id,
+            record=_record(reply),
+        )
 
 
 @dataclass(frozen=True)
@@ -112,12 +120,16 @@ class WriteResult:
     @staticmethod
     def of(reply: list[Any]) -> WriteResult:
         """The reply {status, version[, record as a flat field/value list]}."""
-        record = None
-        if len(reply) > 2 and isinstance(reply[2], list):
-            flat = [_text(item) for item in reply[2]]
-            record = record_to_job(dict(zip(flat[::2], flat[1::2], strict=True)))
         status: WriteStatus = _text(reply[0])  # type: ignore[assignment]
-        return WriteResult(status=status, version=int(reply[1]), record=record)
+        return WriteResult(status=status, version=int(reply[1]), record=_record(reply))
+
+
+def _record(reply: list[Any]) -> job_pb2.Job | None:
+    """The record a script's reply carries third (a flat field/value list), if it does."""
+    if len(reply) > 2 and isinstance(reply[2], list):
+        flat = [_text(item) for item in reply[2]]
+        return record_to_job(dict(zip(flat[::2], flat[1::2], strict=True)))
+    return None
 
 
 def _text(value: bytes | int) -> str:

@@ -246,7 +246,9 @@ class Submitter:
             file_name=fields["file_name"],
         )
         await self.enqueue([job_id])
-        return await self.store.get(job_id)
+        # The create's own record (QUEUED, version 1); a re-run of the create that found it
+        # (EXISTS, after a lost reply) reads it.
+        return created.record or await self.store.get(job_id)
 
     async def enqueue(self, job_ids: list[str]) -> None:
         """Adds the jobs to the queue; idempotent. A failure is left to the sweeper, which

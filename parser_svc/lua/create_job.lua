@@ -14,7 +14,8 @@
 -- ARGV[8] the new job's id, ARGV[9] how long the tenant's job index must keep a new entry (ms,
 -- lifetimes.py: the longest a record can live), ARGV[10..] field, value pairs of the upload
 -- Returns {status, job_id}:
---   {'OK', new id} | {'REPLAY', first id} (same request_id, same content)
+--   {'OK', new id, the new record as HGETALL gives it (the caller needs no second read)}
+--   | {'REPLAY', first id} (same request_id, same content)
 --   {'CONFLICT', first id} (same request_id, other content) | {'JOINED', active id}
 --   {'EXISTS', new id} (the record already exists: this is a re-run)
 -- Loaded after lib/publish.lua (publish_record) and lib/job_index.lua (tidy_job_index):
@@ -67,5 +68,4 @@ redis.call('ZADD', KEYS[5], now, job_id)
 -- Listed from now on; the two oldest entries are checked (lib/job_index.lua).
 redis.call('ZADD', KEYS[6], now, job_id)
 tidy_job_index(KEYS[6], now, tonumber(ARGV[9]), ARGV[7], 2)
-publish_record(KEYS[1], ARGV[1])
-return {'OK', job_id}
+return {'OK', job_id, publish_record(KEYS[1], ARGV[1])}
