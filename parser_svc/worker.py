@@ -63,7 +63,11 @@ class ParseWorker:
         self._queue: JobQueue | None = None
         self._sweeper: asyncio.Task[None] | None = None
         # Parse children are forked from this (parser_svc.zygote), not the server process.
-        self._fork_server = ForkServer() if settings.parse_launch == "fork_server" else None
+        self._fork_server = (
+            ForkServer(settings.fork_server_huge_pages)
+            if settings.parse_launch == "fork_server"
+            else None
+        )
         # Parses running now: a new one reads its OCR pages on the cores they leave free.
         self._parsing = 0
         self._page_threads = settings.ocr_page_threads or usable_cpus()

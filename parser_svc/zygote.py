@@ -41,6 +41,8 @@ import subprocess
 import sys
 import traceback
 
+from parser_svc import huge_pages
+
 log = logging.getLogger(__name__)
 
 CLONE_PARENT = 0x00008000
@@ -202,6 +204,8 @@ def main() -> None:
     # the pages into each child).
     gc.collect()
     gc.freeze()
+    if sys.argv[3] == "huge":
+        huge_pages.collapse()  # a fork and an exit copy 2 MB page entries, not 4 KB ones
     control = socket.socket(fileno=control_fd)
     serve(control)
 
@@ -263,7 +267,8 @@ class ForkServer:
     it is found dead. `launch` returns None when forking is not possible here (another
     architecture, clone refused): the caller then spawns a fresh child."""
 
-    def __init__(self) -> None:
+    def __init__(self, huge_pages: bool = True) -> None:
+        self._huge_pages = huge_pages  # parser_svc.huge_pages
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._lock = asyncio.Lock()
@@ -281,7 +286,7 @@ class ForkServer:
         with theirs:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "parser_svc.zygote", str(theirs.fileno()),
-                 str(os.getpid()), ARGV_ROOM],
+                 str(os.getpid()), "huge" if self._huge_pages else "small", ARGV_ROOM],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
