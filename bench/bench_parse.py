@@ -58,6 +58,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--launch", default="fork_server,spawn", help="stacks to compare (DOCPARSE_PARSE_LAUNCH)"
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also run a fork_server stack named `baseline` whose processes import the code of "
+        "another checkout (DIR, e.g. main's): before/after of a change in the same run. Run "
+        "from a directory that holds no checkout (python -m puts the working directory first)",
+    )
     parser.add_argument("--skip-xlsx", action="store_true")
     parser.add_argument("--skip-ocr", action="store_true")
     parser.add_argument(
@@ -97,6 +104,12 @@ def main() -> None:
         mode: bench_stack(work / mode, replicas=2, extra_env={**env, "DOCPARSE_PARSE_LAUNCH": mode})
         for mode in modes
     }
+    if args.baseline:
+        baseline_env = {"DOCPARSE_PARSE_LAUNCH": "fork_server", "PYTHONPATH": args.baseline}
+        stacks["baseline"] = bench_stack(
+            work / "baseline", replicas=2, extra_env={**env, **baseline_env}
+        )
+        modes.append("baseline")
     rates: dict[str, list[float]] = {}
 
     def add(key: str, value: float) -> None:
@@ -124,8 +137,15 @@ def main() -> None:
             for mode in order:
                 stack = stacks[mode]
                 address = stack.gateway_addresses[0]
+                # Memory is sampled during the text PDFs only: the sampler reads every child's
+                # smaps_rollup every 3 ms, which cost the one-page run below about a quarter of
+                # its jobs/s (39 vs 54 jobs/s, alternating, same stack).
                 sampler = ChildSampler([c.pid for c in stack.parsers])
                 pages, seconds, failed = through_stack(address, texts, 1)
+                rss, private, seen = sampler.stop()
+                if seen:
+                    add(f"{mode}_child_rss_mb", rss)
+                    add(f"{mode}_child_private_mb", private)
                 assert not failed, failed
                 add(f"{mode}_stack_pages", pages / seconds)
                 add(f"{mode}_stack_vs_raw", pages / seconds / rates["raw_corpus"][-1])
@@ -134,10 +154,6 @@ def main() -> None:
                 jobs, seconds = concurrent_sdk_jobs(address, memos, args.clients)
                 add(f"{mode}_one_page_jobs", jobs / seconds)
                 add("raw_one_page_docs", raw_docs / raw_s)
-                rss, private, seen = sampler.stop()
-                if seen:
-                    add(f"{mode}_child_rss_mb", rss)
-                    add(f"{mode}_child_private_mb", private)
                 lone = one_page_pdfs(work, args.lone_samples, f"lone-{mode}{round_no}")
                 latencies, status = lone_latencies(address, lone)
                 rates.setdefault(f"{mode}_lone_ms", []).extend(x * 1000 for x in latencies)
