@@ -17,9 +17,9 @@ order of the stacks:
    GetStatus round trip through the same gateway.
 
 Then: resident memory per replica (parser_svc + its fork server) at idle, and per running
-parse (each parse child's peak RSS and its private part, sampled from /proc); Redis commands
-(round trips) and PUBLISH messages per one-page job (MONITOR on the fork_server stack's Redis;
-30 jobs one after another, then 30 from 8 concurrent clients);
+parse (each parse child's peak RSS and its private part, sampled from /proc during the text
+PDFs); Redis commands (round trips) and PUBLISH messages per one-page job (MONITOR on the
+fork_server stack's Redis; 30 jobs one after another, then 30 from 8 concurrent clients);
 OCR pages/s; the peak RSS of the 1,000,000-cell XLSX parse child (goal < 400 MB).
 
 Inputs: the shared corpus (../shared/corpus) when present, else generated documents. Rounds
