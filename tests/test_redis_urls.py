@@ -33,7 +33,12 @@ from docparse.local.embedded_redis import free_port, redis_server_binary
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
 from parser_svc.keys import Keys
-from parser_svc.redis_conn import RedisTarget, RedisUrlError
+from parser_svc.redis_conn import (
+    PrimaryConnection,
+    PrimarySSLConnection,
+    RedisTarget,
+    RedisUrlError,
+)
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
 from tests.conftest import make_stack
@@ -342,3 +347,13 @@ def test_sentinel_urls_parse_and_bad_ones_say_why() -> None:
     ]:
         with pytest.raises(RedisUrlError, match=words):
             RedisTarget(bad).validate()
+
+
+def test_sentinel_connections_ask_the_sentinels_on_every_reconnect() -> None:
+    """tests/test_failover.py shows why (BullMQ's clients hold one connection for good); here,
+    that TLS through Sentinel gets the same connection, with TLS."""
+    plain = RedisTarget("redis+sentinel://127.0.0.1:1/docparse/0").client().connection_pool
+    assert plain.connection_class is PrimaryConnection
+    tls = RedisTarget("rediss+sentinel://127.0.0.1:1/docparse/0").client().connection_pool
+    assert tls.connection_class is PrimarySSLConnection
+    assert tls.connection_kwargs["ssl_check_hostname"] is True
