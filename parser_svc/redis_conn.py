@@ -43,6 +43,7 @@ from redis.exceptions import (
     AuthorizationError,
     NoPermissionError,
     RedisError,
+    ResponseError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -56,6 +57,8 @@ SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
 DEFAULT_SENTINEL_PORT = 26379
 # Above BullMQ's longest blocking wait for a job (10 s; 5 s when idle).
 BULLMQ_READ_TIMEOUT_S = 15.0
+# The error a primary answers a write with when it has fewer replicas than min-replicas-to-write.
+NO_REPLICAS = "NOREPLICAS"
 
 
 class PrimaryConnection(SentinelManagedConnection):
@@ -71,6 +74,18 @@ class PrimaryConnection(SentinelManagedConnection):
         if not self.is_connected and self.connection_pool.is_master:
             self.host, self.port = await self.connection_pool.get_master_address()
         await super().connect_check_health(check_health, retry_socket_connect)
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        """A primary that refuses writes for want of replicas (`min-replicas-to-write`: cut
+        off from them, or replaced by one of them while it was still up) is left like a
+        demoted one: the connection closes, and its next use asks the sentinels again."""
+        try:
+            return await super().read_response(*args, **kwargs)
+        except ResponseError as err:
+            if NO_REPLICAS in str(err) and self.connection_pool.is_master:
+                await self.disconnect()
+                raise RedisConnectionError(f"the primary refuses writes: {err}") from err
+            raise
 
 
 class PrimarySSLConnection(PrimaryConnection, SSLConnection):

@@ -72,12 +72,22 @@ class SentinelSet:
 
 @contextmanager
 def sentinel_set(
-    folder: Path, replicas: int = 1, down_after_ms: int = 2000, failover_timeout_ms: int = 10000
+    folder: Path,
+    replicas: int = 1,
+    down_after_ms: int = 2000,
+    failover_timeout_ms: int = 10000,
+    min_replicas_to_write: int = 0,
 ) -> Iterator[SentinelSet]:
     """A primary, `replicas` replicas of it and three sentinels (quorum 2) watching it, settled
-    (the sentinels know each other and every replica); all killed at the end."""
+    (the sentinels know each other and every replica); all killed at the end. Each server
+    refuses writes as a primary with fewer than `min_replicas_to_write` replicas."""
     binary = redis_server_binary()
-    common = ["maxmemory-policy noeviction", "appendonly no"]
+    common = [
+        "maxmemory-policy noeviction",
+        "appendonly no",
+        f"min-replicas-to-write {min_replicas_to_write}",
+        "min-replicas-max-lag 10",
+    ]
     with ExitStack() as servers:
 
         def server(name: str, config: list[str]) -> Server:

@@ -1,11 +1,13 @@
 """Failover without lost jobs (issue 15): a Sentinel-guarded primary with two replicas (so the
 promoted one still has a replica to WAIT for) and a Sentinel trio, all real redis-server
-processes; a stack of 2 parser_svc replicas and a gateway on the redis+sentinel:// URL with
-DOCPARSE_REDIS_MIN_REPLICAS_ACK=1. 300 jobs are submitted (each with its request_id; the SDK
-retries UNAVAILABLE with the same one) while watchers record every version of a sample, and the
-primary is SIGKILLed mid-run. Sentinel promotes a replica; the stack follows it by itself.
-Every job ends SUCCEEDED exactly once with a readable result, no watcher sees a version go back
-or a terminal record followed by anything, and no request_id made two jobs.
+processes, each refusing writes as a primary without a replica (`min-replicas-to-write 1`, what
+the operations guide asks for); a stack of 2 parser_svc replicas and a gateway on the
+redis+sentinel:// URL with DOCPARSE_REDIS_MIN_REPLICAS_ACK=1. 300 jobs are submitted (each
+with its request_id; the SDK retries UNAVAILABLE with the same one) while watchers record every
+version of a sample, and the primary is SIGKILLed mid-run. Sentinel promotes a replica; the
+stack follows it by itself. Every job ends SUCCEEDED exactly once with a readable result, no
+watcher sees a version go back or a terminal record followed by anything, and no request_id
+made two jobs.
 
 A second test pins what the run may or may not hit: a wake-up marker the failover lost (BullMQ
 wakes an idle worker with it) costs one idle wait, never the job."""
@@ -44,7 +46,11 @@ KILL_AFTER = 100  # submitted jobs before the primary dies (and some ended): mos
 @pytest.fixture
 def servers(tmp_path: Path) -> Iterator[SentinelSet]:
     with sentinel_set(
-        tmp_path / "redis", replicas=2, down_after_ms=1000, failover_timeout_ms=5000
+        tmp_path / "redis",
+        replicas=2,
+        down_after_ms=1000,
+        failover_timeout_ms=5000,
+        min_replicas_to_write=1,
     ) as running:
         yield running
 
