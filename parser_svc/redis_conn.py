@@ -36,13 +36,14 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 import grpc
 import redis.asyncio as aioredis
 from redis.asyncio.connection import SSLConnection, UnixDomainSocketConnection, parse_url
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection
 from redis.exceptions import (
     AuthenticationError,
     AuthenticationWrongNumberOfArgsError,
     AuthorizationError,
     NoPermissionError,
     RedisError,
+    ResponseError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -54,6 +55,41 @@ log = logging.getLogger(__name__)
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
 DEFAULT_SENTINEL_PORT = 26379
+# Above BullMQ's longest blocking wait for a job (10 s; 5 s when idle).
+BULLMQ_READ_TIMEOUT_S = 15.0
+# The error a primary answers a write with when it has fewer replicas than min-replicas-to-write.
+NO_REPLICAS = "NOREPLICAS"
+
+
+class PrimaryConnection(SentinelManagedConnection):
+    """A connection to the primary Sentinel names, asked again on every reconnect. redis-py
+    asks the sentinels only when a pool hands a connection out; a client that holds one
+    connection for good (BullMQ's worker clients, `single_connection_client`) reconnects it
+    through `connect_check_health` at the address it had, and after a failover would dial the
+    dead primary forever (tests/test_failover.py)."""
+
+    async def connect_check_health(
+        self, check_health: bool = True, retry_socket_connect: bool = True
+    ) -> None:
+        if not self.is_connected and self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        await super().connect_check_health(check_health, retry_socket_connect)
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        """A primary that refuses writes for want of replicas (`min-replicas-to-write`: cut
+        off from them, or replaced by one of them while it was still up) is left like a
+        demoted one: the connection closes, and its next use asks the sentinels again."""
+        try:
+            return await super().read_response(*args, **kwargs)
+        except ResponseError as err:
+            if NO_REPLICAS in str(err) and self.connection_pool.is_master:
+                await self.disconnect()
+                raise RedisConnectionError(f"the primary refuses writes: {err}") from err
+            raise
+
+
+class PrimarySSLConnection(PrimaryConnection, SSLConnection):
+    """The same over TLS."""
 
 
 class RedisUrlError(ValueError):
@@ -238,11 +274,12 @@ class RedisTarget:
             primary: aioredis.Redis = self._sentinel(spec, options).master_for(
                 spec.service,
                 redis_class=aioredis.Redis,
+                connection_class=PrimarySSLConnection if self.tls else PrimaryConnection,
                 db=spec.db,
                 username=spec.username,
                 password=spec.password,
                 decode_responses=decode_responses,
-                **self._tls_kwargs(),
+                **self._tls_kwargs(flag=False),
                 **options,
             )
             return primary
@@ -254,10 +291,15 @@ class RedisTarget:
         """BullMQ's `connection` option: keyword arguments it gives redis.asyncio.Redis for each
         connection it opens (it adds decode_responses and its own long retries). Through
         Sentinel, a connection pool that follows the primary (BullMQ takes one connection of
-        it per client)."""
+        it per client). Reads may take longer than BullMQ's longest blocking wait: a wait cut
+        short by the socket timeout (redis-py's default, 5 s, is BullMQ's usual wait) never
+        reaches its look at the wait list, so a job whose wake-up marker was lost (popped by a
+        wait whose reply a failover lost) would wait for the next submit."""
+        timeout = {"socket_timeout": BULLMQ_READ_TIMEOUT_S}
         if self.scheme in SENTINEL_SCHEMES:
-            return {"connection_pool": self.client(decode_responses=True).connection_pool}
-        kwargs: dict[str, Any] = dict(parse_url(self.url))
+            pool = self.client(decode_responses=True, **timeout).connection_pool
+            return {"connection_pool": pool}
+        kwargs: dict[str, Any] = {**parse_url(self.url), **timeout}
         connection_class = kwargs.pop("connection_class", None)
         if connection_class is UnixDomainSocketConnection:
             kwargs["unix_socket_path"] = kwargs.pop("path")

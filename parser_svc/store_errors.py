@@ -2,7 +2,8 @@
 
 A Redis that does not answer (refused, timed out, loading, read-only) is UNAVAILABLE
 STATE_STORE_UNAVAILABLE, never NOT_FOUND; an error reply is STATE_STORE_FULL (OOM: retryable),
-STATE_STORE_NOT_REPLICATED (WAIT fell short) or INTERNAL STATE_STORE_ERROR. JobStore.call
+STATE_STORE_NOT_REPLICATED (WAIT fell short, or NOREPLICAS: the primary has fewer replicas than
+its min-replicas-to-write) or INTERNAL STATE_STORE_ERROR. JobStore.call
 (parser_svc/store.py) and the queue (parser_svc/queue.py) map their errors with these.
 """
 
@@ -14,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from docparse.errors import DocparseError
-from parser_svc.redis_conn import refusal_detail
+from parser_svc.redis_conn import NO_REPLICAS, refusal_detail
 
 # Errors that mean Redis did not answer (STATE_STORE_UNAVAILABLE), not that it refused a call.
 UNAVAILABLE_ERRORS = (
@@ -56,6 +57,13 @@ def store_error(err: RedisError) -> DocparseError:
             "STATE_STORE_NOT_REPLICATED",
             f"the write is on the Redis primary but {err}: retry the call (with the same "
             "request_id), it answers with what the first one did",
+        )
+    if NO_REPLICAS in str(err):
+        return DocparseError(
+            grpc.StatusCode.UNAVAILABLE,
+            "STATE_STORE_NOT_REPLICATED",
+            "the Redis primary refuses writes: fewer replicas in reach than its "
+            "min-replicas-to-write; retry the call (with the same request_id)",
         )
     if "OOM command not allowed" in str(err):
         return DocparseError(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,8 +16,10 @@ from typing import TypeVar
 import grpc
 import pymupdf
 
+from docparse.client import Client
 from docparse.errors import DocparseError
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from docparse.waiting import TERMINAL
 
 T = TypeVar("T")
 
@@ -115,3 +119,41 @@ class Up:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(60)
+
+
+class Recorder:
+    """Follows a job through the gateway in a thread (resuming broken streams, as the client
+    does) and keeps every record it saw."""
+
+    def __init__(self, target: str, job_id: str) -> None:
+        self.records: list[job_pb2.Job] = []
+        self.error: Exception | None = None
+        self._thread = threading.Thread(target=self._run, args=(target, job_id), daemon=True)
+        self._thread.start()
+
+    def _run(self, target: str, job_id: str) -> None:
+        try:
+            with Client(target) as client:
+                self.records.extend(client.watch(job_id))
+        except Exception as err:
+            self.error = err
+
+    def final(self, timeout: float = 120) -> job_pb2.Job:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the watch did not end"
+        assert self.error is None, self.error
+        return self.records[-1]
+
+    def assert_monotonic(self) -> None:
+        versions = [job.version for job in self.records]
+        assert all(a < b for a, b in itertools.pairwise(versions)), versions
+        dones = [job.progress.done for job in self.records]
+        assert dones == sorted(dones), dones
+
+    def assert_ends_once(self) -> None:
+        """Versions strictly increase and the one terminal record is the last: a terminal
+        state never goes back (nor is written twice)."""
+        versions = [job.version for job in self.records]
+        assert all(a < b for a, b in itertools.pairwise(versions)), versions
+        ended = [job.state in TERMINAL for job in self.records]
+        assert ended.count(True) == 1 and ended[-1], [job.state for job in self.records]

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import signal
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +19,7 @@ from docparse.errors import DocparseError
 from docparse.local.stack import Child, LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from tests.conftest import make_stack
-from tests.helpers import eventually, make_pdf, rpc_error, stub, submit
+from tests.helpers import Recorder, eventually, make_pdf, rpc_error, stub, submit
 
 CRASH_MARKER = "DOCPARSE-TEST-CRASH"
 MAX_ATTEMPTS = 3
@@ -52,36 +50,6 @@ def all_replicas_up(stack: LocalStack) -> Iterator[None]:
     for child in stack.parsers:
         if not child.alive():
             stack.restart(child)
-
-
-class Recorder:
-    """Follows a job through the gateway in a thread (resuming broken streams, as the client
-    does) and keeps every record it saw."""
-
-    def __init__(self, target: str, job_id: str) -> None:
-        self.records: list[job_pb2.Job] = []
-        self.error: Exception | None = None
-        self._thread = threading.Thread(target=self._run, args=(target, job_id), daemon=True)
-        self._thread.start()
-
-    def _run(self, target: str, job_id: str) -> None:
-        try:
-            with Client(target) as client:
-                self.records.extend(client.watch(job_id))
-        except Exception as err:
-            self.error = err
-
-    def final(self, timeout: float = 120) -> job_pb2.Job:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the watch did not end"
-        assert self.error is None, self.error
-        return self.records[-1]
-
-    def assert_monotonic(self) -> None:
-        versions = [job.version for job in self.records]
-        assert all(a < b for a, b in itertools.pairwise(versions)), versions
-        dones = [job.progress.done for job in self.records]
-        assert dones == sorted(dones), dones
 
 
 def status(address: str, job_id: str) -> job_pb2.Job:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -34,11 +33,17 @@ from docparse.local.embedded_redis import free_port, redis_server_binary
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
 from parser_svc.keys import Keys
-from parser_svc.redis_conn import RedisTarget, RedisUrlError
+from parser_svc.redis_conn import (
+    PrimaryConnection,
+    PrimarySSLConnection,
+    RedisTarget,
+    RedisUrlError,
+)
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
 from tests.conftest import make_stack
-from tests.helpers import eventually, make_pdf, submit, wait_terminal
+from tests.helpers import make_pdf, submit, wait_terminal
+from tests.redis_servers import SentinelSet, Server, sentinel_set
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "s3cret-Pa55:@/"  # characters a URL must encode
@@ -64,35 +69,6 @@ def tls_redis_server() -> str:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-class Server:
-    """One redis-server (or sentinel) child process, killed at the end."""
-
-    def __init__(self, binary: str, folder: Path, port: int, config: list[str]) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.port = port
-        self.config = folder / "redis.conf"
-        self.config.write_text(
-            "\n".join([f"dir {folder}", "bind 127.0.0.1", 'save ""', *config]) + "\n"
-        )
-        sentinel = any(line.startswith("sentinel ") for line in config)
-        self.proc = subprocess.Popen(
-            [binary, str(self.config), *(["--sentinel"] if sentinel else [])],
-            stdout=(folder / "server.log").open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        eventually(lambda: self.proc.poll() is not None or listening(port), 20, f"port {port}")
-        assert self.proc.poll() is None, (folder / "server.log").read_text()
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
 
 
 def parse_one(stack: LocalStack) -> job_pb2.Job:
@@ -335,69 +311,20 @@ async def test_credentials_refused_while_running_answer_unavailable_in_words(
 # --- Sentinel ----------------------------------------------------------------------------------
 
 
-@dataclass
-class SentinelSet:
-    primary: Server
-    replica: Server
-    sentinels: list[Server]
-
-    @property
-    def url(self) -> str:
-        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
-        return f"redis+sentinel://{hosts}/docparse/0"
-
-
 @pytest.fixture(scope="module")
-def sentinel_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSet]:
-    binary = redis_server_binary()
-    common = ["maxmemory-policy noeviction", "appendonly no"]
-    primary_port, replica_port = free_port(), free_port()
-    primary = Server(
-        binary, tmp_path_factory.mktemp("primary"), primary_port, [f"port {primary_port}", *common]
-    )
-    replica = Server(
-        binary,
-        tmp_path_factory.mktemp("replica"),
-        replica_port,
-        [f"port {replica_port}", *common, f"replicaof 127.0.0.1 {primary_port}"],
-    )
-    sentinels = []
-    try:
-        for i in range(3):
-            port = free_port()
-            config = [
-                f"port {port}",
-                f"sentinel monitor docparse 127.0.0.1 {primary_port} 2",
-                "sentinel down-after-milliseconds docparse 2000",
-                "sentinel failover-timeout docparse 10000",
-            ]
-            sentinels.append(Server(binary, tmp_path_factory.mktemp(f"sentinel{i}"), port, config))
-        ask = redis.Redis(port=sentinels[0].port, decode_responses=True)
-
-        def settled() -> bool:
-            master: dict[str, object] = ask.sentinel_master("docparse")  # type: ignore[assignment]
-            return master.get("num-other-sentinels") == 2 and master.get("num-slaves") == 1
-
-        eventually(
-            settled,
-            30,
-            "the sentinels to know each other and the replica",
-        )
-        ask.close()
-        yield SentinelSet(primary, replica, sentinels)
-    finally:
-        for server in (*sentinels, replica, primary):
-            server.stop()
+def sentinels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSet]:
+    with sentinel_set(tmp_path_factory.mktemp("sentinel-set")) as running:
+        yield running
 
 
-def test_a_stack_parses_a_job_through_sentinel(tmp_path: Path, sentinel_set: SentinelSet) -> None:
-    stack = make_stack(tmp_path, replicas=1, gateways=1, redis_url=sentinel_set.url)
+def test_a_stack_parses_a_job_through_sentinel(tmp_path: Path, sentinels: SentinelSet) -> None:
+    stack = make_stack(tmp_path, replicas=1, gateways=1, redis_url=sentinels.url)
     stack.start()
     try:
         done = parse_one(stack)
     finally:
         stack.stop()
-    with redis.Redis(port=sentinel_set.primary.port) as primary:
+    with redis.Redis(port=sentinels.primary.port) as primary:
         assert primary.exists(Keys("test").job(done.job_id))
 
 
@@ -420,3 +347,13 @@ def test_sentinel_urls_parse_and_bad_ones_say_why() -> None:
     ]:
         with pytest.raises(RedisUrlError, match=words):
             RedisTarget(bad).validate()
+
+
+def test_sentinel_connections_ask_the_sentinels_on_every_reconnect() -> None:
+    """tests/test_failover.py shows why (BullMQ's clients hold one connection for good); here,
+    that TLS through Sentinel gets the same connection, with TLS."""
+    plain = RedisTarget("redis+sentinel://127.0.0.1:1/docparse/0").client().connection_pool
+    assert plain.connection_class is PrimaryConnection
+    tls = RedisTarget("rediss+sentinel://127.0.0.1:1/docparse/0").client().connection_pool
+    assert tls.connection_class is PrimarySSLConnection
+    assert tls.connection_kwargs["ssl_check_hostname"] is True

@@ -22,6 +22,7 @@ from docparse.local.embedded_redis import EmbeddedRedis, free_port, redis_server
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
 from tests.helpers import eventually
+from tests.redis_servers import Server
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +115,23 @@ async def test_a_terminal_write_waits_for_a_replica(pair: tuple[EmbeddedRedis, i
     # The worker's retry finds its own write: DONE.
     assert (await store.finish(job_id, "w1", "SUCCEEDED", {"res_sha256": "x"})).status == "DONE"
     await store.client.aclose()
+
+
+async def test_a_primary_without_its_replicas_refuses_retryably(tmp_path: Path) -> None:
+    """`min-replicas-to-write` (docs/operations.md, failover): a primary cut off from its
+    replicas refuses every write with NOREPLICAS; a caller hears UNAVAILABLE and retries."""
+    port = free_port()
+    server = Server(
+        redis_server_binary(), tmp_path, port, [f"port {port}", "min-replicas-to-write 1"]
+    )
+    settings = Settings(redis_url=f"redis://127.0.0.1:{port}/0", env="alone")
+    store = JobStore(connect(settings), settings)
+    try:
+        with pytest.raises(DocparseError) as refused:
+            await store.create(uuid.uuid4().hex, {"file_name": "a.pdf"})
+        assert (refused.value.code, refused.value.reason) == (
+            grpc.StatusCode.UNAVAILABLE, "STATE_STORE_NOT_REPLICATED")  # fmt: skip
+        assert "min-replicas-to-write" in refused.value.message
+    finally:
+        await store.client.aclose()
+        server.stop()
