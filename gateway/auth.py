@@ -16,6 +16,9 @@ class GatewayAuth:
         self.required = settings.auth == "required"
         self.keys = ApiKeys.load(settings.api_keys, settings.api_keys_file)
         self.internal_token = settings.internal_token
+        # Identity metadata per caller, built once: the limits header is JSON, and the callers
+        # are the configured keys' (and dev mode's one).
+        self._identities: dict[Caller, tuple[tuple[str, str], ...]] = {}
 
     def caller(self, metadata: Iterable[tuple[str, str | bytes]]) -> Caller:
         """The caller's tenant and limits; DocparseError UNAUTHENTICATED without a valid key."""
@@ -30,4 +33,8 @@ class GatewayAuth:
         kept = [
             (k, v) for k, v in incoming if not k.startswith(RESERVED_PREFIX) and k not in _DROPPED
         ]
-        return [*kept, *identity_metadata(caller, self.internal_token)]
+        identity = self._identities.get(caller)
+        if identity is None:
+            identity = tuple(identity_metadata(caller, self.internal_token))
+            self._identities[caller] = identity
+        return [*kept, *identity]
