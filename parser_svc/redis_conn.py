@@ -35,20 +35,29 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import grpc
 import redis.asyncio as aioredis
-from redis.asyncio.connection import SSLConnection, UnixDomainSocketConnection, parse_url
-from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection
+from redis.asyncio.connection import (
+    BlockingConnectionPool,
+    SSLConnection,
+    UnixDomainSocketConnection,
+    parse_url,
+)
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.exceptions import (
     AuthenticationError,
     AuthenticationWrongNumberOfArgsError,
     AuthorizationError,
     NoPermissionError,
     RedisError,
-    ResponseError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from docparse.errors import DocparseError
 from docparse_server import serving
+from parser_svc.redis_sentinel import (
+    BlockingSentinelPool,
+    PrimaryConnection,
+    PrimarySSLConnection,
+)
 from parser_svc.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -57,39 +66,6 @@ SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
 DEFAULT_SENTINEL_PORT = 26379
 # Above BullMQ's longest blocking wait for a job (10 s; 5 s when idle).
 BULLMQ_READ_TIMEOUT_S = 15.0
-# The error a primary answers a write with when it has fewer replicas than min-replicas-to-write.
-NO_REPLICAS = "NOREPLICAS"
-
-
-class PrimaryConnection(SentinelManagedConnection):
-    """A connection to the primary Sentinel names, asked again on every reconnect. redis-py
-    asks the sentinels only when a pool hands a connection out; a client that holds one
-    connection for good (BullMQ's worker clients, `single_connection_client`) reconnects it
-    through `connect_check_health` at the address it had, and after a failover would dial the
-    dead primary forever (tests/test_failover.py)."""
-
-    async def connect_check_health(
-        self, check_health: bool = True, retry_socket_connect: bool = True
-    ) -> None:
-        if not self.is_connected and self.connection_pool.is_master:
-            self.host, self.port = await self.connection_pool.get_master_address()
-        await super().connect_check_health(check_health, retry_socket_connect)
-
-    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        """A primary that refuses writes for want of replicas (`min-replicas-to-write`: cut
-        off from them, or replaced by one of them while it was still up) is left like a
-        demoted one: the connection closes, and its next use asks the sentinels again."""
-        try:
-            return await super().read_response(*args, **kwargs)
-        except ResponseError as err:
-            if NO_REPLICAS in str(err) and self.connection_pool.is_master:
-                await self.disconnect()
-                raise RedisConnectionError(f"the primary refuses writes: {err}") from err
-            raise
-
-
-class PrimarySSLConnection(PrimaryConnection, SSLConnection):
-    """The same over TLS."""
 
 
 class RedisUrlError(ValueError):
@@ -266,14 +242,26 @@ class RedisTarget:
                 sentinel_kwargs[key] = options[key]
         return Sentinel(list(spec.hosts), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
 
-    def client(self, *, decode_responses: bool = False, **options: Any) -> aioredis.Redis:
+    def client(
+        self,
+        *,
+        decode_responses: bool = False,
+        max_connections: int | None = None,
+        pool_timeout_s: float | None = None,
+        **options: Any,
+    ) -> aioredis.Redis:
         """A client (a pool of connections) to the primary; `options` as redis.asyncio.Redis
-        takes them (timeouts, retries)."""
+        takes them. With `max_connections`, a call that finds them all in use waits up to
+        `pool_timeout_s` for one (redis-py's default pool raises at once beyond 100)."""
+        if max_connections is not None:
+            options |= {"max_connections": max_connections, "timeout": pool_timeout_s}
         if self.scheme in SENTINEL_SCHEMES:
             spec = self.sentinel_spec()
+            pool_class = BlockingSentinelPool if max_connections else SentinelConnectionPool
             primary: aioredis.Redis = self._sentinel(spec, options).master_for(
                 spec.service,
                 redis_class=aioredis.Redis,
+                connection_pool_class=pool_class,
                 connection_class=PrimarySSLConnection if self.tls else PrimaryConnection,
                 db=spec.db,
                 username=spec.username,
@@ -283,9 +271,10 @@ class RedisTarget:
                 **options,
             )
             return primary
-        return aioredis.Redis.from_url(
-            self.url, decode_responses=decode_responses, **self._tls_kwargs(flag=False), **options
-        )
+        options |= {"decode_responses": decode_responses, **self._tls_kwargs(flag=False)}
+        if max_connections is not None:
+            return aioredis.Redis.from_pool(BlockingConnectionPool.from_url(self.url, **options))
+        return aioredis.Redis.from_url(self.url, **options)
 
     def bullmq_connection(self) -> dict[str, Any]:
         """BullMQ's `connection` option: keyword arguments it gives redis.asyncio.Redis for each
@@ -295,11 +284,10 @@ class RedisTarget:
         short by the socket timeout (redis-py's default, 5 s, is BullMQ's usual wait) never
         reaches its look at the wait list, so a job whose wake-up marker was lost (popped by a
         wait whose reply a failover lost) would wait for the next submit."""
-        timeout = {"socket_timeout": BULLMQ_READ_TIMEOUT_S}
         if self.scheme in SENTINEL_SCHEMES:
-            pool = self.client(decode_responses=True, **timeout).connection_pool
-            return {"connection_pool": pool}
-        kwargs: dict[str, Any] = {**parse_url(self.url), **timeout}
+            client = self.client(decode_responses=True, socket_timeout=BULLMQ_READ_TIMEOUT_S)
+            return {"connection_pool": client.connection_pool}
+        kwargs: dict[str, Any] = {**parse_url(self.url), "socket_timeout": BULLMQ_READ_TIMEOUT_S}
         connection_class = kwargs.pop("connection_class", None)
         if connection_class is UnixDomainSocketConnection:
             kwargs["unix_socket_path"] = kwargs.pop("path")

@@ -31,6 +31,10 @@ class Settings(BaseSettings):
 
     # A state store call that takes longer than this fails with STATE_STORE_UNAVAILABLE.
     redis_timeout_s: float = 2.0
+    # Connections of a replica's state store pool at most. More concurrent calls (a burst of
+    # GetStatus, thousands of WatchJob resync reads) wait for a free one, up to
+    # `redis_timeout_s`, instead of failing (redis-py's own pool refuses call 101 at once).
+    redis_max_connections: int = 100
     # Durability across a Redis failover (replication is asynchronous): creates and terminal
     # writes wait (WAIT) until this many replicas have them, up to `redis_replica_wait_ms`;
     # short of that the call answers UNAVAILABLE STATE_STORE_NOT_REPLICATED and is retried.

@@ -49,8 +49,11 @@ def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.R
     """A client whose calls fail fast instead of hanging when Redis is away. One immediate
     retry on a broken connection replaces pooled connections that died with a Redis restart;
     a Redis that is really down still fails at once (connection refused). Any URL of
-    parser_svc/redis_conn.py (TLS, ACL user, Sentinel)."""
+    parser_svc/redis_conn.py (TLS, ACL user, Sentinel). At most `redis_max_connections`
+    connections: a call beyond them waits for one (as long as a slow Redis may take)."""
     return RedisTarget.of(settings).client(
+        max_connections=settings.redis_max_connections,
+        pool_timeout_s=settings.redis_timeout_s,
         decode_responses=decode_responses,
         socket_timeout=settings.redis_timeout_s,
         socket_connect_timeout=settings.redis_timeout_s,

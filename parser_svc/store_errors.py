@@ -15,7 +15,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from docparse.errors import DocparseError
-from parser_svc.redis_conn import NO_REPLICAS, refusal_detail
+from parser_svc.redis_conn import refusal_detail
+from parser_svc.redis_sentinel import NO_REPLICAS
 
 # Errors that mean Redis did not answer (STATE_STORE_UNAVAILABLE), not that it refused a call.
 UNAVAILABLE_ERRORS = (

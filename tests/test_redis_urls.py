@@ -33,12 +33,8 @@ from docparse.local.embedded_redis import free_port, redis_server_binary
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
 from parser_svc.keys import Keys
-from parser_svc.redis_conn import (
-    PrimaryConnection,
-    PrimarySSLConnection,
-    RedisTarget,
-    RedisUrlError,
-)
+from parser_svc.redis_conn import RedisTarget, RedisUrlError
+from parser_svc.redis_sentinel import PrimaryConnection, PrimarySSLConnection
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
 from tests.conftest import make_stack
