@@ -16,7 +16,7 @@ import grpc
 
 from docparse.errors import DocparseError
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
-from docparse_server import loops, observability, serving, tracing
+from docparse_server import gc_pacing, loops, observability, serving, tracing
 from docparse_server.serving import (
     ErrorInterceptor,
     ServedByInterceptor,
@@ -103,8 +103,12 @@ async def serve(settings: Settings) -> None:
     # streams triggers one) walk only what calls allocate. With 1,000 streams opening, the
     # pause went from ~90 ms to ~50 ms (bench/README.md).
     gc.freeze()
+    pacer = asyncio.create_task(
+        gc_pacing.pace(settings.gc_freeze_every_s, settings.gc_full_every_s)
+    )
 
     await stop.wait()
+    pacer.cancel()
     log.info("parser_svc draining")
     await set_serving(health, [SERVICE_NAME], False)
     hub.close_streams()

@@ -148,6 +148,11 @@ class Settings(BaseSettings):
 
     # WatchJob: re-read the record this often (pub/sub is at-most-once) ...
     watch_resync_s: float = 5.0
+    # Garbage-collector pacing (docparse_server/gc_pacing.py): what survived is frozen this
+    # often, and everything is collected once every `gc_full_every_s`. 0 = Python's collector
+    # as it is (full collections then pause the loop ~0.3 s every few seconds at 5,000 streams).
+    gc_freeze_every_s: float = 1.0
+    gc_full_every_s: float = 600.0
     # ... and send a heartbeat on a stream idle this long.
     watch_heartbeat_s: float = 15.0
     # Open WatchJob + WatchBatch streams one tenant may hold on this replica (an API key's
