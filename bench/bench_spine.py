@@ -143,7 +143,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 # The baseline right before each WatchJob repetition, under the same noise.
                 pubsub_reps.append(await bench_pubsub(stack.redis_url, args, work, redis_pid))
                 log(f"raw pub/sub rep {rep}: {pubsub_reps[-1]['from_ack']}")
-                watch_reps.append(await bench_watch(stack, args, work))
+                via = stack.gateway_addresses if args.watch_via == "gateway" else None
+                watch_reps.append(await bench_watch(stack, args, work, targets=via))
                 log(
                     f"WatchJob rep {rep}: {watch_reps[-1]['from_ack']} "
                     f"other {watch_reps[-1]['other_cores']} cores"

@@ -54,6 +54,12 @@ def add_watch_options(
     parser.add_argument("--watch-rate", type=float, default=rate, help="state writes per second")
     parser.add_argument("--watch-clients", type=int, default=2, help="watch client processes")
     parser.add_argument("--watch-channels", type=int, default=8, help="channels per client")
+    parser.add_argument(
+        "--watch-via",
+        choices=("parser", "gateway"),
+        default="parser",
+        help="open the streams on the parser_svc replica or through the gateway",
+    )
 
 
 async def watch_client(target: str, job_ids: list[str], channels: int) -> dict[str, Any]:
