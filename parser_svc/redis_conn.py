@@ -257,7 +257,8 @@ class RedisTarget:
             options |= {"max_connections": max_connections, "timeout": pool_timeout_s}
         if self.scheme in SENTINEL_SCHEMES:
             spec = self.sentinel_spec()
-            pool_class = BlockingSentinelPool if max_connections else SentinelConnectionPool
+            blocking = max_connections is not None
+            pool_class = BlockingSentinelPool if blocking else SentinelConnectionPool
             primary: aioredis.Redis = self._sentinel(spec, options).master_for(
                 spec.service,
                 redis_class=aioredis.Redis,

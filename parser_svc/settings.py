@@ -148,13 +148,13 @@ class Settings(BaseSettings):
 
     # WatchJob: re-read the record this often (pub/sub is at-most-once) ...
     watch_resync_s: float = 5.0
+    # ... and send a heartbeat on a stream idle this long.
+    watch_heartbeat_s: float = 15.0
     # Garbage-collector pacing (docparse_server/gc_pacing.py): what survived is frozen this
     # often, and everything is collected once every `gc_full_every_s`. 0 = Python's collector
     # as it is (full collections then pause the loop ~0.3 s every few seconds at 5,000 streams).
     gc_freeze_every_s: float = 1.0
     gc_full_every_s: float = 600.0
-    # ... and send a heartbeat on a stream idle this long.
-    watch_heartbeat_s: float = 15.0
     # Open WatchJob + WatchBatch streams one tenant may hold on this replica (an API key's
     # `max_streams` overrides it; 0 = unlimited). Beyond it: RESOURCE_EXHAUSTED
     # TOO_MANY_STREAMS, before the stream reads anything. The gateway's SSE streams hold one
@@ -225,7 +225,10 @@ class Settings(BaseSettings):
             ocr_max_side_px=self.ocr_max_side_px,
             ocr_min_chars=self.ocr_min_chars,
             ocr_threads=self.ocr_threads,
-            ocr_page_threads=self.ocr_page_threads or usable_cpus(),
+            # The worker names it per job; cgroup files are read only when it does not.
+            ocr_page_threads=per_job.pop("ocr_page_threads", 0)
+            or self.ocr_page_threads
+            or usable_cpus(),
             pdf_tables=self.pdf_tables,
             antiword=self.antiword,
             page_delay_ms=self.parse_page_delay_ms,
