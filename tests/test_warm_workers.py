@@ -247,9 +247,14 @@ async def test_a_launch_cancelled_mid_answer_does_not_mix_up_the_next_job(tmp_pa
         output = tmp_path / "second.pb"
         child = await server.launch(["pdf", str(second), str(output), "60", "2048"])
         assert child is not None
-        # The child it answered with is the one made for this request (it waits for its
-        # options, so it is alive and named after its document).
-        assert str(second).encode() in _children(os.getpid())[child.pid]
+        # The child it answered with is the one made for this request: alive (it waits for its
+        # options) and, once it has renamed itself (right after the fork, so the fork server's
+        # reply can come first), named after its document.
+        eventually(
+            lambda: str(second).encode() in _children(os.getpid()).get(child.pid, b""),
+            10,
+            f"the child {child.pid} named after {second.name}",
+        )
         await child.send(b"{}")
         events = [json.loads(line) async for line in child.stdout]
         assert await child.wait() == 0 and events[-1]["event"] == "done", events
