@@ -8,7 +8,8 @@ to the assets directory) and reports on stdout, one JSON object per line:
   {"event": "progress", "done": 3, "total": 10, "stage": "text"}
   {"event": "done", "pages": 10, "chars": 12345}
   {"event": "failed", "reason": "CORRUPT_DOCUMENT", "message": "..."}
-Exit code 0 after "done" or "failed"; anything else is a crash.
+Exit code 0 after "done" or "failed"; 141 when the worker closed stdout (it stopped listening:
+the job was cancelled or timed out); anything else is a crash.
 """
 
 from __future__ import annotations
@@ -42,9 +43,20 @@ PARSERS = ("pdf", "docx", "doc", "xlsx", "xls", "pptx")
 PR_SET_PDEATHSIG = 1
 
 
+# The exit status of a child whose worker stopped listening (128 + SIGPIPE, as a shell shows a
+# process killed by a broken pipe).
+WORKER_GONE_EXIT = 141
+
+
 def _emit(**event: object) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, ConnectionResetError):
+        # The worker closed our end: it has given up on this job (cancelled, timed out, or it is
+        # stopping) and reads nothing more. Leave at once and quietly: no traceback in the
+        # worker's log for an ordinary cancel, and no parsing for nobody.
+        os._exit(WORKER_GONE_EXIT)
 
 
 # Each progress event becomes a state-store write and an event to every watcher. Pages that
