@@ -27,8 +27,9 @@
 -- ARGV[14] publishing: '' publishes every change (steps 5-6); 'quiet' changes the record and
 --          its version but publishes nothing (a worker's claim: the worker's next write, at most
 --          a progress interval later, or its terminal write, publishes the record);
---          'announce' also publishes the current record when nothing changed (NOOP), so the
---          write that follows a quiet one always tells watchers (a version they have not seen)
+--          'announce' also publishes the current record when nothing changed (NOOP) and that
+--          version is not published yet, so the write that follows a quiet one always tells
+--          watchers (a version they have not seen), and each version is published once
 -- Returns {status, version}: OK | DONE | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH;
 -- a claim that is in (OK or DONE) adds the record as a flat field/value list (no second read).
 -- Loaded after lib/publish.lua (publish_record): parser_svc/lua_scripts.py.
@@ -150,7 +151,9 @@ if op == 'progress' and patch['stage'] and new_done >= done and patch['stage'] ~
   changed = true
 end
 if not changed then
-  if publishing == 'announce' then
+  -- Not when this version is out already: a re-run of an announce (a retry after a lost reply)
+  -- would tell watchers the same version twice.
+  if publishing == 'announce' and redis.call('HGET', KEYS[1], 'published') ~= cur[2] then
     if KEYS[4] ~= '' then publish_batch(tonumber(redis.call('HGET', KEYS[4], 'version') or '0')) end
     publish_record(KEYS[1], ARGV[4])
   end
