@@ -255,5 +255,7 @@ def test_random_lost_and_late_replies_keep_every_invariant(
         channel.close()
     assert min(fired.values()) >= MIN_FAULTS and len(job_ids) >= JOBS
     assert zombies == [] and missing_results == [] and broken_batches == []
-    assert regressions == [] and twice == []
+    assert regressions == [] and twice == [], {  # what each such job published, in order
+        j: log.versions[j] for j in [*regressions, *twice]
+    }
     assert not failed, [(j.job_id, j.error.reason, j.error.message) for j in failed]
