@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import Message
 
+from docparse.aio_status import keep_server_status_on_failed_writes
 from docparse.errors import DocparseError
 from docparse.v1 import parser_service_pb2_grpc
 
@@ -64,6 +65,8 @@ def credentials_metadata(api_key: str) -> tuple[tuple[str, str], ...]:
 def open_channel(target: str, tls_root_cert: bytes | None, aio: bool) -> Any:
     """Plaintext, or TLS when a root certificate (PEM) is given (b"" uses the system roots)."""
     module: Any = grpc.aio if aio else grpc
+    if aio:  # an upload the server refuses early says why, not INTERNAL (aio_status.py)
+        keep_server_status_on_failed_writes()
     if tls_root_cert is None:
         return module.insecure_channel(target, options=CHANNEL_OPTIONS)
     credentials = grpc.ssl_channel_credentials(root_certificates=tls_root_cert or None)

@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
+from docparse.aio_status import keep_server_status_on_failed_writes
 from docparse.errors import DocparseError
 from docparse_server import tracing
 from docparse_server.serving import SERVED_BY_KEY, abort, served_by_metadata
@@ -45,6 +46,9 @@ def upstream_target(backends: str) -> str:
 
 
 def upstream_channel(backends: str, max_message_bytes: int) -> grpc.aio.Channel:
+    # An upload parser_svc refuses on its header is relayed with its status, not as INTERNAL
+    # (a write racing the refusal: docparse/aio_status.py).
+    keep_server_status_on_failed_writes()
     config: dict[str, Any] = {"loadBalancingConfig": [{"round_robin": {}}]}
     return grpc.aio.insecure_channel(
         upstream_target(backends),
