@@ -130,10 +130,6 @@ class ClusterSet:
     primaries: list[Server]
     replicas: list[Server]
 
-    @property
-    def ports(self) -> list[int]:
-        return [s.port for s in [*self.primaries, *self.replicas]]
-
 
 def _command(client: redis.Redis, *args: object) -> Any:
     """A command redis-py has no typed method for (CLUSTER ...)."""

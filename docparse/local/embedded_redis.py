@@ -108,12 +108,7 @@ class EmbeddedRedis:
             return False
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.proc is None:
-            if self._held is not None:
-                self._held.release()
-            self.lock.release()
-            return
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(timeout)

@@ -217,8 +217,8 @@ class LocalStack:
             *([http_port] if http_port else []),
         ]
         # Reserved until stop(): no other process is handed one of them meanwhile (ports.py).
-        self.held_ports = HeldPorts(3 * replicas + 3 * gateways + 1, exclude=given)
-        drawn = iter(self.held_ports.ports)
+        self._held_ports = HeldPorts(3 * replicas + 3 * gateways + 1, exclude=given)
+        drawn = iter(self._held_ports.ports)
         self.redis_port = next(drawn)
         self.parsers = [
             self._child("parser_svc", i, next(drawn), "parser_svc", "DOCPARSE_LISTEN")
@@ -281,7 +281,7 @@ class LocalStack:
         PORT_IN_USE (a child's port is taken), CHILD_EXITED (a child died while starting)."""
         try:
             self.lock.acquire()
-            self.held_ports.hold()
+            self._held_ports.hold()
             if not self.redis_url:
                 self.redis = EmbeddedRedis(self.data_dir / "redis", self.redis_port)
                 self.redis.start()
@@ -377,7 +377,7 @@ class LocalStack:
             child.stop()
         if self.redis is not None:
             self.redis.stop()
-        self.held_ports.release()
+        self._held_ports.release()
         self.lock.release()
 
     def __enter__(self) -> LocalStack:
