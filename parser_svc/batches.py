@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
@@ -56,6 +55,13 @@ class Batches:
         self.submitter = submitter
         self.followers = BatchFollowers(hub, store.keys, self)
 
+    def new_id(self, request_id: str) -> str:
+        """A new batch id; on Redis Cluster in the cell of the caller's request_id (a retry
+        finds the first batch there), else a random cell."""
+        keys = self.store.keys
+        cell = keys.place(current_tenant() or DEFAULT_TENANT, request_id) if request_id else ""
+        return keys.new_id(cell)
+
     async def create(
         self,
         files: Sequence[parser_service_pb2.BatchFile],
@@ -76,7 +82,7 @@ class Batches:
             except DocparseError as err:
                 raise file_error(index, item.file_name, err) from None
         await self.submitter.check_rate(len(files))
-        batch_id = uuid.uuid4().hex
+        batch_id = self.new_id(request_id)
         stored: list[StoredFile] = []
         try:
             for index, item in enumerate(files):

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 
 from docparse.errors import DocparseError, store_failure, store_unavailable
 from parser_svc import observability
+from parser_svc.redis_cluster import pubsub
 from parser_svc.redis_conn import RedisTarget
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,7 @@ class EventHub:
 
     async def _connect(self) -> None:
         self._client = self._target.client(socket_connect_timeout=self._timeout_s, retry=None)
-        self._pubsub = self._client.pubsub()
+        self._pubsub = await pubsub(self._client)
         # A placeholder subscription gives the connection something to listen on at once.
         await self._pubsub.subscribe("docparse:hub:alive")
         if self._channels:

@@ -155,7 +155,7 @@ class JobListing:
         return response
 
     async def _batch_created_ms(self, tenant: str, batch_id: str) -> int:
-        if not batch_id.isascii() or not batch_id.isalnum() or len(batch_id) > 64:
+        if not batch_id.isascii() or not batch_id.replace("_", "").isalnum() or len(batch_id) > 64:
             raise invalid("INVALID_JOB_ID", f"not a batch id: {batch_id[:80]!r}")
         meta = await self.store.batch_fields(batch_id, ["tenant", "create_ms"])
         owner, created = meta.get("tenant"), meta.get("create_ms")

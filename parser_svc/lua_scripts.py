@@ -16,10 +16,12 @@ from importlib import resources
 from typing import Any, Literal
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from docparse.v1 import job_pb2
 from parser_svc.records import record_to_job
+from parser_svc.redis_cluster import run_on_slot_owner
 from parser_svc.store_errors import NotReplicated
 
 WriteStatus = Literal["OK", "DONE", "NOOP", "NOT_FOUND", "TERMINAL", "FENCED", "BAD_PATCH"]
@@ -47,6 +49,12 @@ class LuaScript:
         """The script's reply. With `replicas`, the script and a WAIT go on one connection
         (a pipeline): the reply is returned once that many replicas have the write, else
         NotReplicated (the primary has it; a failover now could lose it)."""
+        if isinstance(client, RedisCluster):  # to its slot's primary: redis_cluster.py
+            script = (self.sha, self.source)
+            reply, acked = await run_on_slot_owner(client, script, keys, args, replicas, wait_ms)
+            if acked < replicas:
+                raise NotReplicated(acked, replicas)
+            return reply
         if not replicas:
             try:
                 reply = await client.evalsha(self.sha, len(keys), *keys, *args)
@@ -71,9 +79,10 @@ class LuaScript:
         raise NoScriptError("the script could not be loaded")
 
 
-CREATE_JOB = LuaScript("create_job.lua", uses=("publish", "job_index"))
-CREATE_BATCH = LuaScript("create_batch.lua", uses=("job_index",))
-UPDATE_JOB = LuaScript("update_job.lua", uses=("publish",))
+CREATE_JOB = LuaScript("create_job.lua", uses=("keys", "tags", "publish", "job_index"))
+CREATE_BATCH = LuaScript("create_batch.lua", uses=("keys", "tags", "job_index"))
+INDEX_JOBS = LuaScript("index_jobs.lua", uses=("tags", "job_index"))
+UPDATE_JOB = LuaScript("update_job.lua", uses=("keys", "publish"))
 LEASE = LuaScript("lease.lua")
 
 

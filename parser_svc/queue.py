@@ -22,7 +22,7 @@ def bullmq_options(settings: Settings) -> dict[str, Any]:
     user, Sentinel: parser_svc/redis_conn.py)."""
     return {
         "connection": RedisTarget.of(settings).bullmq_connection(),
-        "prefix": Keys(settings.env).queue_prefix,
+        "prefix": Keys.of(settings).queue_prefix,
     }
 
 

@@ -15,6 +15,11 @@ URLs (user and password URL-encoded):
                                                     and password are the primary's, the query's
                                                     the sentinels' own (most have none)
     rediss+sentinel://...                           the same, TLS to sentinels and primary
+    redis+cluster://[[user]:password@]host:port[,host:port...]
+                                                    Redis Cluster: any of its nodes (more than
+                                                    one, so a start finds one up); the client
+                                                    learns the rest and follows failovers
+    rediss+cluster://...                            the same over TLS
 
 A server's certificate is checked against the CA and the host name (or IP) in the URL: there is
 no switch to turn that off. What an operator must fix (a URL that is not one of these, TLS files
@@ -53,6 +58,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from docparse.errors import DocparseError
 from docparse_server import serving
+from parser_svc.redis_cluster import cluster_client
 from parser_svc.redis_sentinel import (
     BlockingSentinelPool,
     PrimaryConnection,
@@ -62,7 +68,8 @@ from parser_svc.settings import Settings
 
 log = logging.getLogger(__name__)
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
-SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES, *CLUSTER_SCHEMES)
 DEFAULT_SENTINEL_PORT = 26379
 # Above BullMQ's longest blocking wait for a job (10 s; 5 s when idle).
 BULLMQ_READ_TIMEOUT_S = 15.0
@@ -107,7 +114,11 @@ class RedisTarget:
 
     @property
     def tls(self) -> bool:
-        return self.scheme in ("rediss", "rediss+sentinel")
+        return self.scheme in ("rediss", "rediss+sentinel", "rediss+cluster")
+
+    @property
+    def cluster(self) -> bool:
+        return self.scheme in CLUSTER_SCHEMES
 
     def redacted(self) -> str:
         """The URL without its passwords, for logs and errors."""
@@ -133,6 +144,8 @@ class RedisTarget:
             )
         if self.scheme in SENTINEL_SCHEMES:
             self.sentinel_spec()
+        elif self.cluster:
+            self.cluster_spec()
         else:
             try:
                 parse_url(self.url)
@@ -183,11 +196,10 @@ class RedisTarget:
             "ssl_keyfile": str(self.tls_key_file) if self.tls_key_file else None,
         }
 
-    def sentinel_spec(self) -> SentinelSpec:
-        """The parts of a redis+sentinel:// URL; RedisUrlError when it is not one."""
-        parts = urlsplit(self.url)
+    def _hosts(self, default_port: int) -> tuple[list[tuple[str, int]], str | None, str | None]:
+        """The host:port list of a sentinel or cluster URL, and its user and password."""
         where = f"DOCPARSE_REDIS_URL {self.redacted()!r}"
-        netloc = parts.netloc
+        netloc = urlsplit(self.url).netloc
         username = password = None
         if "@" in netloc:
             userinfo, netloc = netloc.rsplit("@", 1)
@@ -196,19 +208,37 @@ class RedisTarget:
             password = unquote(secret) or None
         hosts = []
         for item in netloc.split(","):
-            host, port = item.strip(), DEFAULT_SENTINEL_PORT
+            host, port = item.strip(), default_port
             if host.startswith("["):  # [::1]:26379
                 bracketed, _, rest = host[1:].partition("]")
                 host, port_text = bracketed, rest.removeprefix(":")
             else:
                 host, _, port_text = host.partition(":")
             try:
-                port = int(port_text) if port_text else DEFAULT_SENTINEL_PORT
+                port = int(port_text) if port_text else default_port
             except ValueError:
                 raise RedisUrlError(f"{where}: {item!r} is not host:port") from None
             if not host:
-                raise RedisUrlError(f"{where}: a sentinel without a host")
+                raise RedisUrlError(f"{where}: a node without a host")
             hosts.append((host, port))
+        return hosts, username, password
+
+    def cluster_spec(self) -> tuple[list[tuple[str, int]], str | None, str | None]:
+        """The seed nodes, user and password of a redis+cluster:// URL; RedisUrlError when
+        it is not one (a cluster has database 0 only, and no parameters are known)."""
+        parts = urlsplit(self.url)
+        if parts.path.strip("/") not in ("", "0") or parts.query:
+            raise RedisUrlError(
+                f"DOCPARSE_REDIS_URL {self.redacted()!r}: a cluster URL is "
+                "redis+cluster://[user:password@]host:port[,host:port...] (database 0 only)"
+            )
+        return self._hosts(6379)
+
+    def sentinel_spec(self) -> SentinelSpec:
+        """The parts of a redis+sentinel:// URL; RedisUrlError when it is not one."""
+        parts = urlsplit(self.url)
+        where = f"DOCPARSE_REDIS_URL {self.redacted()!r}"
+        hosts, username, password = self._hosts(DEFAULT_SENTINEL_PORT)
         segments = [unquote(s) for s in parts.path.split("/") if s]
         if not segments or len(segments) > 2:
             raise RedisUrlError(f"{where}: the path must be /<service name>[/<db>]")
@@ -253,6 +283,17 @@ class RedisTarget:
         """A client (a pool of connections) to the primary; `options` as redis.asyncio.Redis
         takes them. With `max_connections`, a call that finds them all in use waits up to
         `pool_timeout_s` for one (redis-py's default pool raises at once beyond 100)."""
+        if self.cluster:
+            hosts, username, password = self.cluster_spec()
+            return cluster_client(
+                hosts,
+                max_connections,
+                username=username,
+                password=password,
+                decode_responses=decode_responses,
+                **self._tls_kwargs(),
+                **options,
+            )
         if max_connections is not None:
             options |= {"max_connections": max_connections, "timeout": pool_timeout_s}
         if self.scheme in SENTINEL_SCHEMES:
@@ -277,7 +318,7 @@ class RedisTarget:
             return aioredis.Redis.from_pool(BlockingConnectionPool.from_url(self.url, **options))
         return aioredis.Redis.from_url(self.url, **options)
 
-    def bullmq_connection(self) -> dict[str, Any]:
+    def bullmq_connection(self) -> dict[str, Any] | aioredis.Redis:
         """BullMQ's `connection` option: keyword arguments it gives redis.asyncio.Redis for each
         connection it opens (it adds decode_responses and its own long retries). Through
         Sentinel, a connection pool that follows the primary (BullMQ takes one connection of
@@ -288,6 +329,8 @@ class RedisTarget:
         if self.scheme in SENTINEL_SCHEMES:
             client = self.client(decode_responses=True, socket_timeout=BULLMQ_READ_TIMEOUT_S)
             return {"connection_pool": client.connection_pool}
+        if self.cluster:  # BullMQ takes a cluster client as it is (its keys share `{bull}`)
+            return self.client(decode_responses=True, socket_timeout=BULLMQ_READ_TIMEOUT_S)
         kwargs: dict[str, Any] = {**parse_url(self.url), "socket_timeout": BULLMQ_READ_TIMEOUT_S}
         connection_class = kwargs.pop("connection_class", None)
         if connection_class is UnixDomainSocketConnection:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -283,10 +282,9 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         request_iterator: AsyncIterator[parser_service_pb2.UploadBatchRequest],
         context: Context,
     ) -> parser_service_pb2.UploadBatchResponse:
-        batch_id = uuid.uuid4().hex
-        request_id, files = await receive_batch_upload(
+        batch_id, request_id, files = await receive_batch_upload(
             _checked_header(request_iterator),
-            batch_id,
+            self.batches.new_id,
             self.submitter,
             accepted=lambda: context.send_initial_metadata(UPLOAD_ACCEPTED),
         )

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from parser_svc.cpus import usable_cpus
@@ -48,6 +49,10 @@ class Settings(BaseSettings):
     redis_tls_ca_file: Path | None = None
     redis_tls_cert_file: Path | None = None
     redis_tls_key_file: Path | None = None
+    # Redis Cluster (a redis+cluster:// URL): the cells jobs are placed in (parser_svc/keys.py),
+    # each one hash slot. Fixed for a deployment's life: another number moves where a
+    # request_id's retry looks for its first job. A few per shard spread the load evenly.
+    redis_cells: int = Field(default=16, ge=1, le=4096)
     # Terminal jobs stay readable this long after they end; then only a tombstone remains.
     retention_s: int = 24 * 3600
     # The tombstone (GetStatus answers JOB_EXPIRED) outlives the record by this much.

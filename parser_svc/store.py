@@ -31,6 +31,7 @@ from parser_svc.lifetimes import Lifetimes
 from parser_svc.lua_scripts import (
     CREATE_BATCH,
     CREATE_JOB,
+    INDEX_JOBS,
     LEASE,
     UPDATE_JOB,
     CreateResult,
@@ -74,7 +75,7 @@ class JobStore:
     def __init__(self, client: aioredis.Redis, settings: Settings) -> None:
         self.client = client
         self.settings = settings
-        self.keys = Keys(settings.env)
+        self.keys = Keys.of(settings)
         self.ttl = Lifetimes.of(settings)
         # Creates and terminal writes wait for this many replicas (0: the primary's word).
         self._durable = {
@@ -132,16 +133,29 @@ class JobStore:
         ]
         for name, value in {"job_id": job_id, **fields}.items():
             args += [name, value]
+        index = self.keys.tenant_jobs(fields.get("tenant") or DEFAULT_TENANT)
         keys = [
             self.keys.job(job_id),
             self.keys.tombstone(job_id),
             request_key,
             dedupe_key,
-            self.keys.pending,
-            self.keys.tenant_jobs(fields.get("tenant") or DEFAULT_TENANT),
+            self.keys.pending(job_id),
+            "" if self.keys.cells else index,
         ]
         reply = await self.call(lambda: CREATE_JOB(self.client, keys, args, **self._durable))
-        return CreateResult.of(reply, job_id)
+        result = CreateResult.of(reply, job_id)
+        if self.keys.cells and result.created:
+            await self.list_new(index, [job_id], int(args[1]))
+        return result
+
+    async def list_new(self, index: str, job_ids: Sequence[str], create_ms: int) -> None:
+        """On Redis Cluster, lists just-created jobs in their tenant's index (ListJobs), which
+        is in another slot than they are: a step after the create, repeated by the sweeper for
+        every job still pending (a caller that died between the two)."""
+        args: list[str | bytes | int] = [now_ms(), self.ttl.listed_ms]
+        for job_id in job_ids:
+            args += [job_id, create_ms]
+        await self.call(lambda: INDEX_JOBS(self.client, [index], args))
 
     async def create_batch(
         self,
@@ -174,14 +188,19 @@ class JobStore:
             args += [item["file_name"], item["content_sha256"], item["content_type"]]
             args += [item["size_bytes"], item.get("languages", "")]
         args.append(ttl.listed_ms)  # the last argument, after the files
+        index = self.keys.tenant_jobs(tenant)
         keys = [
             self.keys.batch_meta(batch_id),
             request_key,
-            self.keys.pending,
-            self.keys.tenant_jobs(tenant),
+            self.keys.pending(batch_id),
+            "" if self.keys.cells else index,
         ]
         reply = await self.call(lambda: CREATE_BATCH(self.client, keys, args, **self._durable))
-        return CreateResult.of(reply, batch_id)
+        result = CreateResult.of(reply, batch_id)
+        if self.keys.cells and result.created:
+            ids = [batch_file_id(batch_id, i) for i in range(len(files))]
+            await self.list_new(index, ids, int(args[0]))
+        return result
 
     async def get(self, job_id: str) -> job_pb2.Job:
         """The current record; NOT_FOUND with JOB_EXPIRED when only the tombstone is left.
@@ -321,9 +340,19 @@ class JobStore:
             self.keys.batch_channel(batch_id) if batch_id else "",
             ttl.queued_ms,
             self.keys.batch_files(batch_id) if batch_id else "",
-            self.keys.retained,
+            self.keys.retained(job_id),
             publishing,
         ]
+        if lock_key and self.keys.cells:
+            # On Redis Cluster BullMQ's lock is in the queue's slot, not the job's: checked
+            # just before the script instead of inside it. A lock lost in between lets a stale
+            # worker claim; the fence still lets only the newest claimant write, so the job
+            # still ends once (docs/scaling.md).
+            held = await self.call(lambda: self.client.get(lock_key))
+            token = str(patch.get("lock_token", ""))
+            if (held.decode() if isinstance(held, bytes) else held) != token:
+                return WriteResult("FENCED", 0)
+            keys[4] = ""
         durable = self._durable if op in _ENDING_OPS else {}
         reply = await self.call(lambda: UPDATE_JOB(self.client, keys, args, **durable))
         return WriteResult.of(reply)

@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 
 import grpc
@@ -172,14 +171,15 @@ class Submitter:
         # Password-protected uploads are never joined: another caller's password may differ.
         # Other language hints are another parse.
         hints = ",".join(languages)
-        dedupe_key = (
-            ""
-            if request.password
-            else keys.active_upload(
-                tenant,
-                f"{PARSER_VERSION}\0{content_type}\0{sha256}" + (f"\0{hints}" if hints else ""),
-            )
+        identity = f"{PARSER_VERSION}\0{content_type}\0{sha256}" + (f"\0{hints}" if hints else "")
+        # Redis Cluster: the job's cell follows its request_id (a retry finds the first job
+        # there), else its upload (the same bytes meet their running job there). One Redis: ''.
+        cell = (
+            keys.place(tenant, request.request_id)
+            if request.request_id
+            else keys.place(tenant, identity)
         )
+        dedupe_key = "" if request.password else keys.active_upload(tenant, identity, cell)
         fields = {
             "file_name": request.file_name[:512],
             "content_sha256": sha256,
@@ -192,7 +192,7 @@ class Submitter:
             fields["languages"] = hints
         fields.update(tracing.current_carrier())  # a worker continues this trace (worker.py)
         async with self._gates.hold(dedupe_key or request_key or sha256):
-            job_id = uuid.uuid4().hex
+            job_id = keys.new_id(cell)
             if callback:
                 # Before the create: a job with a callback never exists without its delivery
                 # (parser_svc/webhooks.py); one whose create does not happen is dropped.

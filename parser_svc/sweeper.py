@@ -81,9 +81,12 @@ class Sweeper:
 
     async def sweep_once(self) -> SweepReport:
         report = SweepReport()
-        await self._enqueue_pending(report)
+        keys = self.store.keys
+        for pending in keys.index_sets("pending"):  # one, or one per Redis Cluster cell
+            await self._enqueue_pending(pending, report)
         await self._delete_orphan_uploads(report)
-        await self._delete_expired_blobs(report)
+        for retained in keys.index_sets("retained"):
+            await self._delete_expired_blobs(retained, report)
         return report
 
     async def _due(self, index: str, until_ms: int) -> list[str]:
@@ -94,10 +97,10 @@ class Sweeper:
         )
         return [i.decode() if isinstance(i, bytes) else str(i) for i in found]
 
-    async def _delete_expired_blobs(self, report: SweepReport) -> None:
+    async def _delete_expired_blobs(self, retained: str, report: SweepReport) -> None:
         keys, client = self.store.keys, self.store.client
         now = now_ms()
-        ids = await self._due(keys.retained, now)
+        ids = await self._due(retained, now)
         if not ids:
             return
 
@@ -116,16 +119,16 @@ class Sweeper:
                 await asyncio.to_thread(self.blobs.delete_job, job_id)
                 gone.append(job_id)
         if later:
-            await self.store.call(lambda: client.zadd(keys.retained, later))
+            await self.store.call(lambda: client.zadd(retained, later))
         if gone:
-            await self.store.call(lambda: client.zrem(keys.retained, *gone))
+            await self.store.call(lambda: client.zrem(retained, *gone))
             observability.SWEEPER_REPAIRS.labels("expired_job_blobs").inc(len(gone))
             report.expired_jobs += len(gone)
 
-    async def _enqueue_pending(self, report: SweepReport) -> None:
+    async def _enqueue_pending(self, pending: str, report: SweepReport) -> None:
         keys, client = self.store.keys, self.store.client
         cutoff = now_ms() - int(self.settings.sweep_enqueue_after_s * 1000)
-        ids = await self._due(keys.pending, cutoff)
+        ids = await self._due(pending, cutoff)
         if not ids:
             return
         queue_name = self.settings.queue_name
@@ -161,8 +164,26 @@ class Sweeper:
             observability.SWEEPER_REPAIRS.labels("enqueued").inc()
             report.enqueued += 1
             done.append(job_id)
+        if done and keys.cells:
+            await self._list(done)
         if done:
-            await self.store.call(lambda: client.zrem(keys.pending, *done))
+            await self.store.call(lambda: client.zrem(pending, *done))
+
+    async def _list(self, job_ids: list[str]) -> None:
+        """Redis Cluster: each job leaves the pending set listed in its tenant's index (its
+        creator lists it right after the create, unless it died in between: store.list_new)."""
+        keys, client = self.store.keys, self.store.client
+
+        async def read() -> list[list[bytes | None]]:
+            async with client.pipeline(transaction=False) as pipe:
+                for job_id in job_ids:
+                    pipe.hmget(keys.job(job_id), "tenant", "create_ms")
+                return list(await pipe.execute())
+
+        for job_id, (tenant, create_ms) in zip(job_ids, await self.store.call(read), strict=True):
+            if tenant is not None and create_ms is not None:
+                index = keys.tenant_jobs(tenant.decode())
+                await self.store.list_new(index, [job_id], int(create_ms))
 
     async def _delete_orphan_uploads(self, report: SweepReport) -> None:
         keys, client = self.store.keys, self.store.client

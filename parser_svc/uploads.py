@@ -57,18 +57,20 @@ def sniff_stored(blobs: BlobStore, job_id: str) -> Detection:
 
 async def receive_batch_upload(
     parts: AsyncIterator[parser_service_pb2.UploadBatchRequest],
-    batch_id: str,
+    new_batch_id: Callable[[str], str],
     submitter: Submitter,
     accepted: Callable[[], Awaitable[None]] | None = None,
-) -> tuple[str, list[StoredFile]]:
+) -> tuple[str, str, list[StoredFile]]:
     """Stores an UploadBatch stream (a header, then per file a file header and chunks) as the
-    uploads of `<batch_id>-<i>`. Returns the request_id and the stored files. The header's
+    uploads of `<batch_id>-<i>`, the batch id minted from the header's request_id
+    (`new_batch_id`: on Redis Cluster it places the batch). Returns the batch id, the
+    request_id and the stored files. The header's
     language hints are checked when it arrives (before any file is stored) and kept on each
     file; then `accepted` runs (the service sends the call's initial metadata: a client may wait
     for it before streaming files, so a refused header's status reaches it intact instead of
     racing its writes)."""
     blobs = submitter.blobs
-    request_id = ""
+    request_id = batch_id = ""
     languages = ""
     files: list[StoredFile] = []
     out: BinaryIO | None = None
@@ -99,6 +101,7 @@ async def receive_batch_upload(
             index += 1
             if kind == "header":
                 request_id = part.header.request_id
+                batch_id = new_batch_id(request_id)
                 languages = ",".join(check_languages(list(part.header.languages)))
                 if accepted is not None:
                     await accepted()
@@ -134,7 +137,7 @@ async def receive_batch_upload(
 
         await asyncio.to_thread(discard)
         raise
-    return request_id, files
+    return batch_id, request_id, files
 
 
 def file_error(index: int, file_name: str, err: DocparseError) -> DocparseError:

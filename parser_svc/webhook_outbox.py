@@ -48,6 +48,10 @@ class Outbox:
         self.settings = settings
         self.store = store
         prefix = store.keys.prefix
+        if store.keys.cells:
+            # Redis Cluster: every key of the outbox in one slot, so its script and
+            # transactions run there (webhook traffic is far below one shard's).
+            prefix = f"{prefix}:{{webhooks}}"
         self.due_key = f"{prefix}:webhooks:due"
         self.dead_key = f"{prefix}:webhooks:dead"
         self.lease_key = f"{prefix}:webhooks:lease"

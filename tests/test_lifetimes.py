@@ -35,7 +35,9 @@ async def ttl_s(client: aioredis.Redis, key: str) -> float:
 
 
 def near(value: float, expected: float) -> bool:
-    return expected - 5 < value <= expected
+    # A TTL copied from another key's PTTL inside a script may come out 1 ms later on the
+    # embedded Redis 6.2 (its clock moves during a script; 7 freezes it): a millisecond over.
+    return expected - 5 < value <= expected + 0.002
 
 
 async def test_a_rerun_create_finds_its_own_job(redis_server: EmbeddedRedis) -> None:
@@ -56,7 +58,7 @@ async def test_a_rerun_create_finds_its_own_job(redis_server: EmbeddedRedis) -> 
     retry = await store.create(other_id, fields, request_key=request, dedupe_key=dedupe)
     assert (retry.status, retry.job_id, retry.created) == ("REPLAY", job_id, False)
     # Every create is in the pending-enqueue index until the sweeper confirms it.
-    assert await store.client.zscore(keys.pending, job_id) is not None
+    assert await store.client.zscore(keys.pending(job_id), job_id) is not None
 
 
 async def test_a_released_job_waits_with_the_queued_ttl(redis_server: EmbeddedRedis) -> None:

@@ -8,7 +8,8 @@
 -- KEYS[3] idempotency record of (tenant, request_id), or '' when the request has no id
 -- KEYS[4] active-dedupe pointer of (tenant, parser version, options, content), or '' for none
 -- KEYS[5] the pending-enqueue index (sorted set): a sweeper enqueues what nobody confirmed
--- KEYS[6] the tenant's job index (sorted set by create time, ListJobs)
+-- KEYS[6] the tenant's job index (sorted set by create time, ListJobs), or '' on Redis Cluster,
+--   where it is in another slot: the caller adds the job in a step of its own (store.py)
 -- ARGV[1] event channel, ARGV[2] now (ms), ARGV[3] record TTL (ms), ARGV[4] tombstone extra (ms)
 -- ARGV[5] idempotency TTL (ms), ARGV[6] content sha256, ARGV[7] job key prefix ('...:job:')
 -- ARGV[8] the new job's id, ARGV[9] how long the tenant's job index must keep a new entry (ms,
@@ -18,17 +19,18 @@
 --   | {'REPLAY', first id} (same request_id, same content)
 --   {'CONFLICT', first id} (same request_id, other content) | {'JOINED', active id}
 --   {'EXISTS', new id} (the record already exists: this is a re-run)
--- Loaded after lib/publish.lua (publish_record) and lib/job_index.lua (tidy_job_index):
+-- Loaded after lib/tags.lua (job_key), lib/publish.lua (publish_record) and lib/job_index.lua
+-- (tidy_job_index):
 -- parser_svc/lua_scripts.py.
 local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local job_id = ARGV[8]
 
 local function live(id)
-  return redis.call('EXISTS', ARGV[7] .. '{' .. id .. '}') == 1
+  return redis.call('EXISTS', job_key(ARGV[7], id)) == 1
 end
 
-if KEYS[3] ~= '' then
-  local first = redis.call('HMGET', KEYS[3], 'job_id', 'content_sha256')
+if K[3] ~= '' then
+  local first = redis.call('HMGET', K[3], 'job_id', 'content_sha256')
   if first[1] and live(first[1]) then
     if first[2] ~= ARGV[6] then return {'CONFLICT', first[1]} end
     return {'REPLAY', first[1]}
@@ -36,16 +38,16 @@ if KEYS[3] ~= '' then
 end
 
 local function remember_request(id)
-  if KEYS[3] ~= '' then
-    redis.call('HSET', KEYS[3], 'job_id', id, 'content_sha256', ARGV[6])
-    redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[5]))
+  if K[3] ~= '' then
+    redis.call('HSET', K[3], 'job_id', id, 'content_sha256', ARGV[6])
+    redis.call('PEXPIRE', K[3], tonumber(ARGV[5]))
   end
 end
 
-if KEYS[4] ~= '' then
-  local active = redis.call('GET', KEYS[4])
+if K[4] ~= '' then
+  local active = redis.call('GET', K[4])
   if active then
-    local state = redis.call('HGET', ARGV[7] .. '{' .. active .. '}', 'state')
+    local state = redis.call('HGET', job_key(ARGV[7], active), 'state')
     if state == 'QUEUED' or state == 'RUNNING' then
       remember_request(active)
       return {'JOINED', active}
@@ -53,19 +55,21 @@ if KEYS[4] ~= '' then
   end
 end
 
-if redis.call('EXISTS', KEYS[1]) == 1 then return {'EXISTS', job_id} end
-for i = 10, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('HSET', KEYS[1], 'state', 'QUEUED', 'version', '1', 'done', '0', 'total', '0',
+if redis.call('EXISTS', K[1]) == 1 then return {'EXISTS', job_id} end
+for i = 10, #ARGV, 2 do redis.call('HSET', K[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', K[1], 'state', 'QUEUED', 'version', '1', 'done', '0', 'total', '0',
   'stage', 'queued', 'attempt', '0', 'fence', '', 'create_ms', ARGV[2], 'update_ms', ARGV[2],
-  'expire_ms', tostring(now + ttl), 'dedupe_key', KEYS[4])
-redis.call('PEXPIRE', KEYS[1], ttl)
+  'expire_ms', tostring(now + ttl), 'dedupe_key', K[4])
+redis.call('PEXPIRE', K[1], ttl)
 -- The tombstone says until when the job lived, and whose it was: '<expire ms>:<tenant>'.
-local owner = redis.call('HGET', KEYS[1], 'tenant') or ''
-redis.call('SET', KEYS[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tonumber(ARGV[4]))
-if KEYS[4] ~= '' then redis.call('SET', KEYS[4], job_id, 'PX', ttl) end
+local owner = redis.call('HGET', K[1], 'tenant') or ''
+redis.call('SET', K[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tonumber(ARGV[4]))
+if K[4] ~= '' then redis.call('SET', K[4], job_id, 'PX', ttl) end
 remember_request(job_id)
-redis.call('ZADD', KEYS[5], now, job_id)
+redis.call('ZADD', K[5], now, job_id)
 -- Listed from now on; the two oldest entries are checked (lib/job_index.lua).
-redis.call('ZADD', KEYS[6], now, job_id)
-tidy_job_index(KEYS[6], now, tonumber(ARGV[9]), ARGV[7], 2)
-return {'OK', job_id, publish_record(KEYS[1], ARGV[1])}
+if K[6] ~= '' then
+  redis.call('ZADD', K[6], now, job_id)
+  tidy_job_index(K[6], now, tonumber(ARGV[9]), ARGV[7], 2)
+end
+return {'OK', job_id, publish_record(K[1], ARGV[1])}

@@ -33,7 +33,7 @@
 -- Returns {status, version}: OK | DONE | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH;
 -- a claim that is in (OK or DONE) adds the record as a flat field/value list (no second read).
 -- Loaded after lib/publish.lua (publish_record): parser_svc/lua_scripts.py.
-local cur = redis.call('HMGET', KEYS[1], 'state', 'version', 'done', 'total', 'stage', 'fence',
+local cur = redis.call('HMGET', K[1], 'state', 'version', 'done', 'total', 'stage', 'fence',
   'attempt', 'tenant', 'job_id', 'dedupe_key')
 local state = cur[1]
 if not state then return {'NOT_FOUND', 0} end
@@ -53,7 +53,7 @@ if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then
   return {'TERMINAL', version}
 end
 if op == 'claim' and state == 'RUNNING' and cur[6] == ARGV[2] then
-  return {'DONE', version, redis.call('HGETALL', KEYS[1])}
+  return {'DONE', version, redis.call('HGETALL', K[1])}
 end
 if op == 'release' and state == 'QUEUED' and cur[6] == 'released:' .. ARGV[2] then
   return {'DONE', version}
@@ -75,8 +75,8 @@ end
 -- A batch's meta record outlives every file that is still open by at least the retention, so
 -- a batch never loses its counters while a file can still end (lifetimes.py).
 local function keep_meta_past(ttl)
-  if KEYS[4] ~= '' and redis.call('PTTL', KEYS[4]) < ttl + retention then
-    redis.call('PEXPIRE', KEYS[4], ttl + retention)
+  if K[4] ~= '' and redis.call('PTTL', K[4]) < ttl + retention then
+    redis.call('PEXPIRE', K[4], ttl + retention)
   end
 end
 
@@ -88,9 +88,9 @@ end
 
 if op == 'touch' then
   local ttl = open_ttl(state)
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('HSET', KEYS[1], 'expire_ms', tostring(now + ttl))
-  redis.call('SET', KEYS[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tomb_extra)
+  redis.call('PEXPIRE', K[1], ttl)
+  redis.call('HSET', K[1], 'expire_ms', tostring(now + ttl))
+  redis.call('SET', K[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tomb_extra)
   keep_meta_past(ttl)
   return {'OK', version}
 end
@@ -103,7 +103,7 @@ local new_total = tonumber(patch['total'] or total)
 local terminal = false
 
 if op == 'claim' or op == 'give_up' then
-  if KEYS[5] ~= '' and redis.call('GET', KEYS[5]) ~= patch['lock_token'] then
+  if K[5] ~= '' and redis.call('GET', K[5]) ~= patch['lock_token'] then
     return {'FENCED', version}
   end
 end
@@ -153,9 +153,9 @@ end
 if not changed then
   -- Not when this version is out already: a re-run of an announce (a retry after a lost reply)
   -- would tell watchers the same version twice.
-  if publishing == 'announce' and redis.call('HGET', KEYS[1], 'published') ~= cur[2] then
-    if KEYS[4] ~= '' then publish_batch(tonumber(redis.call('HGET', KEYS[4], 'version') or '0')) end
-    publish_record(KEYS[1], ARGV[4])
+  if publishing == 'announce' and redis.call('HGET', K[1], 'published') ~= cur[2] then
+    if K[4] ~= '' then publish_batch(tonumber(redis.call('HGET', K[4], 'version') or '0')) end
+    publish_record(K[1], ARGV[4])
   end
   return {'NOOP', version}
 end
@@ -168,13 +168,13 @@ local batch_done = false
 local ttl = open_ttl(set['state'] or state)
 if terminal then
   ttl = retention
-  if KEYS[4] ~= '' then
+  if K[4] ~= '' then
     -- The batch counters move in the same step as the file's terminal transition.
-    local completed = redis.call('HINCRBY', KEYS[4], 'completed', 1)
-    redis.call('HINCRBY', KEYS[4], string.lower(set['state']), 1)
-    batch_done = completed >= tonumber(redis.call('HGET', KEYS[4], 'total') or '0')
+    local completed = redis.call('HINCRBY', K[4], 'completed', 1)
+    redis.call('HINCRBY', K[4], string.lower(set['state']), 1)
+    batch_done = completed >= tonumber(redis.call('HGET', K[4], 'total') or '0')
     -- While the batch is open, an ended file lives as long as the batch may.
-    if not batch_done then ttl = math.max(retention, redis.call('PTTL', KEYS[4])) end
+    if not batch_done then ttl = math.max(retention, redis.call('PTTL', K[4])) end
   end
 end
 set['version'] = tostring(version)
@@ -182,10 +182,10 @@ set['update_ms'] = ARGV[3]
 set['expire_ms'] = tostring(now + ttl)
 local fields = {}
 for k, v in pairs(set) do fields[#fields + 1] = k; fields[#fields + 1] = v end
-redis.call('HSET', KEYS[1], unpack(fields))
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('SET', KEYS[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tomb_extra)
-if terminal and ARGV[9] ~= '' then redis.call('SET', KEYS[3], ARGV[9], 'PX', ttl) end
+redis.call('HSET', K[1], unpack(fields))
+redis.call('PEXPIRE', K[1], ttl)
+redis.call('SET', K[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tomb_extra)
+if terminal and ARGV[9] ~= '' then redis.call('SET', K[3], ARGV[9], 'PX', ttl) end
 if terminal then
   redis.call('ZADD', ARGV[13], now + ttl, job_id)
   -- Dedupe is active-only: once this job has ended, the same upload makes a new job.
@@ -194,12 +194,12 @@ if terminal then
   end
 end
 
-if KEYS[4] ~= '' then
-  local batch_version = redis.call('HINCRBY', KEYS[4], 'version', 1)
+if K[4] ~= '' then
+  local batch_version = redis.call('HINCRBY', K[4], 'version', 1)
   if batch_done then
     -- The last file ended: the batch and all its files expire together, a retention from now.
-    redis.call('PEXPIRE', KEYS[4], retention)
-    local n = tonumber(redis.call('HGET', KEYS[4], 'total'))
+    redis.call('PEXPIRE', K[4], retention)
+    local n = tonumber(redis.call('HGET', K[4], 'total'))
     for i = 0, n - 1 do
       local key = ARGV[12] .. i
       if redis.call('PEXPIRE', key, retention) == 1 then
@@ -217,9 +217,9 @@ if KEYS[4] ~= '' then
 end
 
 if publishing ~= 'quiet' then
-  local flat = publish_record(KEYS[1], ARGV[4])
+  local flat = publish_record(K[1], ARGV[4])
   if op == 'claim' then return {'OK', version, flat} end
 elseif op == 'claim' then
-  return {'OK', version, redis.call('HGETALL', KEYS[1])}
+  return {'OK', version, redis.call('HGETALL', K[1])}
 end
 return {'OK', version}

@@ -4,17 +4,14 @@
 -- lives as long as any record it lists can (`listed` ms, lifetimes.py: the longest a record can
 -- live) and sheds entries whose records are certainly gone; then the `oldest` oldest entries
 -- go when their record is gone, so the index follows the live jobs even when nobody lists
--- (records expire about in the order they were made). Job keys are '<prefix>{<id>}', or
--- '<prefix>{<batch>}-<i>' for a batch's file (`job_prefix`: '...:job:').
+-- (records expire about in the order they were made); `oldest` 0 checks no record (on Redis
+-- Cluster the records are in other slots). Job keys: lib/tags.lua's job_key (`job_prefix`:
+-- '...:job:'), so lib/tags.lua goes before this.
 local function tidy_job_index(index, now, listed, job_prefix, oldest)
   redis.call('ZREMRANGEBYSCORE', index, '-inf', '(' .. tostring(now - listed))
   if redis.call('PTTL', index) < listed then redis.call('PEXPIRE', index, listed) end
+  if oldest < 1 then return end
   for _, old in ipairs(redis.call('ZRANGE', index, 0, oldest - 1)) do
-    local dash = string.find(old, '-', 1, true)
-    local key = job_prefix .. '{' .. old .. '}'
-    if dash then
-      key = job_prefix .. '{' .. string.sub(old, 1, dash - 1) .. '}' .. string.sub(old, dash)
-    end
-    if redis.call('EXISTS', key) == 0 then redis.call('ZREM', index, old) end
+    if redis.call('EXISTS', job_key(job_prefix, old)) == 0 then redis.call('ZREM', index, old) end
   end
 end
