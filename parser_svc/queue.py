@@ -7,7 +7,7 @@ import contextlib
 from typing import Any
 
 from bullmq import Queue
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from docparse.errors import store_unavailable
 from parser_svc.keys import Keys
@@ -47,7 +47,7 @@ class JobQueue:
         try:
             async with asyncio.timeout(self.settings.redis_timeout_s):
                 await self._queue.add("parse", {"job_id": job_id}, opts)
-        except (TimeoutError, OSError, RedisError) as err:
+        except (TimeoutError, OSError, RedisError, RedisClusterException) as err:
             if isinstance(err, RedisError) and "OOM command not allowed" in str(err):
                 raise store_error(err) from err
             raise store_unavailable(f"enqueue failed: {unavailable_detail(err)}") from err

@@ -55,12 +55,12 @@ def cluster_client(
     return cluster  # type: ignore[return-value]
 
 
-async def pubsub(client: aioredis.Redis) -> Any:
+async def pubsub(client: aioredis.Redis, **options: Any) -> Any:
     """A pub/sub connection: on a cluster, to one node (any: PUBLISH reaches them all)."""
     if isinstance(client, RedisCluster):
         await client.initialize()
-        return client.pubsub(node=client.get_random_node())
-    return client.pubsub()
+        return client.pubsub(node=client.get_random_node(), **options)
+    return client.pubsub(**options)
 
 
 async def run_on_slot_owner(

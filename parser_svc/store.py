@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from docparse.errors import DocparseError, not_found, store_unavailable
 from docparse.v1 import job_pb2
@@ -40,7 +40,12 @@ from parser_svc.lua_scripts import (
 from parser_svc.records import decode_hash, record_to_job
 from parser_svc.redis_conn import RedisTarget
 from parser_svc.settings import Settings
-from parser_svc.store_errors import UNAVAILABLE_ERRORS, store_error, unavailable_detail
+from parser_svc.store_errors import (
+    UNAVAILABLE_ERRORS,
+    is_unavailable,
+    store_error,
+    unavailable_detail,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -88,8 +93,11 @@ class JobStore:
         try:
             async with asyncio.timeout(self.settings.redis_timeout_s):
                 return await fn()
-        except UNAVAILABLE_ERRORS as err:
+        except (*UNAVAILABLE_ERRORS, RedisClusterException) as err:
             observability.redis_error(err)
+            if isinstance(err, RedisClusterException) and not is_unavailable(err):
+                log.warning("state store error: %s", err, extra={"event": "redis.error"})
+                raise store_error(err) from err
             log.info("state store unavailable: %r", err, extra={"event": "redis.unavailable"})
             raise store_unavailable(unavailable_detail(err)) from err
         except RedisError as err:

@@ -1,6 +1,7 @@
 """How a failed state store call reads to a client.
 
-A Redis that does not answer (refused, timed out, loading, read-only) is UNAVAILABLE
+A Redis that does not answer (refused, timed out, loading, read-only; on Redis Cluster also a
+slot that moved or has no primary during a failover, or no node in reach) is UNAVAILABLE
 STATE_STORE_UNAVAILABLE, never NOT_FOUND; an error reply is STATE_STORE_FULL (OOM: retryable),
 STATE_STORE_NOT_REPLICATED (WAIT fell short, or NOREPLICAS: the primary has fewer replicas than
 its min-replicas-to-write) or INTERNAL STATE_STORE_ERROR. JobStore.call
@@ -10,7 +11,16 @@ its min-replicas-to-write) or INTERNAL STATE_STORE_ERROR. JobStore.call
 from __future__ import annotations
 
 import grpc
-from redis.exceptions import BusyLoadingError, ReadOnlyError, RedisError
+from redis.exceptions import (
+    AskError,
+    BusyLoadingError,
+    ClusterError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -26,7 +36,22 @@ UNAVAILABLE_ERRORS = (
     ReadOnlyError,
     OSError,
     TimeoutError,
+    # Redis Cluster: CLUSTERDOWN / MASTERDOWN, TRYAGAIN, MOVED / ASK the client's retries did
+    # not get past, a slot nobody serves yet.
+    ClusterError,
+    TryAgainError,
+    AskError,
+    SlotNotCoveredError,
 )
+
+
+def is_unavailable(err: BaseException) -> bool:
+    """Redis did not answer: one of UNAVAILABLE_ERRORS, or redis-py's cluster client found no
+    node to ask (its other RedisClusterExceptions are our mistakes, e.g. keys of two slots in
+    one call: STATE_STORE_ERROR)."""
+    if isinstance(err, UNAVAILABLE_ERRORS):
+        return True
+    return isinstance(err, RedisClusterException) and "cannot be connected" in str(err)
 
 
 class NotReplicated(RedisError):
@@ -48,7 +73,7 @@ def unavailable_detail(err: BaseException) -> str:
     return refusal_detail(err) or "connection failed"
 
 
-def store_error(err: RedisError) -> DocparseError:
+def store_error(err: RedisError | RedisClusterException) -> DocparseError:
     """A Redis error reply. A full Redis (maxmemory with noeviction refuses writes with OOM)
     is retryable: UNAVAILABLE STATE_STORE_FULL, so clients back off and retry instead of
     treating it as a bug; anything else is INTERNAL STATE_STORE_ERROR."""

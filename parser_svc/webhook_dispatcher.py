@@ -17,6 +17,7 @@ from prometheus_client import Counter
 
 from docparse.errors import DocparseError
 from parser_svc.records import TERMINAL_STATES, decode_hash, record_to_job
+from parser_svc.redis_cluster import pubsub as redis_pubsub
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, now_ms
 from parser_svc.webhook_egress import AddressPolicy, DeliveryFailed, Egress, parse_cidrs
@@ -94,8 +95,9 @@ class Dispatcher:
         lost event only costs the wait until `webhook_recheck_s`."""
         pattern = f"{self.store.keys.job_key_prefix}*:events"
         while True:
-            pubsub = self.store.client.pubsub(ignore_subscribe_messages=True)
+            pubsub: Any = None
             try:
+                pubsub = await redis_pubsub(self.store.client, ignore_subscribe_messages=True)
                 await pubsub.psubscribe(pattern)
                 while True:
                     message = await pubsub.get_message(timeout=1.0)
@@ -108,7 +110,7 @@ class Dispatcher:
                 await asyncio.sleep(1.0)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()
 
     def _on_event(self, data: bytes) -> None:
         if not any(marker in data for marker in _TERMINAL_MARKERS):
