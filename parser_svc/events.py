@@ -187,7 +187,16 @@ class EventHub:
             if not self._connected.is_set():
                 self._wake.set()  # skip the reconnect backoff: someone is waiting
             await self._connected.wait()
-            await self._pubsub.subscribe(channel)
+            try:
+                await self._pubsub.subscribe(channel)
+            except Exception as err:
+                # The connection broke under the command (a Redis Cluster node gone; redis-py
+                # may then raise AttributeError from its half-closed connection). The reader
+                # reconnects and subscribes every channel again, this one included; the
+                # caller waits for that confirmation as for any.
+                log.info(
+                    "pub/sub subscribe of %s failed (%r); waiting for the resubscribe", channel, err
+                )
 
     async def _send_unsubscribe(self, *channels: str) -> None:
         if self._pubsub is None or not self._connected.is_set():

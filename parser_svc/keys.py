@@ -169,10 +169,17 @@ class Keys:
         digest = hashlib.sha256(f"{tenant}\0{request_id}".encode()).hexdigest()
         return self._placed("batchreq2", digest, self.place(tenant, request_id))
 
-    def request(self, tenant: str, request_id: str) -> str:
-        """Idempotency record of one (tenant, request_id), kept 24 h."""
+    def request(self, tenant: str, request_id: str, cell: str = "") -> str:
+        """Idempotency record of one (tenant, request_id), kept 24 h; on Redis Cluster in the
+        cell of the job it names (`cell`)."""
         digest = hashlib.sha256(f"{tenant}\0{request_id}".encode()).hexdigest()
-        return self._placed("req", digest, self.place(tenant, request_id))
+        return self._placed("req", digest, cell)
+
+    def request_content(self, tenant: str, request_id: str) -> str:
+        """Redis Cluster only: the sha256 of the content a (tenant, request_id) was first used
+        with, in the request's own cell (its job is in its upload's cell: submit.py)."""
+        digest = hashlib.sha256(f"{tenant}\0{request_id}".encode()).hexdigest()
+        return self._placed("reqsha", digest, self.place(tenant, request_id))
 
     def active_upload(self, tenant: str, identity: str, cell: str = "") -> str:
         """Points at the job currently parsing this upload (tenant + parser + options +

@@ -103,7 +103,9 @@ async def _run(
             commands.append(PipelineCommand(1, "WAIT", replicas, wait_ms))
         try:
             await node.execute_pipeline(commands)
-        except (OSError, RedisConnectionError, TimeoutError) as err:
+        except (OSError, RedisConnectionError, TimeoutError, RuntimeError) as err:
+            # RuntimeError: uvloop's "unable to perform operation on <TCPTransport closed>"
+            # when the node died under a pooled connection.
             raise RedisConnectionError(f"cluster node {node.name}: {err!r}") from err
         reply = commands[0].result
         if isinstance(reply, NoScriptError):

@@ -93,7 +93,9 @@ class JobStore:
         try:
             async with asyncio.timeout(self.settings.redis_timeout_s):
                 return await fn()
-        except (*UNAVAILABLE_ERRORS, RedisClusterException) as err:
+        except (*UNAVAILABLE_ERRORS, RedisClusterException, RuntimeError, AttributeError) as err:
+            if isinstance(err, RuntimeError | AttributeError) and not is_unavailable(err):
+                raise  # a mistake of ours, not Redis
             observability.redis_error(err)
             if isinstance(err, RedisClusterException) and not is_unavailable(err):
                 log.warning("state store error: %s", err, extra={"event": "redis.error"})

@@ -45,11 +45,23 @@ UNAVAILABLE_ERRORS = (
 )
 
 
+# How a connection that died under a command surfaces past redis-py (seen when a Redis Cluster
+# node is killed): uvloop's RuntimeError on a closed transport, and redis-py's own
+# AttributeError writing to a connection its reader has just torn down.
+_BROKEN_CONNECTION = (
+    (RuntimeError, "the handler is closed"),
+    (AttributeError, "object has no attribute 'writelines'"),
+)
+
+
 def is_unavailable(err: BaseException) -> bool:
-    """Redis did not answer: one of UNAVAILABLE_ERRORS, or redis-py's cluster client found no
-    node to ask (its other RedisClusterExceptions are our mistakes, e.g. keys of two slots in
-    one call: STATE_STORE_ERROR)."""
+    """Redis did not answer: one of UNAVAILABLE_ERRORS, a connection that broke under the
+    command, or redis-py's cluster client found no node to ask (its other
+    RedisClusterExceptions are our mistakes, e.g. keys of two slots in one call:
+    STATE_STORE_ERROR)."""
     if isinstance(err, UNAVAILABLE_ERRORS):
+        return True
+    if any(isinstance(err, kind) and text in str(err) for kind, text in _BROKEN_CONNECTION):
         return True
     return isinstance(err, RedisClusterException) and "cannot be connected" in str(err)
 

