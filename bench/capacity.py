@@ -66,6 +66,9 @@ class Costs:
     parser_svc_us_call: float = 642.0
     gateway_us_call: float = 698.0
     redis_us_call: float = 39.0
+    # Redis Cluster: the CPU per job of the node that owns BullMQ's one-slot queue beyond an
+    # ordinary node's share (bench/bench_cluster.py, docs/scaling.md): one shard carries it.
+    redis_us_queue_job: float = 1130.0
 
     def per_job(self, name: str, pages: float) -> float:
         """A per-job cost for a job of `pages` pages: `name_job + pages * name_page`."""
@@ -109,6 +112,9 @@ class Projection:
     parser_svc_replicas: int
     gateway_replicas: int
     redis_shards: int
+    # Redis Cluster: BullMQ's queue is one slot, so its CPU is one shard's whatever the count.
+    redis_queue_cores: float = 0.0
+    queue_fits_one_shard: bool = True
 
 
 def whole(units: float) -> int:
@@ -183,6 +189,8 @@ def project(costs: Costs, target: Target) -> Projection:
         parser_svc_replicas=parser_replicas,
         gateway_replicas=max(whole(gateway / u), whole(gw_mb / usable_mb), 1),
         redis_shards=shards,
+        redis_queue_cores=jobs * costs.redis_us_queue_job / 1e6,
+        queue_fits_one_shard=jobs * costs.redis_us_queue_job / 1e6 <= u,
     )
 
 

@@ -30,6 +30,7 @@ answers NOT_FOUND for a job that merely ended: the retry gets the job, or a fres
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from parser_svc.settings import Settings
@@ -64,3 +65,8 @@ def listed_ms(settings: Settings) -> int:
         + settings.running_ttl_s * 1000
     )
     return max(1, settings.max_attempts) * attempt_ms + settings.retention_s * 1000
+
+
+def now_ms() -> int:
+    """Wall-clock time in ms, as the records store it."""
+    return int(time.time() * 1000)

@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import grpc
 import redis.asyncio as aioredis
@@ -25,11 +25,11 @@ from docparse.errors import DocparseError, not_found, store_unavailable
 from docparse.v1 import job_pb2
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc import observability
+from parser_svc.batch_store import BatchRecords
 from parser_svc.callers import current_tenant
-from parser_svc.keys import Keys, batch_file_id, batch_id_of
-from parser_svc.lifetimes import Lifetimes
+from parser_svc.keys import Keys, batch_id_of
+from parser_svc.lifetimes import Lifetimes, now_ms
 from parser_svc.lua_scripts import (
-    CREATE_BATCH,
     CREATE_JOB,
     INDEX_JOBS,
     LEASE,
@@ -72,11 +72,7 @@ def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.R
 _ENDING_OPS = frozenset({"finish", "cancel", "give_up"})
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class JobStore:
+class JobStore(BatchRecords):
     def __init__(self, client: aioredis.Redis, settings: Settings) -> None:
         self.client = client
         self.settings = settings
@@ -167,51 +163,6 @@ class JobStore:
             args += [job_id, create_ms]
         await self.call(lambda: INDEX_JOBS(self.client, [index], args))
 
-    async def create_batch(
-        self,
-        batch_id: str,
-        tenant: str,
-        files: list[dict[str, str]],
-        *,
-        request_key: str = "",
-        digest: str = "",
-    ) -> CreateResult:
-        """Creates the batch meta record and one QUEUED record per file in one step, or answers
-        with the batch an earlier request with the same request key made (REPLAY, or CONFLICT
-        for other content). Each file dict holds file_name, content_sha256, content_type and
-        size_bytes, and may hold languages (OCR hints, comma separated)."""
-        ttl = self.ttl
-        args: list[str | bytes | int] = [
-            now_ms(),
-            ttl.queued_ms,
-            ttl.retention_ms,
-            ttl.tombstone_ms,
-            ttl.request_ms,
-            digest,
-            self.keys.batch_files(batch_id),
-            batch_id,
-            self.keys.batch_key_prefix,
-            tenant,
-            len(files),
-        ]
-        for item in files:
-            args += [item["file_name"], item["content_sha256"], item["content_type"]]
-            args += [item["size_bytes"], item.get("languages", "")]
-        args.append(ttl.listed_ms)  # the last argument, after the files
-        index = self.keys.tenant_jobs(tenant)
-        keys = [
-            self.keys.batch_meta(batch_id),
-            request_key,
-            self.keys.pending(batch_id),
-            "" if self.keys.cells else index,
-        ]
-        reply = await self.call(lambda: CREATE_BATCH(self.client, keys, args, **self._durable))
-        result = CreateResult.of(reply, batch_id)
-        if self.keys.cells and result.created:
-            ids = [batch_file_id(batch_id, i) for i in range(len(files))]
-            await self.list_new(index, ids, int(args[0]))
-        return result
-
     async def get(self, job_id: str) -> job_pb2.Job:
         """The current record; NOT_FOUND with JOB_EXPIRED when only the tombstone is left.
         Within a call, another tenant's job answers exactly like one that never existed."""
@@ -264,44 +215,10 @@ class JobStore:
         """The named fields the job's record has (one HMGET); a missing one is left out."""
         return await self._fields(self.keys.job(job_id), names)
 
-    async def batch_fields(self, batch_id: str, names: Sequence[str]) -> dict[str, str]:
-        """The named fields of the batch's meta record, as job_fields."""
-        return await self._fields(self.keys.batch_meta(batch_id), names)
-
     async def _fields(self, key: str, names: Sequence[str]) -> dict[str, str]:
         values = await self.call(lambda: self.client.hmget(key, list(names)))
         pairs = zip(names, values, strict=True)
         return {k: v.decode() if isinstance(v, bytes) else v for k, v in pairs if v is not None}
-
-    async def read_batch(
-        self, batch_id: str, indexes: Sequence[int] | None = None
-    ) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
-        """The batch meta record and its file records by index (all, or those at `indexes`)
-        in one MULTI/EXEC: a snapshot where `completed` and the files' states disagree cannot
-        be read (the update script moves both at once). The meta is {} once the batch is gone."""
-        meta_key = self.keys.batch_meta(batch_id)
-
-        async def read() -> tuple[Any, list[Any], list[int]]:
-            wanted = list(indexes) if indexes is not None else None
-            if wanted is None:
-                total = await self.client.hget(meta_key, "total")
-                if total is None:
-                    return {}, [], []
-                wanted = list(range(int(total)))
-            async with self.client.pipeline(transaction=True) as pipe:
-                pipe.hgetall(meta_key)
-                for index in wanted:
-                    pipe.hgetall(self.keys.job(batch_file_id(batch_id, index)))
-                meta, *files = await pipe.execute()
-            return meta, files, wanted
-
-        meta, files, wanted = await self.call(read)
-        return decode_hash(meta), {i: decode_hash(f) for i, f in zip(wanted, files, strict=True)}
-
-    async def batch_version(self, batch_id: str) -> int | None:
-        """The batch's version counter alone (one HGET), None once the batch is gone."""
-        value = await self.call(lambda: self.client.hget(self.keys.batch_meta(batch_id), "version"))
-        return int(value) if value is not None else None
 
     async def count_submits(self, tenant: str, minute: int, files: int) -> int:
         """Adds `files` to the tenant's submits in `minute` (epoch minutes), counted in Redis so

@@ -28,10 +28,11 @@ from typing import cast
 from docparse.errors import DocparseError
 from parser_svc import observability
 from parser_svc.blobs import BlobStore
+from parser_svc.lifetimes import now_ms
 from parser_svc.queue import JobQueue
 from parser_svc.records import TERMINAL_STATES
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, now_ms
+from parser_svc.store import JobStore
 
 log = logging.getLogger(__name__)
 BATCH = 500

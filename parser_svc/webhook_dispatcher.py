@@ -16,10 +16,11 @@ from typing import Any
 from prometheus_client import Counter
 
 from docparse.errors import DocparseError
+from parser_svc.lifetimes import now_ms
 from parser_svc.records import TERMINAL_STATES, decode_hash, record_to_job
 from parser_svc.redis_cluster import pubsub as redis_pubsub
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, now_ms
+from parser_svc.store import JobStore
 from parser_svc.webhook_egress import AddressPolicy, DeliveryFailed, Egress, parse_cidrs
 from parser_svc.webhook_outbox import Outbox
 from parser_svc.webhook_signing import WebhookSecrets, message_id, payload, sign

@@ -13,8 +13,9 @@ import random
 from dataclasses import dataclass
 
 from docparse.errors import DocparseError
+from parser_svc.lifetimes import now_ms
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, now_ms
+from parser_svc.store import JobStore
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY_POINTS = [
+    "bench.bench_cluster",
     "bench.bench_spine",
     "bench.bench_parse",
     "bench.bench_ocr",

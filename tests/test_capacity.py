@@ -119,3 +119,12 @@ def test_polls_cost_each_process_its_cpu_per_call() -> None:
     assert result.redis_cores == pytest.approx(0.2)
     assert result.redis_ops_per_s == pytest.approx(5000)
     assert result.parser_svc_replicas == 5  # 3 / 0.7 = 4.3 event loops
+
+
+def test_the_queue_slot_must_fit_one_shard() -> None:
+    """BullMQ's queue is one slot on Redis Cluster: its CPU does not spread over shards."""
+    c = dataclasses.replace(ZERO, redis_us_queue_job=1000.0)  # 1 ms per job
+    fits = project(c, Target(600, 1, 0, 0))
+    assert (fits.redis_queue_cores, fits.queue_fits_one_shard) == (0.6, True)
+    over = project(c, Target(800, 1, 0, 0))
+    assert (round(over.redis_queue_cores, 6), over.queue_fits_one_shard) == (0.8, False)

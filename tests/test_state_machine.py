@@ -22,8 +22,9 @@ from hypothesis.stateful import (
 from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2
+from parser_svc.lifetimes import now_ms
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect, now_ms
+from parser_svc.store import JobStore, connect
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 STATE_NAMES = {

@@ -14,10 +14,22 @@ ENV_NAME = "bench"
 
 
 def bench_stack(
-    folder: Path, *, replicas: int, extra_env: dict[str, str] | None = None
+    folder: Path,
+    *,
+    replicas: int,
+    extra_env: dict[str, str] | None = None,
+    redis_url: str | None = None,
 ) -> LocalStack:
-    """A stack with `replicas` parser_svc replicas and one gateway; not started yet."""
-    return LocalStack(folder, replicas=replicas, gateways=1, env=ENV_NAME, extra_env=extra_env)
+    """A stack with `replicas` parser_svc replicas and one gateway (on its own embedded Redis
+    unless `redis_url`); not started yet."""
+    return LocalStack(
+        folder,
+        replicas=replicas,
+        gateways=1,
+        env=ENV_NAME,
+        extra_env=extra_env,
+        redis_url=redis_url,
+    )
 
 
 @contextlib.contextmanager
