@@ -68,7 +68,7 @@ class Costs:
     redis_us_call: float = 39.0
     # Redis Cluster: the CPU per job of the node that owns BullMQ's one-slot queue beyond an
     # ordinary node's share (bench/bench_cluster.py, docs/scaling.md): one shard carries it.
-    redis_us_queue_job: float = 1130.0
+    redis_us_queue_job: float = 700.0
 
     def per_job(self, name: str, pages: float) -> float:
         """A per-job cost for a job of `pages` pages: `name_job + pages * name_page`."""

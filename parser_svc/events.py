@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 
 from docparse.errors import DocparseError, store_failure, store_unavailable
 from parser_svc import observability
-from parser_svc.redis_cluster import pubsub
+from parser_svc.redis_cluster import event_pubsub
 from parser_svc.redis_conn import RedisTarget
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ class EventHub:
 
     async def _connect(self) -> None:
         self._client = self._target.client(socket_connect_timeout=self._timeout_s, retry=None)
-        self._pubsub = await pubsub(self._client)
+        self._pubsub = await event_pubsub(self._client)
         # A placeholder subscription gives the connection something to listen on at once.
         await self._pubsub.subscribe("docparse:hub:alive")
         if self._channels:

@@ -36,6 +36,9 @@ class LuaScript:
         libraries = [lua.joinpath("lib", f"{library}.lua").read_text() for library in uses]
         self.source = "".join([*libraries, lua.joinpath(name).read_text()])
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+        # Redis Cluster: records go out with SPUBLISH, to their shard only (sharded_pubsub.py).
+        self.sharded_source = self.source.replace("redis.call('PUBLISH',", "redis.call('SPUBLISH',")
+        self.sharded_sha = hashlib.sha1(self.sharded_source.encode()).hexdigest()
 
     async def __call__(
         self,
@@ -50,7 +53,7 @@ class LuaScript:
         (a pipeline): the reply is returned once that many replicas have the write, else
         NotReplicated (the primary has it; a failover now could lose it)."""
         if isinstance(client, RedisCluster):  # to its slot's primary: redis_cluster.py
-            script = (self.sha, self.source)
+            script = (self.sharded_sha, self.sharded_source)
             reply, acked = await run_on_slot_owner(client, script, keys, args, replicas, wait_ms)
             if acked < replicas:
                 raise NotReplicated(acked, replicas)

@@ -10,8 +10,8 @@ on the slot's owner now: every script of docparse is safe to run twice (a re-run
 its first reply had been lost). A second failure is raised as a connection error (the store
 answers UNAVAILABLE: the caller retries, as after any lost reply).
 
-Pub/sub: PUBLISH (what the scripts do) reaches every node of a cluster, so the event hub
-listens on any one node's connection.
+Pub/sub: the scripts publish with SPUBLISH on a cluster (LuaScript's sharded source), so a
+record stays on its job's shard; the event hub subscribes there (parser_svc/sharded_pubsub.py).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from redis.exceptions import (
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
+
+from parser_svc.sharded_pubsub import ShardedPubSub
 
 _REROUTE = (AskError, ClusterDownError, TryAgainError)  # MovedError is an AskError
 _REROUTE_WORDS = frozenset({"MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN"})
@@ -55,12 +57,13 @@ def cluster_client(
     return cluster  # type: ignore[return-value]
 
 
-async def pubsub(client: aioredis.Redis, **options: Any) -> Any:
-    """A pub/sub connection: on a cluster, to one node (any: PUBLISH reaches them all)."""
+async def event_pubsub(client: aioredis.Redis) -> Any:
+    """The event hub's pub/sub connection: on a cluster, sharded (the scripts SPUBLISH there:
+    parser_svc/sharded_pubsub.py), with the client's slot map just read."""
     if isinstance(client, RedisCluster):
         await client.initialize()
-        return client.pubsub(node=client.get_random_node(), **options)
-    return client.pubsub(**options)
+        return ShardedPubSub(client)
+    return client.pubsub()
 
 
 async def run_on_slot_owner(

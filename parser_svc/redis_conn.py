@@ -52,7 +52,9 @@ from redis.exceptions import (
     AuthenticationWrongNumberOfArgsError,
     AuthorizationError,
     NoPermissionError,
+    RedisClusterException,
     RedisError,
+    ResponseError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -384,8 +386,13 @@ async def check_at_start(target: RedisTarget, service: str, timeout_s: float) ->
             async with asyncio.timeout(timeout_s * 2):
                 await client.ping()
                 await client.eval("return 1", 0)  # every write is a script: an ACL must allow it
+                if target.cluster and not await _has_sharded_pubsub(client):
+                    refuse(
+                        "a Redis Cluster needs Redis 7 or newer (the job events are published "
+                        f"on sharded channels, SPUBLISH): {target.redacted()}"
+                    )
             return
-        except (RedisError, OSError, TimeoutError) as err:
+        except (RedisError, OSError, TimeoutError, RedisClusterException) as err:
             detail = refusal_detail(err)
             if detail is not None:
                 refuse(f"{detail}: {target.redacted()}")
@@ -405,6 +412,16 @@ async def check_at_start(target: RedisTarget, service: str, timeout_s: float) ->
         "Redis closed every TLS connection right after the handshake: it asks for a client "
         f"certificate (DOCPARSE_REDIS_TLS_CERT_FILE and _KEY_FILE): {target.redacted()}"
     )
+
+
+async def _has_sharded_pubsub(client: aioredis.Redis) -> bool:
+    try:
+        await client.execute_command("SPUBLISH", "docparse:probe", "")  # type: ignore[no-untyped-call]
+    except ResponseError as err:
+        if "unknown command" in str(err).lower():
+            return False
+        raise
+    return True
 
 
 def _closed(err: BaseException) -> bool:

@@ -18,7 +18,6 @@ from prometheus_client import Counter
 from docparse.errors import DocparseError
 from parser_svc.lifetimes import now_ms
 from parser_svc.records import TERMINAL_STATES, decode_hash, record_to_job
-from parser_svc.redis_cluster import pubsub as redis_pubsub
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore
 from parser_svc.webhook_egress import AddressPolicy, DeliveryFailed, Egress, parse_cidrs
@@ -93,12 +92,16 @@ class Dispatcher:
     async def listen(self) -> None:
         """While this replica holds the lease: every job event of the environment (one pattern
         subscription); a terminal record wakes the round at once. Pub/sub is at-most-once: a
-        lost event only costs the wait until `webhook_recheck_s`."""
+        lost event only costs the wait until `webhook_recheck_s`. On Redis Cluster the records
+        are published on sharded channels, which have no pattern subscription: deliveries are
+        found by polling alone (`webhook_poll_s`, a job not yet ended every
+        `webhook_recheck_s`)."""
+        if self.store.keys.cells:
+            return
         pattern = f"{self.store.keys.job_key_prefix}*:events"
         while True:
-            pubsub: Any = None
+            pubsub = self.store.client.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub = await redis_pubsub(self.store.client, ignore_subscribe_messages=True)
                 await pubsub.psubscribe(pattern)
                 while True:
                     message = await pubsub.get_message(timeout=1.0)
@@ -111,7 +114,7 @@ class Dispatcher:
                 await asyncio.sleep(1.0)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     def _on_event(self, data: bytes) -> None:
         if not any(marker in data for marker in _TERMINAL_MARKERS):

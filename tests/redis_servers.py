@@ -200,3 +200,37 @@ def redis_cluster(
 
         eventually(settled, 30, "the cluster to be ok with every replica attached")
         yield ClusterSet(nodes[:primaries], nodes[primaries:])
+
+
+def slot_owner(nodes: list[Server], slot: int) -> Server:
+    """The primary among `nodes` that serves `slot` now (CLUSTER SLOTS, asked of the first)."""
+    with redis.Redis(port=nodes[0].port) as client:
+        for start, end, primary, *_ in _command(client, "CLUSTER SLOTS"):
+            if start <= slot <= end:
+                port = int(primary[1])
+                return next(node for node in nodes if node.port == port)
+    raise LookupError(f"no node serves slot {slot}")
+
+
+def move_slot(primaries: list[Server], slot: int, target: Server) -> int:
+    """Reshards one slot to `target` as redis-cli --cluster reshard does: IMPORTING on the
+    target, MIGRATING on the source, the keys moved with MIGRATE a few at a time (clients
+    meanwhile get ASK for moved keys, TRYAGAIN for a script over both sides), then every
+    primary told the new owner. Returns how many keys moved."""
+    source = slot_owner(primaries, slot)
+    clients = {node.port: redis.Redis(port=node.port) for node in primaries}
+    try:
+        src, dst = clients[source.port], clients[target.port]
+        src_id, dst_id = _command(src, "CLUSTER MYID"), _command(dst, "CLUSTER MYID")
+        _command(dst, "CLUSTER SETSLOT", slot, "IMPORTING", src_id)
+        _command(src, "CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
+        moved = 0
+        while keys := _command(src, "CLUSTER GETKEYSINSLOT", slot, 5):
+            _command(src, "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+            moved += len(keys)
+        for client in (dst, src, *clients.values()):
+            _command(client, "CLUSTER SETSLOT", slot, "NODE", dst_id)
+        return moved
+    finally:
+        for client in clients.values():
+            client.close()

@@ -29,6 +29,7 @@ from typing import Any
 import grpc
 import pytest
 import redis
+from redis.crc import key_slot
 
 from docparse.client import Client
 from docparse.errors import DocparseError
@@ -38,10 +39,11 @@ from docparse.waiting import TERMINAL
 from parser_svc.keys import Keys
 from tests.conftest import make_stack
 from tests.helpers import Recorder, eventually, make_pdf, stub, submit, wait_terminal
-from tests.redis_servers import ClusterSet, Server, redis_cluster
+from tests.redis_servers import ClusterSet, Server, move_slot, redis_cluster, slot_owner
 from tests.test_durability import _concurrent_submits, status
 from tests.test_failover import JOBS, KILL_AFTER, STACK_ENV, WATCHED, ended_watched
 from tests.test_list_jobs import newest_first
+from tests.test_observability import scrape, total
 
 REDIS_SERVER = Path("/usr/bin/redis-server")
 
@@ -68,6 +70,7 @@ ACTIVE = (job_pb2.STATE_QUEUED, job_pb2.STATE_RUNNING)
 # Pages slow enough that a job is still queued or running when the next call comes.
 SLOW_PAGES = {"DOCPARSE_PARSE_PAGE_DELAY_MS": "100"}
 SLOTS = 4  # 2 replicas x DOCPARSE_WORKER_CONCURRENCY=2 (tests/conftest.py FAST_ENV)
+CELLS = 16  # DOCPARSE_REDIS_CELLS's default
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +149,61 @@ def test_a_watch_on_another_replica_sees_increasing_versions_to_the_end(
     assert recorder.records[0].version >= job.version
     recorder.assert_ends_once()
     recorder.assert_monotonic()
+    assert status(taker, job.job_id) == final
+
+
+def test_concurrent_watches_share_each_replicas_sharded_subscriptions(stack: LocalStack) -> None:
+    """40 jobs watched at once through the gateway: their channels are in many slots, so the
+    event hub subscribes and (after the linger) unsubscribes them a slot at a time on each
+    primary (one SSUBSCRIBE naming two slots is refused: CROSSSLOT). Every watch sees its job
+    to the end, and no replica's hub lost its connection doing so."""
+    gateway = stack.gateway_addresses[0]
+    before = [hub_reconnects(child.metrics_address) for child in stack.parsers]
+    with ThreadPoolExecutor(10) as pool:
+        jobs = list(pool.map(lambda i: submit(gateway, make_pdf(2, f"w {i}"), "w.pdf"), range(40)))
+        finals = list(pool.map(lambda job: wait_terminal(gateway, job.job_id), jobs))
+    assert [job.state for job in finals] == [SUCCEEDED] * len(jobs)
+    assert [hub_reconnects(child.metrics_address) for child in stack.parsers] == before
+
+
+def hub_reconnects(metrics_address: str) -> float:
+    """docparse_pubsub_reconnects_total of one parser_svc replica."""
+    return total([scrape(metrics_address)], "docparse_pubsub_reconnects_total")
+
+
+def shard_subscribers(node: Server, channel: str) -> int:
+    """Subscribers of a sharded channel on `node` (PUBSUB SHARDNUMSUB)."""
+    with redis.Redis(port=node.port) as client:
+        reply = client.execute_command("PUBSUB SHARDNUMSUB", channel)
+    (_, count), *_ = reply  # redis-py pairs the reply: [(channel, subscribers)]
+    return int(count)
+
+
+def test_a_watch_follows_its_job_when_its_slot_moves(
+    stack: LocalStack, cluster: ClusterSet
+) -> None:
+    """Resharding under a running job: its cell's slot moves to another primary (record,
+    tombstone, pending entry and the sharded channel with it). The watching replica's
+    subscription follows (the source drops it, the hub subscribes again on the new owner), the
+    worker's writes land on the new owner, and the watcher sees increasing versions to the one
+    terminal record."""
+    taker, watcher = stack.parser_addresses
+    job = submit(taker, make_pdf(60, "moving"), "moving.pdf")
+    keys = Keys("test", CELLS)
+    channel = keys.job_channel(job.job_id)
+    slot = key_slot(keys.job(job.job_id).encode())
+    recorder = Recorder(watcher, job.job_id)
+    source = slot_owner(cluster.primaries, slot)
+    eventually(lambda: shard_subscribers(source, channel) == 1, 30, "the watch subscribed")
+    eventually(lambda: status(taker, job.job_id).progress.done >= 5, 60, "the parse under way")
+    target = next(node for node in cluster.primaries if node is not source)
+    assert move_slot(cluster.primaries, slot, target) >= 2  # the record and its tombstone
+    eventually(lambda: shard_subscribers(target, channel) == 1, 30, "the watch on the new owner")
+    final = recorder.final()
+    assert (final.state, final.progress.done) == (SUCCEEDED, 60)
+    recorder.assert_monotonic()
+    recorder.assert_ends_once()
+    assert owners(cluster.primaries, [job.job_id]) == {target.port: {job.job_id}}
     assert status(taker, job.job_id) == final
 
 
