@@ -96,7 +96,7 @@ async def _run(
     sha, source = script
     if "" in keys:  # lua/lib/keys.lua: a left-out key, in the slot of the first
         tag = keys[0][keys[0].index("{") : keys[0].index("}") + 1]
-        keys = [key or f"{tag}:none" for key in keys]
+        keys = [key or f"docparse:\x00none:{tag}" for key in keys]
     node = cluster.get_node_from_key(keys[0])
     if node is None:  # not expected: every slot has a primary in the map
         raise RedisConnectionError(f"no node owns the slot of {keys[0]!r}")

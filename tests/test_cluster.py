@@ -336,6 +336,30 @@ def test_list_jobs_newest_first_and_a_queued_job_cancelled(stack: LocalStack) ->
     ]
 
 
+def test_an_acl_user_limited_to_docparse_keys_and_channels(tmp_path: Path) -> None:
+    """On a cluster an ACL user may be confined to `~docparse:*` keys and `&docparse:*`
+    channels: a key a script does not need is a placeholder under docparse: there (on one
+    Redis it is '', which no key pattern admits: docs/operations.md). A job with a request_id,
+    the same bytes again (joined or replayed), and a batch (no request_id: its placeholder)."""
+    user = "user docparse on >cluster-secret ~docparse:* resetchannels &docparse:* +@all"
+    with redis_cluster(tmp_path / "redis", replicas_per_primary=0, extra_config=(user,)) as c:
+        url = c.url.replace("redis+cluster://", "redis+cluster://docparse:cluster-secret@")
+        with make_stack(tmp_path / "stack", replicas=1, gateways=1, redis_url=url) as stack:
+            with Client(stack.gateway_addresses[0]) as client:
+                content = make_pdf(2, "acl")
+                job = client.submit("acl.pdf", content, request_id="acl-1").job
+                assert (
+                    client.submit("acl.pdf", content, request_id="acl-1").job.job_id == job.job_id
+                )
+                assert client.wait(job.job_id).state == SUCCEEDED
+                batch = client.submit_batch([("a.pdf", make_pdf(1, "a")), ("b.pdf", content)])
+                final = list(client.watch_batch(batch.batch_id))[-1]
+            assert (final.succeeded, final.failed) == (2, 0)
+        for node in c.primaries:  # nothing was refused anywhere
+            with redis.Redis(port=node.port) as admin:
+                assert admin.execute_command("ACL LOG") == [], node.port
+
+
 # --- a primary killed mid-run ------------------------------------------------------------------
 
 
