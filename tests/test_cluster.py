@@ -39,11 +39,20 @@ from docparse.waiting import TERMINAL
 from parser_svc.keys import Keys
 from tests.conftest import make_stack
 from tests.helpers import Recorder, eventually, make_pdf, stub, submit, wait_terminal
-from tests.redis_servers import ClusterSet, Server, move_slot, redis_cluster, slot_owner
+from tests.redis_servers import (
+    ClusterSet,
+    ClusterTls,
+    Server,
+    move_slot,
+    redis_cluster,
+    slot_owner,
+)
 from tests.test_durability import _concurrent_submits, status
 from tests.test_failover import JOBS, KILL_AFTER, STACK_ENV, WATCHED, ended_watched
 from tests.test_list_jobs import newest_first
 from tests.test_observability import scrape, total
+from tests.test_redis_urls import Certs, start_parser_svc, tls_env
+from tests.test_redis_urls import certs as certs  # the certificates fixture, shared
 
 REDIS_SERVER = Path("/usr/bin/redis-server")
 
@@ -358,6 +367,32 @@ def test_an_acl_user_limited_to_docparse_keys_and_channels(tmp_path: Path) -> No
         for node in c.primaries:  # nothing was refused anywhere
             with redis.Redis(port=node.port) as admin:
                 assert admin.execute_command("ACL LOG") == [], node.port
+
+
+def test_a_tls_cluster_with_client_certificates(tmp_path: Path, certs: Certs) -> None:
+    """A managed cluster as the clouds offer it: TLS only (clients, bus and replication),
+    client certificates required. A job with a watch (sharded subscriptions over TLS to each
+    primary), its replay, and a batch; the server's certificate is checked (a client trusting
+    another CA cannot start)."""
+    tls = ClusterTls(certs.ca, certs.server_cert, certs.server_key)
+    with redis_cluster(tmp_path / "redis", replicas_per_primary=0, tls=tls) as cluster:
+        env = tls_env(certs)
+        options = {"replicas": 1, "gateways": 1, "redis_url": cluster.url, "extra_env": env}
+        assert cluster.url.startswith("rediss+cluster://")
+        with make_stack(tmp_path / "stack", **options) as stack:
+            gateway = stack.gateway_addresses[0]
+            job = submit(gateway, make_pdf(3, "tls"), "tls.pdf")
+            recorder = Recorder(stack.parser_addresses[0], job.job_id)
+            assert recorder.final().state == SUCCEEDED
+            recorder.assert_ends_once()
+            with Client(gateway) as client:
+                batch = client.submit_batch([("a.pdf", make_pdf(1, "a")), ("b.pdf", b"%PDF-")])
+                final = list(client.watch_batch(batch.batch_id))[-1]
+            assert (final.total, final.succeeded + final.failed) == (2, 2)
+        untrusted = {**env, "DOCPARSE_REDIS_TLS_CA_FILE": str(certs.other_ca)}
+        refused = start_parser_svc({"DOCPARSE_REDIS_URL": cluster.url, **untrusted})
+        assert refused.returncode == 2, refused.stderr
+        assert "certificate" in refused.stderr, refused.stderr
 
 
 # --- a primary killed mid-run ------------------------------------------------------------------
