@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +48,9 @@ class ShardedPubSub:
         self._cluster = cluster
         self._nodes: dict[str, _Node] = {}
         self._messages: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
-        self._leaving: set[bytes] = set()  # channels we unsubscribe: their sunsubscribe is ours
+        # SUNSUBSCRIBEs we sent and whose confirmation has not come yet, per channel: those
+        # confirmations are ours, also when the channel was subscribed again meanwhile.
+        self._leaving: Counter[bytes] = Counter()
 
     def _by_slot(self, channels: tuple[str, ...]) -> dict[tuple[ClusterNode, int], list[str]]:
         """The channels by their slot and its primary: one SSUBSCRIBE or SUNSUBSCRIBE names
@@ -63,7 +65,6 @@ class ShardedPubSub:
 
     async def subscribe(self, *channels: str) -> None:
         for (node, _), names in self._by_slot(channels).items():
-            self._leaving.difference_update(name.encode() for name in names)
             held = self._node(node)
             await held.pubsub.ssubscribe(*names)
             if held.reader is None:  # a pub/sub connection is read once it has a channel
@@ -102,7 +103,14 @@ class ShardedPubSub:
     def _node(self, node: ClusterNode) -> _Node:
         """The connection to `node`, opened on first use (never retried on its own)."""
         if node.name not in self._nodes:
-            options = {**node.connection_kwargs, "retry": Retry(NoBackoff(), 0)}
+            # No read timeout: a subscription may be quiet for long (the cluster client's
+            # default, 5 s, made a quiet primary's connection fail, and the hub resync
+            # everybody, every 5 s). A node that dies closes it; the bus notices the rest.
+            options = {
+                **node.connection_kwargs,
+                "retry": Retry(NoBackoff(), 0),
+                "socket_timeout": None,
+            }
             pool = ConnectionPool(connection_class=node.connection_class, **options)
             client = aioredis.Redis.from_pool(pool)
             self._nodes[node.name] = _Node(client, client.pubsub())
@@ -116,8 +124,8 @@ class ShardedPubSub:
                     continue
                 kind = _KIND.get(message["type"], message["type"])
                 if kind == "unsubscribe":
-                    if message["channel"] in self._leaving:
-                        self._leaving.discard(message["channel"])
+                    if self._leaving[message["channel"]] > 0:
+                        self._leaving[message["channel"]] -= 1
                         continue
                     raise RedisConnectionError(
                         f"{name} dropped {message['channel']!r}: its slot moved"

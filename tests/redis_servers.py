@@ -260,7 +260,10 @@ def move_slot(primaries: list[Server], slot: int, target: Server) -> int:
         while keys := _command(src, "CLUSTER GETKEYSINSLOT", slot, 5):
             _command(src, "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
             moved += len(keys)
-        for client in (dst, src, *clients.values()):
+        # The target first, the source last: the source drops the slot's sharded channels when
+        # told, and a client that then reads the slot map from any primary finds the new one.
+        others = [c for port, c in clients.items() if port not in (source.port, target.port)]
+        for client in (dst, *others, src):
             _command(client, "CLUSTER SETSLOT", slot, "NODE", dst_id)
         return moved
     finally:

@@ -29,6 +29,7 @@ from typing import Any
 import grpc
 import pytest
 import redis
+from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
 from docparse.client import Client
@@ -37,6 +38,7 @@ from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.waiting import TERMINAL
 from parser_svc.keys import Keys
+from parser_svc.sharded_pubsub import ShardedPubSub
 from tests.conftest import make_stack
 from tests.helpers import Recorder, eventually, make_pdf, stub, submit, wait_terminal
 from tests.redis_servers import (
@@ -173,6 +175,30 @@ def test_concurrent_watches_share_each_replicas_sharded_subscriptions(stack: Loc
         finals = list(pool.map(lambda job: wait_terminal(gateway, job.job_id), jobs))
     assert [job.state for job in finals] == [SUCCEEDED] * len(jobs)
     assert [hub_reconnects(child.metrics_address) for child in stack.parsers] == before
+
+
+async def test_a_channel_left_and_taken_again_at_once_stays_live(cluster: ClusterSet) -> None:
+    """The event hub unsubscribes a lingering channel and a new watcher may subscribe it again
+    before the server confirmed the first: that confirmation must not read as the server
+    dropping the channel (a slot moved), which would reconnect the hub for nothing."""
+    client = RedisCluster(host="127.0.0.1", port=cluster.primaries[0].port)
+    await client.initialize()
+    pubsub = ShardedPubSub(client)
+    channel = "docparse:test:job:{c0x1}_again:events"
+    try:
+        await pubsub.subscribe(channel)
+        await pubsub.unsubscribe(channel)
+        await pubsub.subscribe(channel)
+        await client.spublish(channel, "hello")
+        kinds: list[str] = []
+        while not kinds or kinds[-1] != "message":
+            message = await pubsub.get_message(timeout=5)
+            assert message is not None, kinds
+            kinds.append(message["type"])
+        assert kinds == ["subscribe", "subscribe", "message"] and message["data"] == b"hello"
+    finally:
+        await pubsub.aclose()
+        await client.aclose()
 
 
 def hub_reconnects(metrics_address: str) -> float:
