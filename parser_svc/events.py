@@ -86,6 +86,9 @@ class EventHub:
         self._idle: set[str] = set()
         self._flusher: asyncio.Task[None] | None = None
         self._pending_sends: set[asyncio.Task[None]] = set()
+        # Channels whose UNSUBSCRIBE is on its way: a new SUBSCRIBE of one waits for it, or
+        # it could reach the server first and be undone by it.
+        self._leaving: dict[str, asyncio.Task[None]] = {}
         self._client: aioredis.Redis | None = None
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
@@ -141,6 +144,9 @@ class EventHub:
         try:
             try:
                 if first:
+                    leaving = self._leaving.get(channel)
+                    if leaving is not None:
+                        await asyncio.wait([leaving], timeout=self._timeout_s)
                     await self._send_subscribe(channel)
                 async with asyncio.timeout(self._timeout_s):
                     await entry.confirmed.wait()
@@ -180,7 +186,15 @@ class EventHub:
         if channels:
             task = asyncio.get_running_loop().create_task(self._send_unsubscribe(*channels))
             self._pending_sends.add(task)
-            task.add_done_callback(self._pending_sends.discard)
+            self._leaving.update(dict.fromkeys(channels, task))
+
+            def sent(done: asyncio.Task[None]) -> None:
+                self._pending_sends.discard(done)
+                for channel in channels:
+                    if self._leaving.get(channel) is done:
+                        del self._leaving[channel]
+
+            task.add_done_callback(sent)
 
     async def _send_subscribe(self, channel: str) -> None:
         async with asyncio.timeout(self._timeout_s):

@@ -194,3 +194,24 @@ async def test_channels_left_are_unsubscribed_together_after_the_linger(
     await until_subscribers([0] * 5)
     await admin.aclose()
     await hub.close()
+
+
+async def test_a_channel_taken_again_while_its_unsubscribe_is_in_flight_stays_live(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """The linger ends (the idle channels' UNSUBSCRIBE goes out from a task) and in the same
+    turn a watcher subscribes one of them again: its SUBSCRIBE must not overtake that
+    UNSUBSCRIBE, or the server ends unsubscribed while the hub thinks it listens (the watcher
+    would hear nothing until its next resync read)."""
+    hub = EventHub(redis_server.url, linger_s=60)
+    await hub.start()
+    admin = aioredis.Redis.from_url(redis_server.url)
+    channel = f"again:{uuid.uuid4().hex}"
+    async with hub.subscribe(channel):
+        pass  # lingering now
+    hub._flush_idle()  # the linger's end, as its timer calls it
+    async with hub.subscribe(channel) as queue:
+        assert await admin.publish(channel, json.dumps({"job_id": "x", "version": 4})) == 1
+        assert await asyncio.wait_for(queue.get(), 5) == {"job_id": "x", "version": 4}
+    await admin.aclose()
+    await hub.close()
