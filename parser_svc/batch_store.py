@@ -26,7 +26,7 @@ class _Store(Protocol):
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> T: ...
 
-    async def list_new(self, index: str, job_ids: Sequence[str], create_ms: int) -> None: ...
+    async def list_new(self, index: str, entries: Sequence[tuple[str, int]]) -> None: ...
 
     async def _fields(self, key: str, names: Sequence[str]) -> dict[str, str]: ...
 
@@ -75,8 +75,10 @@ class BatchRecords:
         reply = await self.call(lambda: CREATE_BATCH(self.client, keys, args, **self._durable))
         result = CreateResult.of(reply, batch_id)
         if self.keys.cells and result.created:
-            ids = [batch_file_id(batch_id, i) for i in range(len(files))]
-            await self.list_new(index, ids, int(args[0]))
+            made = int(args[0])
+            await self.list_new(
+                index, [(batch_file_id(batch_id, i), made) for i in range(len(files))]
+            )
         return result
 
     async def batch_fields(self: _Store, batch_id: str, names: Sequence[str]) -> dict[str, str]:

@@ -78,32 +78,33 @@ async def run_on_slot_owner(
     many replicas acknowledged it (a WAIT for `replicas` on the same connection; 0 when
     `replicas` is 0)."""
     await cluster.initialize()  # a no-op once the client knows the slots
+    if "" in keys:  # lua/lib/keys.lua: a left-out key, in the slot of the first
+        tag = keys[0][keys[0].index("{") : keys[0].index("}") + 1]
+        keys = [key or f"docparse:\x00none:{tag}" for key in keys]
+    wait = [("WAIT", replicas, wait_ms)] if replicas else []
     try:
-        return await _run(cluster, script, keys, args, replicas, wait_ms)
+        return await _run(cluster, script, keys, [*keys, *args], wait)
     except RedisConnectionError:
         await _refresh(cluster)
-    return await _run(cluster, script, keys, args, replicas, wait_ms)
+    return await _run(cluster, script, keys, [*keys, *args], wait)
 
 
 async def _run(
     cluster: RedisCluster,
     script: tuple[str, str],
     keys: list[str],
-    args: list[str | bytes | int],
-    replicas: int,
-    wait_ms: int,
+    operands: list[str | bytes | int],
+    wait: list[tuple[str, int, int]],
 ) -> tuple[list[bytes | int], int]:
+    """One try on the slot's current primary: EVALSHA (EVAL if it lacks the script), then
+    `wait` on the same connection."""
     sha, source = script
-    if "" in keys:  # lua/lib/keys.lua: a left-out key, in the slot of the first
-        tag = keys[0][keys[0].index("{") : keys[0].index("}") + 1]
-        keys = [key or f"docparse:\x00none:{tag}" for key in keys]
     node = cluster.get_node_from_key(keys[0])
     if node is None:  # not expected: every slot has a primary in the map
         raise RedisConnectionError(f"no node owns the slot of {keys[0]!r}")
     for call in (("EVALSHA", sha), ("EVAL", source)):
-        commands = [PipelineCommand(0, *call, len(keys), *keys, *args)]
-        if replicas:
-            commands.append(PipelineCommand(1, "WAIT", replicas, wait_ms))
+        commands = [PipelineCommand(0, *call, len(keys), *operands)]
+        commands += [PipelineCommand(1, *command) for command in wait]
         try:
             await node.execute_pipeline(commands)
         except (OSError, RedisConnectionError, TimeoutError, RuntimeError) as err:
@@ -119,7 +120,7 @@ async def _run(
             raise RedisConnectionError(f"slot moved from {node.name}: {reply}")
         if isinstance(reply, Exception):
             raise reply
-        acked = commands[1].result if replicas else 0
+        acked = commands[1].result if wait else 0
         return list(reply), 0 if isinstance(acked, Exception) else int(acked)
     raise NoScriptError("the script could not be loaded")
 

@@ -151,15 +151,15 @@ class JobStore(BatchRecords):
         reply = await self.call(lambda: CREATE_JOB(self.client, keys, args, **self._durable))
         result = CreateResult.of(reply, job_id)
         if self.keys.cells and result.created:
-            await self.list_new(index, [job_id], int(args[1]))
+            await self.list_new(index, [(job_id, int(args[1]))])
         return result
 
-    async def list_new(self, index: str, job_ids: Sequence[str], create_ms: int) -> None:
-        """On Redis Cluster, lists just-created jobs in their tenant's index (ListJobs), which
-        is in another slot than they are: a step after the create, repeated by the sweeper for
-        every job still pending (a caller that died between the two)."""
+    async def list_new(self, index: str, entries: Sequence[tuple[str, int]]) -> None:
+        """On Redis Cluster, lists just-created jobs (id, create time in ms) in their tenant's
+        index (ListJobs), which is in another slot than they are: a step after the create,
+        repeated by the sweeper for every job still pending (a caller that died between)."""
         args: list[str | bytes | int] = [now_ms(), self.ttl.listed_ms]
-        for job_id in job_ids:
+        for job_id, create_ms in entries:
             args += [job_id, create_ms]
         await self.call(lambda: INDEX_JOBS(self.client, [index], args))
 

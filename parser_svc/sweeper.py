@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import socket
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import cast
 
@@ -137,14 +138,16 @@ class Sweeper:
         async def read() -> list[object]:
             async with client.pipeline(transaction=False) as pipe:
                 for job_id in ids:
-                    pipe.hget(keys.job(job_id), "state")
+                    pipe.hmget(keys.job(job_id), "state", "tenant", "create_ms")
                     pipe.hmget(keys.queue_job(queue_name, job_id), "timestamp", "finishedOn")
                 return list(await pipe.execute())
 
         replies = await self.store.call(read)
         done: list[str] = []
+        owners: dict[str, tuple[bytes | None, bytes | None]] = {}  # job: tenant, create ms
         for index, job_id in enumerate(ids):
-            state = replies[2 * index]
+            state, tenant, create_ms = cast(list[bytes | None], replies[2 * index])
+            owners[job_id] = (tenant, create_ms)
             queued_at, finished_at = cast(list[bytes | None], replies[2 * index + 1])
             if state != b"QUEUED" or (queued_at is not None and finished_at is None):
                 done.append(job_id)
@@ -165,26 +168,19 @@ class Sweeper:
             observability.SWEEPER_REPAIRS.labels("enqueued").inc()
             report.enqueued += 1
             done.append(job_id)
-        if done and keys.cells:
-            await self._list(done)
+        if keys.cells:
+            # Redis Cluster: a job leaves the pending set listed in its tenant's index (its
+            # creator lists it right after the create, unless it died in between: one call
+            # per tenant here, store.list_new).
+            listed: dict[str, list[tuple[str, int]]] = defaultdict(list)
+            for job_id in done:
+                owner, made = owners[job_id]
+                if owner is not None and made is not None:
+                    listed[owner.decode()].append((job_id, int(made)))
+            for name, entries in listed.items():
+                await self.store.list_new(keys.tenant_jobs(name), entries)
         if done:
             await self.store.call(lambda: client.zrem(pending, *done))
-
-    async def _list(self, job_ids: list[str]) -> None:
-        """Redis Cluster: each job leaves the pending set listed in its tenant's index (its
-        creator lists it right after the create, unless it died in between: store.list_new)."""
-        keys, client = self.store.keys, self.store.client
-
-        async def read() -> list[list[bytes | None]]:
-            async with client.pipeline(transaction=False) as pipe:
-                for job_id in job_ids:
-                    pipe.hmget(keys.job(job_id), "tenant", "create_ms")
-                return list(await pipe.execute())
-
-        for job_id, (tenant, create_ms) in zip(job_ids, await self.store.call(read), strict=True):
-            if tenant is not None and create_ms is not None:
-                index = keys.tenant_jobs(tenant.decode())
-                await self.store.list_new(index, [job_id], int(create_ms))
 
     async def _delete_orphan_uploads(self, report: SweepReport) -> None:
         keys, client = self.store.keys, self.store.client

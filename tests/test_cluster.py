@@ -37,8 +37,13 @@ from docparse.errors import DocparseError
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.waiting import TERMINAL
+from parser_svc.blobs import BlobStore
 from parser_svc.keys import Keys
+from parser_svc.queue import JobQueue
+from parser_svc.settings import Settings
 from parser_svc.sharded_pubsub import ShardedPubSub
+from parser_svc.store import JobStore, connect
+from parser_svc.sweeper import Sweeper
 from tests.conftest import make_stack
 from tests.helpers import Recorder, eventually, make_pdf, stub, submit, wait_terminal
 from tests.redis_servers import (
@@ -202,6 +207,36 @@ async def test_a_channel_left_and_taken_again_at_once_stays_live(cluster: Cluste
     finally:
         await pubsub.aclose()
         await client.aclose()
+
+
+async def test_the_sweeper_lists_a_job_its_creator_did_not(
+    cluster: ClusterSet, tmp_path: Path
+) -> None:
+    """On a cluster a job enters its tenant's ListJobs index in a step after its create: a
+    creator that died in between left it unlisted (here: its entry removed again). The
+    sweeper, confirming the job left its pending set, lists it; one call per tenant."""
+    settings = Settings(
+        redis_url=cluster.url, env=f"s{uuid.uuid4().hex[:8]}", sweep_enqueue_after_s=0
+    )
+    store = JobStore(connect(settings), settings)
+    queue = JobQueue(settings)
+    try:
+        made = []
+        for tenant in ("t1", "t1", "t2"):
+            job_id = store.keys.new_id(store.keys.place(tenant, uuid.uuid4().hex))
+            assert (await store.create(job_id, {"tenant": tenant})).status == "OK"
+            await store.client.zrem(store.keys.tenant_jobs(tenant), job_id)
+            made.append((tenant, job_id))
+        report = await Sweeper(
+            settings, store, queue, BlobStore(tmp_path, settings.env)
+        ).sweep_once()
+        assert report.enqueued == 3  # nobody had queued them either
+        for tenant, job_id in made:
+            assert await store.client.zscore(store.keys.tenant_jobs(tenant), job_id) is not None
+            assert await store.client.zscore(store.keys.pending(job_id), job_id) is None
+    finally:
+        await queue.close()
+        await store.client.aclose()
 
 
 def hub_reconnects(metrics_address: str) -> float:
