@@ -23,7 +23,7 @@ from typing import Protocol
 from docparse.errors import DocparseError
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.tenancy import DEFAULT_TENANT
-from parser_svc.events import CLOSING, Event, EventHub, shutting_down
+from parser_svc.events import Ending, Event, EventHub
 from parser_svc.keys import Keys, batch_file_id
 from parser_svc.records import is_terminal, record_to_job
 
@@ -162,7 +162,8 @@ class BatchFollowers:
             await follower.publish(None, err)
 
     async def _next(self, raw: RawBatch, queue: asyncio.Queue[Event], resync_s: float) -> RawBatch:
-        """The batch after its next change (raises SERVER_SHUTTING_DOWN on CLOSING)."""
+        """The batch after its next change (raises an Ending marker's error: shutdown, a
+        subscription never confirmed)."""
         batch_id = raw.batch_id
         while True:
             try:
@@ -177,8 +178,9 @@ class BatchFollowers:
             events = [first]
             while not queue.empty():
                 events.append(queue.get_nowait())
-            if any(event is CLOSING for event in events):
-                raise shutting_down()
+            for event in events:
+                if isinstance(event, Ending):
+                    raise event.error()
             changed: set[int] = set()
             for event in events:
                 if not isinstance(event, dict):  # RESYNC: events may have been lost

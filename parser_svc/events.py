@@ -1,9 +1,16 @@
 """EventHub: one Redis pub/sub connection per process, shared by every watch stream.
 
-Subscriptions are ref-counted per channel. `subscribe()` returns only once Redis has confirmed
+Subscriptions are ref-counted per channel. `subscribe()` returns once Redis has confirmed
 the subscription, so a snapshot read after it cannot miss an event published in between. When
 the connection breaks, the hub reconnects, resubscribes every channel and puts a RESYNC marker
 on every subscriber's queue: pub/sub is at-most-once, so watchers re-read their snapshot.
+
+A confirmation that is late (a loaded Redis or pub/sub link; a reconnect in progress) does not
+fail the watch: after `timeout_s` the subscriber gets its queue anyway, with a RESYNC every
+`poll_s` until the confirmation comes and one right after it (the watcher polls the record
+meanwhile, so it is never worse than polling), and an UNCONFIRMED marker (the watch ends with
+UNAVAILABLE) if none came within `patience_s`. A watch that ended because pub/sub was slow made
+every client resume at once, on a store that was already slow.
 
 A channel whose last subscriber left stays subscribed for up to `linger_s`: the channels left
 meanwhile are unsubscribed together, in one command (one per job was a third of a short job's
@@ -17,7 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,13 +55,22 @@ class Resync:
 RESYNC = Resync()
 
 
-class Closing:
-    """Queued when the process shuts down: the watcher ends its stream with a retryable
-    status so the client resumes on another replica."""
+class Ending:
+    """Queued when the watcher must end its stream with `error()`, a retryable status: the
+    process shuts down (the client resumes on another replica) or Redis never confirmed the
+    subscription."""
+
+    def __init__(self, error: Callable[[], DocparseError]) -> None:
+        self.error = error
 
 
-CLOSING = Closing()
-Event = dict[str, str] | Resync | Closing
+def _unconfirmed() -> DocparseError:
+    return store_unavailable("pub/sub subscribe not confirmed")
+
+
+CLOSING = Ending(shutting_down)
+UNCONFIRMED = Ending(_unconfirmed)
+Event = dict[str, str] | Resync | Ending
 
 
 @dataclass
@@ -73,12 +89,16 @@ class EventHub:
         url: str | RedisTarget,
         *,
         timeout_s: float = 2.0,
+        patience_s: float = 10.0,
+        poll_s: float = 0.5,
         queue_size: int = 64,
         linger_s: float = 1.0,
         max_idle: int = 1000,
     ) -> None:
         self._target = url if isinstance(url, RedisTarget) else RedisTarget(url)
         self._timeout_s = timeout_s
+        self._patience_s = patience_s
+        self._poll_s = poll_s
         self._queue_size = queue_size
         self._linger_s = linger_s
         self._max_idle = max_idle
@@ -97,6 +117,7 @@ class EventHub:
         self._closed = False
         self._draining = False
         self.reconnects = 0
+        self.late_subscribes = 0
 
     @property
     def channel_count(self) -> int:
@@ -141,20 +162,29 @@ class EventHub:
             self._idle.discard(channel)
         entry.queues.add(queue)
         observability.WATCH_STREAMS.inc()
+        nudger: asyncio.Task[None] | None = None
         try:
             try:
-                if first:
-                    leaving = self._leaving.get(channel)
-                    if leaving is not None:
-                        await asyncio.wait([leaving], timeout=self._timeout_s)
-                    await self._send_subscribe(channel)
                 async with asyncio.timeout(self._timeout_s):
+                    if first:
+                        leaving = self._leaving.get(channel)
+                        if leaving is not None:
+                            await asyncio.wait([leaving])
+                        # Not cancelled by the timeout: a SUBSCRIBE cut off mid-send would
+                        # leave the channel unsubscribed with no reconnect to repair it.
+                        await asyncio.shield(self._track(self._send_subscribe(channel)))
                     await entry.confirmed.wait()
-            except (TimeoutError, OSError, RedisError) as err:
-                # Redis did not confirm in time: the same answer as any store outage.
+            except TimeoutError:
+                # Late, not failed: the subscriber polls until the confirmation comes.
+                observability.PUBSUB_LATE_SUBSCRIBES.inc()
+                self.late_subscribes += 1
+                nudger = asyncio.create_task(self._nudge(entry, queue))
+            except (OSError, RedisError) as err:
                 raise store_unavailable(f"pub/sub subscribe {store_failure(err)}") from err
             yield queue
         finally:
+            if nudger is not None:
+                nudger.cancel()
             entry.queues.discard(queue)
             observability.WATCH_STREAMS.dec()
             if not entry.queues and self._channels.get(channel) is entry:
@@ -165,6 +195,29 @@ class EventHub:
                 else:  # never confirmed (a timeout, a reconnect): nothing to linger on
                     del self._channels[channel]
                     await self._send_unsubscribe(channel)
+
+    async def _nudge(self, entry: _Channel, queue: asyncio.Queue[Event]) -> None:
+        """A subscriber let in before its channel's confirmation: RESYNC every `poll_s` (it
+        may miss events meanwhile) and once the confirmation came; UNCONFIRMED (and nothing
+        more) if it did not come within `patience_s` of the subscribe."""
+        deadline = asyncio.get_running_loop().time() + self._patience_s - self._timeout_s
+        while not entry.confirmed.is_set():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                _put_over(queue, UNCONFIRMED)
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(self._poll_s, left)):
+                    await entry.confirmed.wait()
+            if not queue.full():  # a full queue is read soon anyway
+                queue.put_nowait(RESYNC)
+
+    def _track(self, send: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """`send` as a task the hub holds until it is done."""
+        task = asyncio.get_running_loop().create_task(send)
+        self._pending_sends.add(task)
+        task.add_done_callback(self._pending_sends.discard)
+        return task
 
     def _schedule_flush(self) -> None:
         if len(self._idle) >= self._max_idle:
@@ -184,12 +237,10 @@ class EventHub:
         for channel in channels:
             del self._channels[channel]
         if channels:
-            task = asyncio.get_running_loop().create_task(self._send_unsubscribe(*channels))
-            self._pending_sends.add(task)
+            task = self._track(self._send_unsubscribe(*channels))
             self._leaving.update(dict.fromkeys(channels, task))
 
             def sent(done: asyncio.Task[None]) -> None:
-                self._pending_sends.discard(done)
                 for channel in channels:
                     if self._leaving.get(channel) is done:
                         del self._leaving[channel]
@@ -293,6 +344,12 @@ class EventHub:
                 queue.put_nowait(event)
             except asyncio.QueueFull:
                 # A slow consumer only needs the latest state: drop its backlog, ask for resync.
-                while not queue.empty():
-                    queue.get_nowait()
-                queue.put_nowait(CLOSING if self._draining else RESYNC)
+                _put_over(queue, CLOSING if self._draining else RESYNC)
+
+
+def _put_over(queue: asyncio.Queue[Event], marker: Resync | Ending) -> None:
+    """Queues `marker`; a full queue's backlog is dropped for it (a re-read covers it)."""
+    if queue.full():
+        while not queue.empty():
+            queue.get_nowait()
+    queue.put_nowait(marker)

@@ -82,6 +82,11 @@ PUBSUB_RECONNECTS = Counter(
     "Times the process's shared Redis pub/sub connection was lost and reopened",
     registry=None,
 )
+PUBSUB_LATE_SUBSCRIBES = Counter(
+    "docparse_pubsub_late_subscribes_total",
+    "Watches let in before Redis confirmed their subscription (they poll until it comes)",
+    registry=None,
+)
 
 PARSER_METRICS: tuple[Collector, ...] = (
     JOBS_CREATED,
@@ -93,6 +98,7 @@ PARSER_METRICS: tuple[Collector, ...] = (
     WATCH_STREAMS,
     REDIS_ERRORS,
     PUBSUB_RECONNECTS,
+    PUBSUB_LATE_SUBSCRIBES,
 )
 QUEUE_STATES = ("waiting", "active", "delayed", "failed")
 

@@ -64,11 +64,19 @@ class ShardedPubSub:
         return grouped
 
     async def subscribe(self, *channels: str) -> None:
-        for (node, _), names in self._by_slot(channels).items():
-            held = self._node(node)
-            await held.pubsub.ssubscribe(*names)
-            if held.reader is None:  # a pub/sub connection is read once it has a channel
-                held.reader = asyncio.create_task(self._read(node.name, held.pubsub))
+        """SSUBSCRIBEs `channels`. A failure (no owner in the slot map, a node that cannot be
+        reached) is also handed to `get_message`, as a broken connection is: the hub then
+        reconnects with a fresh slot map and subscribes every channel again. Raised only here,
+        it would leave the channel unsubscribed with no connection broken to repair it."""
+        try:
+            for (node, _), names in self._by_slot(channels).items():
+                held = self._node(node)
+                await held.pubsub.ssubscribe(*names)
+                if held.reader is None:  # a pub/sub connection is read once it has a channel
+                    held.reader = asyncio.create_task(self._read(node.name, held.pubsub))
+        except Exception as err:
+            self._messages.put_nowait(err)
+            raise
 
     async def unsubscribe(self, *channels: str) -> None:
         for (node, _), names in self._by_slot(channels).items():

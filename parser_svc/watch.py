@@ -15,7 +15,7 @@ import grpc
 
 from docparse.errors import DocparseError, cursor_ahead
 from docparse.v1 import job_pb2, parser_service_pb2
-from parser_svc.events import CLOSING, RESYNC, EventHub, shutting_down
+from parser_svc.events import RESYNC, Ending, EventHub
 from parser_svc.records import is_terminal, record_to_job
 from parser_svc.store import JobStore
 
@@ -80,8 +80,8 @@ async def watch_job(
                     yield parser_service_pb2.WatchJobResponse(heartbeat=beat)
                     last_sent = now
                 continue
-            if event is CLOSING:
-                raise shutting_down()
+            if isinstance(event, Ending):
+                raise event.error()
             if event is RESYNC:
                 latest = await reread()
                 if latest is None:  # try again soon rather than at the next timer tick

@@ -18,7 +18,9 @@ byte of ITS reply arrives the fault is applied:
 Commands queued inside MULTI are never faulted (they have not run when +QUEUED comes back);
 the EXEC is, and its `Command.queued` lists the transaction's commands. A connection that
 subscribes (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE), MONITORs or turns replies off becomes plain
-pass-through for good: its commands are counted but never matched to replies or faulted.
+pass-through for good: its commands are counted but never matched to replies or faulted;
+`lag_passthrough(s)` holds what such connections receive (subscribe confirmations, messages)
+`s` seconds, in order: a slow pub/sub link.
 
 The asyncio loop runs in a daemon thread; `arm`, `randomize`, `calm` and the counters are safe
 to use from the test thread.
@@ -432,6 +434,9 @@ class _Conn(asyncio.Protocol):
         if self.dropping or self.client_gone:
             return
         if self.passthrough:
+            lag = self.proxy.passthrough_lag_s
+            if lag:
+                self.hold_until = max(self.hold_until, self.loop.time() + lag)
             self._emit(data)
             return
         try:
@@ -601,6 +606,7 @@ class FaultProxy:
         self._conns: set[_Conn] = set()
         self._open_transports = 0  # touched only in the loop thread
         self._idle: asyncio.Event | None = None  # set while no transport is open
+        self.passthrough_lag_s = 0.0  # read in the loop thread; a float store is atomic
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -753,6 +759,13 @@ class FaultProxy:
             if self._random is not None:
                 self._random.active = False
             self._random = _Random(drop_p, delay_p, delay_s, match, random.Random(seed))
+
+    def lag_passthrough(self, delay_s: float) -> None:
+        """From now on, hold every byte a pass-through (pub/sub) connection receives `delay_s`
+        seconds after it arrives, order kept (0: deliver at once again)."""
+        if delay_s < 0:
+            raise ValueError("delay_s must be >= 0")
+        self.passthrough_lag_s = delay_s
 
     def calm(self) -> None:
         """Disarm every armed fault and random mode, including ones already matched to a

@@ -6,18 +6,23 @@ import asyncio
 import itertools
 import json
 import uuid
+from collections.abc import AsyncIterator
 
 import grpc
+import pytest
 import redis.asyncio as aioredis
 
+from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from docparse.v1.parser_service_pb2 import WatchJobResponse
 from parser_svc.events import EventHub
 from parser_svc.records import is_terminal
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
 from parser_svc.watch import watch_job
+from tests.faultproxy import FaultProxy
 from tests.helpers import make_pdf, submit
 
 STREAMS = 50
@@ -215,3 +220,64 @@ async def test_a_channel_taken_again_while_its_unsubscribe_is_in_flight_stays_li
         assert await asyncio.wait_for(queue.get(), 5) == {"job_id": "x", "version": 4}
     await admin.aclose()
     await hub.close()
+
+
+async def _versions_until_terminal(stream: AsyncIterator[WatchJobResponse]) -> list[int]:
+    versions: list[int] = []
+    async for event in stream:
+        if event.HasField("job"):
+            versions.append(event.job.version)
+            if is_terminal(event.job):
+                break
+    return versions
+
+
+async def test_a_late_subscribe_confirmation_makes_the_watch_poll_not_fail(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """The hub's pub/sub link is slow (every byte it receives 1.5 s late, the subscribe
+    confirmation included; its store deadline is 0.3 s): the watch still sends its snapshot,
+    every record written meanwhile (it polls the record until the confirmation comes) and the
+    terminal one, versions strictly increasing. It used to end UNAVAILABLE, and every client
+    resumed at once on a store that was already slow."""
+    settings = Settings(redis_url=redis_server.url, env=f"late{uuid.uuid4().hex[:6]}")
+    store = JobStore(connect(settings), settings)
+    job_id = await _new_job(store)
+    with FaultProxy(redis_server.port) as proxy:
+        proxy.lag_passthrough(1.5)
+        hub = EventHub(proxy.url, timeout_s=0.3, patience_s=30, poll_s=0.1)
+        await hub.start()
+        stream = watch_job(store, hub, job_id, 0, resync_s=30, heartbeat_s=30)
+        first = await anext(stream)
+        assert hub.late_subscribes == 1
+        for done in (1, 2):
+            await store.progress(job_id, "w", done=done, total=3, stage="text")
+        await store.finish(job_id, "w", "SUCCEEDED", {"res_sha256": "ab"})
+        rest = await asyncio.wait_for(_versions_until_terminal(stream), 20)
+        versions = [first.job.version, *rest]
+        assert versions == sorted(set(versions)), versions
+        assert versions[-1] == (await store.get(job_id)).version
+        await hub.close()
+
+
+async def test_a_subscription_never_confirmed_ends_the_watch_unavailable(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """No confirmation within the hub's patience (2 s here): after its snapshot the watch ends
+    with UNAVAILABLE STATE_STORE_UNAVAILABLE (resume it), not a stream that polls forever."""
+    settings = Settings(redis_url=redis_server.url, env=f"never{uuid.uuid4().hex[:6]}")
+    store = JobStore(connect(settings), settings)
+    job_id = await _new_job(store)
+    with FaultProxy(redis_server.port) as proxy:
+        proxy.lag_passthrough(120)
+        hub = EventHub(proxy.url, timeout_s=0.3, patience_s=2, poll_s=0.1)
+        await hub.start()
+        stream = watch_job(store, hub, job_id, 0, resync_s=30, heartbeat_s=30)
+        assert (await anext(stream)).job.version >= 1
+        with pytest.raises(DocparseError) as ended:
+            await asyncio.wait_for(_versions_until_terminal(stream), 20)
+        assert ended.value.code == grpc.StatusCode.UNAVAILABLE
+        assert ended.value.reason == "STATE_STORE_UNAVAILABLE"
+        assert "not confirmed" in ended.value.message
+        proxy.lag_passthrough(0)
+        await hub.close()
