@@ -252,6 +252,8 @@ class EventHub:
             if not self._connected.is_set():
                 self._wake.set()  # skip the reconnect backoff: someone is waiting
             await self._connected.wait()
+            if channel not in self._channels:
+                return  # its watchers left while this waited for the connection
             try:
                 await self._pubsub.subscribe(channel)
             except Exception as err:

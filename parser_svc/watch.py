@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import grpc
 
@@ -29,7 +29,7 @@ async def watch_job(
     resync_s: float,
     heartbeat_s: float,
     store_grace_s: float = 10.0,
-) -> AsyncIterator[parser_service_pb2.WatchJobResponse]:
+) -> AsyncGenerator[parser_service_pb2.WatchJobResponse, None]:
     last = after_version
     last_sent = time.monotonic()
     failing_since: float | None = None

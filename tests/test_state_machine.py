@@ -168,7 +168,9 @@ class JobRecordMachine(RuleBasedStateMachine):
                 self.store.progress(self.job_id, fence, done=done, total=total, stage="text")
             )
         if op == "finish":
-            fields = {"res_sha256": "ab"} if args[1] == "SUCCEEDED" else {"err_reason": "X"}
+            fields: dict[str, str | int] = (
+                {"res_sha256": "ab"} if args[1] == "SUCCEEDED" else {"err_reason": "X"}
+            )
             return self.run(self.store.finish(self.job_id, args[0], args[1], fields))
         if op == "release":
             return self.run(self.store.release(self.job_id, args[0]))

@@ -155,8 +155,8 @@ async def test_watchers_survive_killed_pubsub_connection(redis_server: EmbeddedR
     for job_id in job_ids:
         await store.finish(job_id, "w", "SUCCEEDED", {"res_sha256": "ab"})
 
-    async def last(stream: object) -> job_pb2.Job:
-        jobs = [e.job async for e in stream if e.HasField("job")]  # type: ignore[attr-defined]
+    async def last(stream: AsyncIterator[WatchJobResponse]) -> job_pb2.Job:
+        jobs = [e.job async for e in stream if e.HasField("job")]
         return jobs[-1]
 
     finals = await asyncio.wait_for(asyncio.gather(*(last(s) for s in streams)), 10)
