@@ -30,9 +30,8 @@ from typing import Any
 
 import grpc
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
-from docparse.errors import DocparseError, store_failure, store_unavailable
+from docparse.errors import DocparseError, store_unavailable
 from parser_svc import observability
 from parser_svc.redis_cluster import event_pubsub
 from parser_svc.redis_conn import RedisTarget
@@ -167,20 +166,17 @@ class EventHub:
             try:
                 async with asyncio.timeout(self._timeout_s):
                     if first:
-                        leaving = self._leaving.get(channel)
-                        if leaving is not None:
-                            await asyncio.wait([leaving])
-                        # Not cancelled by the timeout: a SUBSCRIBE cut off mid-send would
-                        # leave the channel unsubscribed with no reconnect to repair it.
-                        await asyncio.shield(self._track(self._send_subscribe(channel)))
+                        # Not cancelled by the timeout: a SUBSCRIBE cut off before or during
+                        # its send would leave the channel unsubscribed with no reconnect to
+                        # repair it, and its late subscriber polling in vain.
+                        join = self._join(channel, self._leaving.get(channel))
+                        await asyncio.shield(self._track(join))
                     await entry.confirmed.wait()
             except TimeoutError:
                 # Late, not failed: the subscriber polls until the confirmation comes.
                 observability.PUBSUB_LATE_SUBSCRIBES.inc()
                 self.late_subscribes += 1
                 nudger = asyncio.create_task(self._nudge(entry, queue))
-            except (OSError, RedisError) as err:
-                raise store_unavailable(f"pub/sub subscribe {store_failure(err)}") from err
             yield queue
         finally:
             if nudger is not None:
@@ -212,11 +208,25 @@ class EventHub:
             if not queue.full():  # a full queue is read soon anyway
                 queue.put_nowait(RESYNC)
 
+    async def _join(self, channel: str, leaving: asyncio.Task[None] | None) -> None:
+        """SUBSCRIBE `channel`, after the UNSUBSCRIBE of it still on its way (if any): sent
+        first, that one would undo it."""
+        if leaving is not None:
+            await asyncio.wait([leaving])
+        await self._send_subscribe(channel)
+
     def _track(self, send: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """`send` as a task the hub holds until it is done."""
+        """`send` as a task the hub holds until it is done (its error, if nobody waits for it
+        any more, is only logged: a subscriber that stopped waiting polls or has left)."""
         task = asyncio.get_running_loop().create_task(send)
         self._pending_sends.add(task)
-        task.add_done_callback(self._pending_sends.discard)
+
+        def done(task: asyncio.Task[None]) -> None:
+            self._pending_sends.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                log.info("pub/sub command failed: %r", task.exception())
+
+        task.add_done_callback(done)
         return task
 
     def _schedule_flush(self) -> None:
@@ -248,22 +258,25 @@ class EventHub:
             task.add_done_callback(sent)
 
     async def _send_subscribe(self, channel: str) -> None:
-        async with asyncio.timeout(self._timeout_s):
-            if not self._connected.is_set():
-                self._wake.set()  # skip the reconnect backoff: someone is waiting
-            await self._connected.wait()
-            if channel not in self._channels:
-                return  # its watchers left while this waited for the connection
-            try:
-                await self._pubsub.subscribe(channel)
-            except Exception as err:
-                # The connection broke under the command (a Redis Cluster node gone; redis-py
-                # may then raise AttributeError from its half-closed connection). The reader
-                # reconnects and subscribes every channel again, this one included; the
-                # caller waits for that confirmation as for any.
-                log.info(
-                    "pub/sub subscribe of %s failed (%r); waiting for the resubscribe", channel, err
-                )
+        """Sends SUBSCRIBE once the hub is connected. Not connected within `timeout_s`: not
+        sent; the (re)connect subscribes every channel the hub holds, this one included."""
+        if not self._connected.is_set():
+            self._wake.set()  # skip the reconnect backoff: someone is waiting
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._timeout_s):
+                    await self._connected.wait()
+        if not self._connected.is_set() or channel not in self._channels:
+            return  # not connected yet, or its watchers left while this waited
+        try:
+            await self._pubsub.subscribe(channel)
+        except Exception as err:
+            # The connection broke under the command (a Redis Cluster node gone; redis-py
+            # may then raise AttributeError from its half-closed connection). The reader
+            # reconnects and subscribes every channel again, this one included; the
+            # caller waits for that confirmation as for any.
+            log.info(
+                "pub/sub subscribe of %s failed (%r); waiting for the resubscribe", channel, err
+            )
 
     async def _send_unsubscribe(self, *channels: str) -> None:
         if self._pubsub is None or not self._connected.is_set():
