@@ -34,12 +34,15 @@ import pytest
 import redis.asyncio as aioredis
 import yaml  # type: ignore[import-untyped]
 from bullmq import Worker
+from redis.asyncio.cluster import RedisCluster
 
 from docparse.local.embedded_redis import EmbeddedRedis
 from gateway.settings import GatewaySettings
 from parser_svc.keys import Keys
 from parser_svc.queue import JobQueue, bullmq_options
 from parser_svc.settings import Settings
+from tests.redis_servers import redis_cluster
+from tests.test_cluster import redis_major
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "k8s"
@@ -184,7 +187,13 @@ def rendered_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 def test_every_overlay_is_tested() -> None:
-    assert {p.name for p in OVERLAYS} >= {"dev", "prod", "prod-external-redis", "prod-keda"}
+    assert {p.name for p in OVERLAYS} >= {
+        "dev",
+        "prod",
+        "prod-external-redis",
+        "prod-keda",
+        "prod-cluster-keda",
+    }
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -425,7 +434,8 @@ def test_bundled_redis_keeps_every_write_and_never_evicts(tree: Path) -> None:
     objs = objects(tree)
     redis = find(objs, "StatefulSet", "redis")
     if redis is None:
-        assert tree.name.endswith("external-redis"), "only the external-redis overlay drops Redis"
+        # Only overlays made of the external-redis component (or of the overlay using it).
+        assert "external-redis" in (tree / "kustomization.yaml").read_text(), "Redis dropped"
         return
     (container,) = redis["spec"]["template"]["spec"]["containers"]
     args = container["args"]
@@ -596,37 +606,60 @@ def keda_trees() -> list[Path]:
     return [t for t in OVERLAYS if "components/keda" in (t / "kustomization.yaml").read_text()]
 
 
+def redis_url_secret(objs: list[Obj]) -> dict[str, str]:
+    """The secretKeyRef parser-svc takes DOCPARSE_REDIS_URL from, if any."""
+    (container,) = get(objs, "Deployment", "parser-svc")["spec"]["template"]["spec"]["containers"]
+    entry = next((e for e in container.get("env", []) if e["name"] == "DOCPARSE_REDIS_URL"), None)
+    return {} if entry is None else dict(entry["valueFrom"]["secretKeyRef"])
+
+
+def queue_lists(objs: list[Obj], *, cluster: bool) -> tuple[str, str, int]:
+    """The wait and active lists of this deployment's queue (BullMQ's names on one Redis or on
+    a cluster) and the parses a pod runs at once."""
+    env = env_of(objs, get(objs, "Deployment", "parser-svc"))
+    keys = Keys(env["DOCPARSE_ENV"], Settings.model_fields["redis_cells"].default if cluster else 0)
+    queue = env.get("DOCPARSE_QUEUE_NAME", Settings.model_fields["queue_name"].default)
+    prefix = f"{keys.queue_prefix}:{queue}"
+    return f"{prefix}:wait", f"{prefix}:active", int(env["DOCPARSE_WORKER_CONCURRENCY"])
+
+
 @pytest.mark.parametrize("tree", keda_trees(), ids=tree_id)
 def test_keda_reads_the_queue_lists_of_this_deployment(tree: Path) -> None:
-    """The ScaledObject's Redis address, lists and password are the ones this overlay's
-    parser-svc uses: a wrong namespace, env or queue name would scale on an empty list."""
+    """The ScaledObject's Redis, lists and credentials are the ones this overlay's parser-svc
+    uses: a wrong namespace, env, queue name or key layout would scale on an empty list. On
+    the bundled Redis: its Service and password; on a Redis Cluster (no bundled Redis): KEDA's
+    redis-cluster scaler, the `{bull}` lists, everything else from parser-svc's own Secret."""
     objs = objects(tree)
     scaled = get(objs, "ScaledObject", "parser-svc")
-    parser = get(objs, "Deployment", "parser-svc")
-    env = env_of(objs, parser)
-    prefix = Keys(env["DOCPARSE_ENV"]).queue_prefix
-    queue = env.get("DOCPARSE_QUEUE_NAME", Settings.model_fields["queue_name"].default)
-    namespace = parser["metadata"]["namespace"]
-    redis_port = get(objs, "Service", "redis")["spec"]["ports"][0]["port"]
+    bundled = find(objs, "StatefulSet", "redis") is not None
+    (kind,) = {trigger["type"] for trigger in scaled["spec"]["triggers"]}
+    assert kind == ("redis" if bundled else "redis-cluster")
+    wait, active, concurrency = queue_lists(objs, cluster=not bundled)
     lists = {}
     for trigger in scaled["spec"]["triggers"]:
-        assert trigger["type"] == "redis"
         meta = trigger["metadata"]
-        assert meta["address"] == f"redis.{namespace}.svc.cluster.local:{redis_port}"
         lists[meta["listName"]] = int(meta["listLength"])
         auth = get(objs, "TriggerAuthentication", trigger["authenticationRef"]["name"])
-        (ref,) = auth["spec"]["secretTargetRef"]
-        # The key the bundled Redis takes its password from.
-        (redis,) = get(objs, "StatefulSet", "redis")["spec"]["template"]["spec"]["containers"]
-        password = next(e for e in redis["env"] if e["name"] == "REDIS_PASSWORD")
-        assert ref["parameter"] == "password"
-        assert {"name": ref["name"], "key": ref["key"]} == password["valueFrom"]["secretKeyRef"]
-    concurrency = int(env["DOCPARSE_WORKER_CONCURRENCY"])
+        refs = {ref["parameter"]: ref for ref in auth["spec"]["secretTargetRef"]}
+        if bundled:
+            namespace = get(objs, "Deployment", "parser-svc")["metadata"]["namespace"]
+            redis_port = get(objs, "Service", "redis")["spec"]["ports"][0]["port"]
+            assert meta["address"] == f"redis.{namespace}.svc.cluster.local:{redis_port}"
+            # The key the bundled Redis takes its password from.
+            (redis,) = get(objs, "StatefulSet", "redis")["spec"]["template"]["spec"]["containers"]
+            password = next(e for e in redis["env"] if e["name"] == "REDIS_PASSWORD")
+            assert set(refs) == {"password"}
+            secret_ref = refs["password"]
+            assert {"name": secret_ref["name"], "key": secret_ref["key"]} == password["valueFrom"][
+                "secretKeyRef"
+            ]
+        else:
+            assert "address" not in meta and "addresses" not in meta, "from the Secret"
+            assert set(refs) == {"addresses", "username", "password", "tls"}
+            # The Secret parser-svc reads its redis+cluster:// URL from, never a second one.
+            assert {ref["name"] for ref in refs.values()} == {redis_url_secret(objs)["name"]}
     # Running parses never ask for more pods than they occupy, nor fewer.
-    assert lists == {
-        f"{prefix}:{queue}:wait": lists[f"{prefix}:{queue}:wait"],
-        f"{prefix}:{queue}:active": concurrency,
-    }
+    assert lists == {wait: lists[wait], active: concurrency}
 
 
 async def test_bullmq_keeps_waiting_and_running_jobs_in_the_lists_keda_reads(
@@ -635,8 +668,42 @@ async def test_bullmq_keeps_waiting_and_running_jobs_in_the_lists_keda_reads(
     """Against a real queue: jobs the API enqueues are in <prefix>:<queue>:wait, a job a worker
     runs is in <prefix>:<queue>:active (the names the ScaledObject's triggers read)."""
     settings = Settings(redis_url=redis_server.url, env=f"keda-{uuid.uuid4().hex[:8]}")
-    prefix, name = Keys(settings.env).queue_prefix, settings.queue_name
+    prefix = f"{Keys(settings.env).queue_prefix}:{settings.queue_name}"
     client = aioredis.Redis.from_url(redis_server.url)
+    try:
+        await _queue_fills(settings, client, f"{prefix}:wait", f"{prefix}:active")
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.skipif(
+    redis_major() < 7, reason="a Redis Cluster needs Redis 7+ at /usr/bin/redis-server"
+)
+async def test_on_a_redis_cluster_bullmq_keeps_jobs_in_the_lists_the_cluster_overlay_reads(
+    tmp_path: Path,
+) -> None:
+    """k8s/overlays/prod-cluster-keda's list names, checked against a real cluster: parser_svc's
+    queue (env `prod`, as the overlay deploys it, on a cluster of its own here) keeps waiting
+    jobs in the first and running ones in the second, on one slot."""
+    objs = objects(K8S / "overlays" / "prod-cluster-keda")
+    names = [
+        t["metadata"]["listName"]
+        for t in get(objs, "ScaledObject", "parser-svc")["spec"]["triggers"]
+    ]
+    wait, active = sorted(names, key=lambda name: not name.endswith(":wait"))
+    env = env_of(objs, get(objs, "Deployment", "parser-svc"))
+    with redis_cluster(tmp_path, replicas_per_primary=0) as cluster:
+        settings = Settings(redis_url=cluster.url, env=env["DOCPARSE_ENV"])
+        client = RedisCluster(host="127.0.0.1", port=cluster.primaries[0].port)
+        try:
+            assert client.keyslot(wait) == client.keyslot(active)
+            await _queue_fills(settings, client, wait, active)
+        finally:
+            await client.aclose()
+
+
+async def _queue_fills(settings: Settings, client: Any, wait: str, active: str) -> None:
+    """Three jobs enqueued as the API does: all in `wait`; one taken by a worker: in `active`."""
     queue = JobQueue(settings)
     started, release = asyncio.Event(), asyncio.Event()
 
@@ -648,17 +715,17 @@ async def test_bullmq_keeps_waiting_and_running_jobs_in_the_lists_keda_reads(
     try:
         for job_id in ("a" * 32, "b" * 32, "c" * 32):
             await queue.enqueue(job_id)
-        assert await client.llen(f"{prefix}:{name}:wait") == 3
-        assert await client.llen(f"{prefix}:{name}:active") == 0
-        worker = Worker(name, process, {**bullmq_options(settings), "concurrency": 1})
+        assert await client.llen(wait) == 3
+        assert await client.llen(active) == 0
+        options = {**bullmq_options(settings), "concurrency": 1}
+        worker = Worker(settings.queue_name, process, options)
         try:
             async with asyncio.timeout(10):
                 await started.wait()
-            assert await client.llen(f"{prefix}:{name}:wait") == 2
-            assert await client.llen(f"{prefix}:{name}:active") == 1
+            assert await client.llen(wait) == 2
+            assert await client.llen(active) == 1
         finally:
             release.set()
             await worker.close(force=True)
     finally:
         await queue.close()
-        await client.aclose()
