@@ -1,6 +1,7 @@
 """The spine benchmark's helper processes, each in its own role (bench.harness.children):
 
     _bare     a grpc.aio server answering GetStatus with fixed bytes (bench.spine.get_status)
+    _floor    a grpc.aio server answering GetStatus with one Redis read (bench.spine.get_status)
     _watch    watch client: WatchJob streams, receive times (bench.spine.watch)
     _pubsub   raw Redis pub/sub subscriber (bench.spine.pubsub)
 
@@ -14,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench.spine.get_status import serve_bare
+from bench.spine.get_status import serve_bare, serve_floor
 from bench.spine.pubsub import pubsub_client
 from bench.spine.watch import watch_client
 from docparse_server import loops
@@ -25,6 +26,7 @@ def child_main(role: str, argv: list[str]) -> None:
     parser.add_argument("--port", type=int)
     parser.add_argument("--response")
     parser.add_argument("--target")
+    parser.add_argument("--key")
     parser.add_argument("--jobs", type=Path)
     parser.add_argument("--names", type=Path)
     parser.add_argument("--channels", type=int)
@@ -35,6 +37,9 @@ def child_main(role: str, argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if role == "_bare":
         loops.run(serve_bare(args.port, bytes.fromhex(args.response)), args.loop)
+        return
+    if role == "_floor":
+        loops.run(serve_floor(args.port, args.redis_url, args.key), args.loop)
         return
     if role == "_watch":
         job_ids = json.loads(args.jobs.read_text())

@@ -11,15 +11,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+import redis.asyncio as aioredis
 
 from bench.harness.children import start_child, stop_child, stop_on_stdin_eof
 from bench.harness.output import log
 from bench.harness.procfs import cpu_snapshot, machine_busy_seconds
+from bench.harness.stacks import ENV_NAME
 from bench.spine.settings import CHANNEL_OPTIONS, CHILDREN, SERVICE, default_loop
 from bench.spine.summary import summarize_get_status
 from docparse.local.embedded_redis import free_port
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
+from parser_svc.keys import Keys
+from parser_svc.records import record_to_job
 
 
 @dataclass
@@ -159,12 +163,43 @@ async def serve_bare(port: int, response: bytes) -> None:
     await server.stop(1)
 
 
+async def serve_floor(port: int, redis_url: str, key: str) -> None:
+    """The least a GetStatus that reads Redis can do: grpc.aio's registered protobuf method
+    (request decoded, response encoded), one HGETALL of the job's record with redis-py and the
+    record made a Job (parser_svc.records), on parser_svc's default loop; no interceptor, no
+    access line, no metrics, no error mapping. What parser_svc costs above it is its own."""
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+
+    class Floor(parser_service_pb2_grpc.ParserServiceServicer):
+        async def GetStatus(
+            self,
+            request: parser_service_pb2.GetStatusRequest,
+            context: grpc.aio.ServicerContext[Any, Any],
+        ) -> parser_service_pb2.GetStatusResponse:
+            record: dict[str, str] = await client.hgetall(key)  # type: ignore[assignment]
+            job = record_to_job(record)
+            return parser_service_pb2.GetStatusResponse(job=job)
+
+    server = grpc.aio.server()
+    servicer = Floor()  # type: ignore[abstract]  # GetStatus only: the others answer UNIMPLEMENTED
+    parser_service_pb2_grpc.add_ParserServiceServicer_to_server(servicer, server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    print("READY", flush=True)
+    stop = asyncio.Event()
+    with stop_on_stdin_eof(stop):
+        await stop.wait()
+    await server.stop(1)
+    await client.aclose()
+
+
 async def bench_get_status(
     stacks: dict[str, LocalStack], jobs: dict[str, job_pb2.Job], args: argparse.Namespace
 ) -> tuple[list[LoadResult], dict[str, Any]]:
     """Targets: `bare` (grpc.aio on asyncio's loop: the floor the goals are counted from),
-    `bare_uvloop` when uvloop is measured, and per stack "P+G" (parser_svc's event loop P,
-    the gateway's G): `direct_P` (parser_svc; once per P) and `gateway_G_on_P`."""
+    `bare_uvloop` when uvloop is measured, `floor` (serve_floor on the default stack's Redis
+    and job, on its parser_svc loop), and per stack "P+G" (parser_svc's event loop P, the
+    gateway's G): `direct_P` (parser_svc; once per P) and `gateway_G_on_P`."""
     first = next(iter(jobs.values()))
     response = parser_service_pb2.GetStatusResponse(job=first).SerializeToString()
     pids: dict[str, int] = {"client": os.getpid()}
@@ -184,6 +219,23 @@ async def bench_get_status(
         involved[name] = ["client", f"{name}_server"]
         addresses[name] = f"127.0.0.1:{port}"
         job_of[name] = first
+    default = default_loop(stacks)
+    floor_stack = stacks[default]
+    assert floor_stack.redis is not None and floor_stack.redis.proc is not None
+    port = free_port()
+    floor = await start_child(
+        CHILDREN,
+        "_floor",
+        "--port", str(port),
+        "--redis-url", floor_stack.redis_url,
+        "--key", Keys(ENV_NAME).job(jobs[default].job_id),
+        "--loop", default.split("+")[0],
+    )  # fmt: skip
+    bares.append(floor)
+    pids["floor_server"] = floor.pid
+    involved["floor"] = ["client", "floor_server", f"redis[{default}]"]
+    addresses["floor"] = f"127.0.0.1:{port}"
+    job_of["floor"] = jobs[default]
     for config, stack in stacks.items():
         assert stack.redis is not None and stack.redis.proc is not None
         parser_loop, gateway_loop = config.split("+")
@@ -225,7 +277,7 @@ async def bench_get_status(
                     for t, r in row.items()
                 )
             )
-        summary = summarize_get_status(slices, clients, involved, default_loop(stacks))
+        summary = summarize_get_status(slices, clients, involved, default)
     finally:
         for client in clients:
             await client.close()

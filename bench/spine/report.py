@@ -47,6 +47,15 @@ def report(results: dict[str, Any]) -> str:
                 f"  {name} median of cycles {gs['ratios_median'][key]:.3f} (cycles {spread[key]}), "
                 f"of totals {totals[key]:.3f}, CPU-cost {cost[key]:.3f}; goal >= {GOALS[key]}"
             )
+        if "floor_over_bare" in gs["ratios_median"]:
+            for key, name, what in (
+                ("floor_over_bare", "floor/bare  ", "grpc + one redis-py read + protobuf"),
+                ("direct_over_floor", "direct/floor", "parser_svc's own layers"),
+            ):
+                lines.append(
+                    f"  {name} median of cycles {gs['ratios_median'][key]:.3f} "
+                    f"(cycles {spread[key]}), CPU-cost {cost[key]:.3f} ({what})"
+                )
         lines.append(
             f"  goals judged on the {gs['default_loop']} stack (parser_svc + gateway loops, "
             "the settings' defaults)"

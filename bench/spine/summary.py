@@ -71,6 +71,19 @@ def summarize_get_status(
     for table in ("ratios_of_totals", "cpu_cost_ratios"):
         for kind, target in goal_targets.items():
             summary[table][f"{kind}_over_bare"] = summary[table][f"{target}_over_bare"]
+    if "floor" in summary:
+        # parser_svc over the floor (the same Redis and job, on parser_svc's loop): what its
+        # own layers cost, apart from grpc, redis-py and protobuf.
+        direct = goal_targets["direct"]
+        over_floor = []
+        for cycle in cycles:
+            row = {r.target: r.calls_per_s for r in slices if r.cycle == cycle}
+            over_floor.append(row[direct] / row["floor"])
+        summary["ratios_per_cycle"]["direct_over_floor"] = [round(x, 3) for x in over_floor]
+        summary["ratios_median"]["direct_over_floor"] = round(statistics.median(over_floor), 3)
+        summary["cpu_cost_ratios"]["direct_over_floor"] = round(
+            summary["floor"]["cpu_us_per_call_total"] / summary[direct]["cpu_us_per_call_total"], 3
+        )
     # uvloop against asyncio within each cycle: the same target, adjacent slices.
     pairs = {
         "bare": ("bare_uvloop", "bare"),
