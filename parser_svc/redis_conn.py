@@ -178,11 +178,17 @@ class RedisTarget:
                 raise RedisUrlError(f"the Redis TLS files cannot be loaded: {err}") from err
 
     def _ssl_context_check(self) -> None:
+        self.ssl_context()
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS settings as a context: the server's certificate checked against the CA
+        and its name (or IP), the client certificate when one is set."""
         context = ssl.create_default_context(
             cafile=str(self.tls_ca_file) if self.tls_ca_file else None
         )
         if self.tls_cert_file is not None and self.tls_key_file is not None:
             context.load_cert_chain(str(self.tls_cert_file), str(self.tls_key_file))
+        return context
 
     def _tls_kwargs(self, *, flag: bool = True) -> dict[str, Any]:
         """The TLS options, with `ssl=True` where the connection class is not chosen yet

@@ -28,6 +28,7 @@ from parser_svc.blobs import BlobStore
 from parser_svc.callers import CallerInterceptor, current_tenant
 from parser_svc.events import EventHub
 from parser_svc.observability import PARSER_METRICS, refresh_queue_depth
+from parser_svc.pipelined_reads import PipelinedReader
 from parser_svc.queue import JobQueue
 from parser_svc.redis_conn import RedisTarget, check_at_start
 from parser_svc.service import ParserService
@@ -56,7 +57,8 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
 async def serve(settings: Settings) -> None:
     await check_at_start(RedisTarget.of(settings), "parser_svc", settings.redis_timeout_s)
     client = connect(settings)
-    store = JobStore(client, settings)
+    reads = PipelinedReader.of(settings)
+    store = JobStore(client, settings, reads)
     blobs = BlobStore(settings.blob_dir, settings.env)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -123,6 +125,8 @@ async def serve(settings: Settings) -> None:
     if refresher is not None:
         refresher.cancel()
     await queue.close()
+    if reads is not None:
+        await reads.aclose()
     await client.aclose()
     log.info("parser_svc stopped")
 

@@ -37,6 +37,7 @@ from parser_svc.lua_scripts import (
     CreateResult,
     WriteResult,
 )
+from parser_svc.pipelined_reads import PipelinedReader
 from parser_svc.records import decode_hash, record_to_job
 from parser_svc.redis_conn import RedisTarget
 from parser_svc.settings import Settings
@@ -73,9 +74,17 @@ _ENDING_OPS = frozenset({"finish", "cancel", "give_up"})
 
 
 class JobStore(BatchRecords):
-    def __init__(self, client: aioredis.Redis, settings: Settings) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        settings: Settings,
+        reads: PipelinedReader | None = None,
+    ) -> None:
+        """`reads`: where a job's record is read (parser_svc/pipelined_reads.py); its owner
+        closes it, as the client's does. None: through `client`."""
         self.client = client
         self.settings = settings
+        self._reads = reads
         self.keys = Keys.of(settings)
         self.ttl = Lifetimes.of(settings)
         # Creates and terminal writes wait for this many replicas (0: the primary's word).
@@ -176,6 +185,8 @@ class JobStore(BatchRecords):
             return raw, tomb
 
         async def read_record() -> dict[bytes, bytes]:
+            if self._reads is not None:
+                return await self._reads.hgetall(self.keys.job(job_id))
             record = await self.client.hgetall(self.keys.job(job_id))
             return record  # type: ignore[return-value]  # bytes: decode_responses is off
 

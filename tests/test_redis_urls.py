@@ -33,6 +33,7 @@ from docparse.local.embedded_redis import free_port, redis_server_binary
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
 from parser_svc.keys import Keys
+from parser_svc.pipelined_reads import PipelinedReader
 from parser_svc.redis_conn import RedisTarget, RedisUrlError
 from parser_svc.redis_sentinel import PrimaryConnection, PrimarySSLConnection
 from parser_svc.settings import Settings
@@ -287,13 +288,19 @@ def test_a_wrong_password_refuses_to_start_and_never_prints_it(acl_server: Serve
     assert "wrong-pw" not in result.stderr
 
 
+@pytest.mark.parametrize("pipelined", [False, True], ids=["pool", "pipelined-reads"])
 async def test_credentials_refused_while_running_answer_unavailable_in_words(
-    acl_server: Server,
+    acl_server: Server, pipelined: bool
 ) -> None:
     """A password rotated under a running replica: every call answers UNAVAILABLE
-    STATE_STORE_UNAVAILABLE (retry, never NOT_FOUND), saying why."""
-    settings = Settings(redis_url=acl_url(acl_server.port, "rotated"), env="acl")
-    store = JobStore(connect(settings), settings)
+    STATE_STORE_UNAVAILABLE (retry, never NOT_FOUND), saying why; the same whether the record
+    is read through the pool or the record reader (parser_svc/pipelined_reads.py)."""
+    settings = Settings(
+        redis_url=acl_url(acl_server.port, "rotated"), env="acl", redis_pipelined_reads=pipelined
+    )
+    reads = PipelinedReader.of(settings)
+    assert (reads is not None) == pipelined
+    store = JobStore(connect(settings), settings, reads)
     try:
         with pytest.raises(DocparseError) as refused:
             await store.get(uuid.uuid4().hex)
@@ -301,6 +308,8 @@ async def test_credentials_refused_while_running_answer_unavailable_in_words(
         assert refused.value.reason == "STATE_STORE_UNAVAILABLE"
         assert "refused the credentials" in refused.value.message
     finally:
+        if reads is not None:
+            await reads.aclose()
         await store.client.aclose()
 
 
