@@ -126,9 +126,10 @@ class PipelinedReader:
             handshake.append((b"AUTH", *user, options["password"].encode()))
         if int(options.get("db") or 0):
             handshake.append((b"SELECT", str(int(options["db"])).encode()))
-        # So that CLIENT LIST tells these connections from the pool's.
-        handshake.append((b"CLIENT", b"SETNAME", b"docparse-reads"))
         self._handshake = [_pack(command) for command in handshake]
+        # So that CLIENT LIST tells these connections from the pool's; a user whose ACL does
+        # not grant it reads all the same (as redis-py's CLIENT SETINFO on connect).
+        self._naming = _pack((b"CLIENT", b"SETNAME", b"docparse-reads"))
         self._timeout_s = timeout_s
         self._slots: list[_Connection | None] = [None] * connections
         self._opening = [asyncio.Lock() for _ in range(connections)]
@@ -197,8 +198,9 @@ class PipelinedReader:
                     ssl=self._ssl,
                     server_hostname=self._host if self._ssl is not None else None,
                 )
+            replies = [connection.send(command) for command in self._handshake]
+            naming = connection.send(self._naming)
             try:
-                replies = [connection.send(command) for command in self._handshake]
                 await asyncio.gather(*replies)
             except BaseException:
                 connection.abort(RedisConnectionError("the connection's handshake failed"))
@@ -206,7 +208,14 @@ class PipelinedReader:
                     if reply.done() and not reply.cancelled():
                         reply.exception()  # retrieved: the first one is raised
                 raise
+            finally:
+                naming.add_done_callback(_ignore_outcome)
         return connection
+
+
+def _ignore_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved, so an error reply is not logged as unhandled
 
 
 __all__ = ["PipelinedReader"]

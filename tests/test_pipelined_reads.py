@@ -210,6 +210,26 @@ async def test_reads_over_tls_with_a_client_certificate(certs: Certs, tls_server
         await client.aclose()
 
 
+async def test_a_user_without_client_setname_reads_all_the_same(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """The connections name themselves (CLIENT SETNAME) for CLIENT LIST; an ACL user that may
+    not do that still reads (the pool's connections would, too)."""
+    user, password = f"reader{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
+    made = records(redis_server.url, 2)
+    with redis.Redis.from_url(redis_server.url) as admin:
+        admin.acl_setuser(
+            user, enabled=True, passwords=[f"+{password}"], keys=["*"], commands=["+hgetall"]
+        )
+    reads = reader(redis_server.url.replace("redis://", f"redis://{user}:{password}@"))
+    try:
+        assert await asyncio.gather(*(reads.hgetall(k) for k in made)) == list(made.values())
+    finally:
+        await reads.aclose()
+        with redis.Redis.from_url(redis_server.url) as admin:
+            admin.acl_deluser(user)
+
+
 def test_sentinel_and_cluster_urls_and_the_switch_read_through_the_pool() -> None:
     assert PipelinedReader.of(Settings(redis_url="redis://127.0.0.1:6379/0")) is not None
     assert PipelinedReader.of(Settings(redis_url="unix:///tmp/redis.sock?db=2")) is not None
