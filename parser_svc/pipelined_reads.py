@@ -88,7 +88,7 @@ class _Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if self._broken is not None or self._transport is None:
-            future.set_exception(self._broken or RedisConnectionError("not connected"))
+            future.set_exception(RedisConnectionError(str(self._broken or "not connected")))
             return future
         self._waiting.append((future, loop.time()))
         self._transport.write(command)
@@ -106,11 +106,13 @@ class _Connection(asyncio.Protocol):
             self._transport.abort()
 
     def _fail(self, err: RedisConnectionError) -> None:
+        """Fails every read waiting, each with an error of its own (one instance raised in
+        many calls would collect all their tracebacks)."""
         self._broken = self._broken or err
         while self._waiting:
             future, _ = self._waiting.popleft()
             if not future.done():
-                future.set_exception(self._broken)
+                future.set_exception(RedisConnectionError(str(self._broken)))
 
 
 class PipelinedReader:
