@@ -62,10 +62,11 @@ class Costs:
     gateway_us_stream_s: float
     redis_us_stream_s: float
     redis_commands_stream_s: float  # resync reads: 1 / DOCPARSE_WATCH_RESYNC_S
-    # One GetStatus through the gateway (bench/README.md, the spine benchmark).
-    parser_svc_us_call: float = 642.0
-    gateway_us_call: float = 698.0
-    redis_us_call: float = 39.0
+    # One GetStatus through the gateway (bench/README.md, the spine benchmark, GetStatus pass
+    # 5: pipelined record reads, uvloop, medians of two runs).
+    parser_svc_us_call: float = 555.0
+    gateway_us_call: float = 680.0
+    redis_us_call: float = 32.0
     # Redis Cluster: the CPU per job of the node that owns BullMQ's one-slot queue beyond an
     # ordinary node's share (bench/bench_cluster.py, docs/scaling.md): one shard carries it.
     redis_us_queue_job: float = 700.0
