@@ -22,6 +22,7 @@ from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
 from parser_svc.store_errors import is_unavailable
 from tests.faultproxy import Command, FaultProxy
+from tests.helpers import eventually
 from tests.redis_servers import Server
 from tests.test_redis_urls import Certs, acl_url, tls_env
 from tests.test_redis_urls import acl_server as acl_server  # the fixtures, shared
@@ -97,8 +98,14 @@ async def test_reads_on_a_connection_that_breaks_are_sent_once_more_on_a_new_one
     reads = reader(isolated_proxy.url, connections=1)
     try:
         await reads.hgetall(keys[1])
+        sent = isolated_proxy.commands["HGETALL"] + len(keys)
         waiting = [asyncio.ensure_future(reads.hgetall(key)) for key in keys]
-        await asyncio.sleep(0.2)  # sent, and held behind the first one's reply
+        await asyncio.to_thread(  # the proxy counts in its own thread; the loop sends meanwhile
+            eventually,
+            lambda: isolated_proxy.commands["HGETALL"] >= sent,
+            5,
+            "every read on the wire, held behind the first one's reply",
+        )
         isolated_proxy.sever_all()
         assert await asyncio.gather(*waiting) == [made[key] for key in keys]
         isolated_proxy.arm("drop", hgetall(keys[2]), count=2)
@@ -114,18 +121,17 @@ async def test_a_connection_that_stops_answering_is_replaced(
     isolated_proxy: FaultProxy, isolated_redis: EmbeddedRedis
 ) -> None:
     """A reply held 30 s (a Redis that stopped answering on that connection): its caller
-    times out at the deadline, and the first read after the deadline opens a new connection
-    instead of queueing behind it."""
+    gives up, and the first read once the held one is older than the reader's deadline (0.2 s;
+    the caller waited 0.3 s) opens a new connection instead of queueing behind it."""
     made = records(isolated_redis.url, 2)
     stuck, fine = made
-    reads = reader(isolated_proxy.url, connections=1, timeout_s=0.3)
+    reads = reader(isolated_proxy.url, connections=1, timeout_s=0.2)
     try:
         await reads.hgetall(fine)
         isolated_proxy.arm("delay", hgetall(stuck), delay_s=30.0)
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.3):
                 await reads.hgetall(stuck)
-        await asyncio.sleep(0.1)  # past the deadline of the read still waiting
         async with asyncio.timeout(2):
             assert await reads.hgetall(fine) == made[fine]
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import uuid
@@ -232,22 +233,38 @@ async def _versions_until_terminal(stream: AsyncIterator[WatchJobResponse]) -> l
     return versions
 
 
+@contextlib.asynccontextmanager
+async def _watch_over_a_slow_link(
+    redis_url: str, port: int, lag_s: float, patience_s: float
+) -> AsyncIterator[tuple[JobStore, str, AsyncIterator[WatchJobResponse], EventHub]]:
+    """A watch of a new job whose hub reaches Redis through a proxy that holds every pub/sub
+    byte `lag_s` seconds (subscribe confirmations included); the store goes straight to Redis.
+    The hub's deadline is 0.3 s and it polls every 0.1 s while a confirmation is late."""
+    settings = Settings(redis_url=redis_url, env=f"slow{uuid.uuid4().hex[:6]}")
+    store = JobStore(connect(settings), settings)
+    job_id = await _new_job(store)
+    with FaultProxy(port) as proxy:
+        proxy.lag_passthrough(lag_s)
+        hub = EventHub(proxy.url, timeout_s=0.3, patience_s=patience_s, poll_s=0.1)
+        await hub.start()
+        try:
+            yield store, job_id, watch_job(store, hub, job_id, 0, resync_s=30, heartbeat_s=30), hub
+        finally:
+            proxy.lag_passthrough(0)
+            await hub.close()
+            await store.client.aclose()
+
+
 async def test_a_late_subscribe_confirmation_makes_the_watch_poll_not_fail(
     redis_server: EmbeddedRedis,
 ) -> None:
     """The hub's pub/sub link is slow (every byte it receives 1.5 s late, the subscribe
     confirmation included; its store deadline is 0.3 s): the watch still sends its snapshot,
-    every record written meanwhile (it polls the record until the confirmation comes) and the
-    terminal one, versions strictly increasing. It used to end UNAVAILABLE, and every client
-    resumed at once on a store that was already slow."""
-    settings = Settings(redis_url=redis_server.url, env=f"late{uuid.uuid4().hex[:6]}")
-    store = JobStore(connect(settings), settings)
-    job_id = await _new_job(store)
-    with FaultProxy(redis_server.port) as proxy:
-        proxy.lag_passthrough(1.5)
-        hub = EventHub(proxy.url, timeout_s=0.3, patience_s=30, poll_s=0.1)
-        await hub.start()
-        stream = watch_job(store, hub, job_id, 0, resync_s=30, heartbeat_s=30)
+    then newer records as it polls (a poll may skip one, as any resync read) and the terminal
+    one, versions strictly increasing. It used to end UNAVAILABLE, and every client resumed at
+    once on a store that was already slow."""
+    slow = _watch_over_a_slow_link(redis_server.url, redis_server.port, 1.5, patience_s=30)
+    async with slow as (store, job_id, stream, hub):
         first = await anext(stream)
         assert hub.late_subscribes == 1
         for done in (1, 2):
@@ -257,7 +274,6 @@ async def test_a_late_subscribe_confirmation_makes_the_watch_poll_not_fail(
         versions = [first.job.version, *rest]
         assert versions == sorted(set(versions)), versions
         assert versions[-1] == (await store.get(job_id)).version
-        await hub.close()
 
 
 async def test_a_subscription_never_confirmed_ends_the_watch_unavailable(
@@ -265,19 +281,11 @@ async def test_a_subscription_never_confirmed_ends_the_watch_unavailable(
 ) -> None:
     """No confirmation within the hub's patience (2 s here): after its snapshot the watch ends
     with UNAVAILABLE STATE_STORE_UNAVAILABLE (resume it), not a stream that polls forever."""
-    settings = Settings(redis_url=redis_server.url, env=f"never{uuid.uuid4().hex[:6]}")
-    store = JobStore(connect(settings), settings)
-    job_id = await _new_job(store)
-    with FaultProxy(redis_server.port) as proxy:
-        proxy.lag_passthrough(120)
-        hub = EventHub(proxy.url, timeout_s=0.3, patience_s=2, poll_s=0.1)
-        await hub.start()
-        stream = watch_job(store, hub, job_id, 0, resync_s=30, heartbeat_s=30)
+    slow = _watch_over_a_slow_link(redis_server.url, redis_server.port, 120, patience_s=2)
+    async with slow as (_, _, stream, _):
         assert (await anext(stream)).job.version >= 1
         with pytest.raises(DocparseError) as ended:
             await asyncio.wait_for(_versions_until_terminal(stream), 20)
         assert ended.value.code == grpc.StatusCode.UNAVAILABLE
         assert ended.value.reason == "STATE_STORE_UNAVAILABLE"
         assert "not confirmed" in ended.value.message
-        proxy.lag_passthrough(0)
-        await hub.close()
