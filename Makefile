@@ -7,9 +7,14 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 PROTOS := $(wildcard protos/docparse/v1/*.proto)
 
-.PHONY: client-check deps-check redis-tls old-kubectls setup antiword tesseract browser-deps run test test-fast soak proto proto-check lint format typecheck bench ci clean k8s-validate
+.PHONY: native client-check deps-check redis-tls old-kubectls setup antiword tesseract browser-deps run test test-fast soak proto proto-check lint format typecheck bench ci clean k8s-validate
 
-setup: $(STAMP)
+setup: $(STAMP) native
+
+# The parse child's one-run PDF page reader (parser_svc/native): rebuilt when its source or the
+# installed mupdf changes; without a compiler PDF pages are read twice (same output, slower).
+native: $(STAMP)
+	@$(BIN)/python -m parser_svc.native.build >/dev/null || true
 
 $(STAMP): pyproject.toml
 	@test -d $(VENV) || $(PY) -m venv $(VENV)

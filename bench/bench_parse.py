@@ -134,6 +134,10 @@ def main() -> None:
             add("package_book", pages / seconds)
             add("package_corpus_vs_raw", rates["package_corpus"][-1] / rates["raw_corpus"][-1])
             add("package_book_vs_raw", rates["package_book"][-1] / rates["raw_book"][-1])
+            # The same without parser_svc/native: each page run twice (text, then drawings).
+            for name, paths in (("corpus", texts), ("book", [book])):
+                pages, seconds = in_process(paths, 1, tables, single_pass=False)
+                add(f"package_{name}_two_runs_vs_raw", pages / seconds / rates[f"raw_{name}"][-1])
             for mode in order:
                 stack = stacks[mode]
                 address = stack.gateway_addresses[0]

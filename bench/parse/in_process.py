@@ -16,7 +16,7 @@ from pathlib import Path
 import pymupdf
 
 from parser_svc.parse_child import parse
-from parser_svc.parsers import ParseOptions
+from parser_svc.parsers import ParseOptions, pdf_pass
 from parser_svc.sandbox import Limits, run_parse
 from parser_svc.zygote import MODULES, ForkServer
 from parser_svc.zygote import warm_up as zygote_warm_up
@@ -35,16 +35,27 @@ def raw_extraction(paths: list[Path], rounds: int) -> tuple[int, float]:
     return pages, time.perf_counter() - started
 
 
-def in_process(paths: list[Path], rounds: int, tables: bool) -> tuple[int, float]:
+def in_process(
+    paths: list[Path], rounds: int, tables: bool, single_pass: bool = True
+) -> tuple[int, float]:
+    """`single_pass` False: as without parser_svc/native (each PDF page run twice)."""
     pages = 0
+    native = pdf_pass._native
+    if not single_pass:
+        pdf_pass._native = None
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(rounds):
-            for path in paths:
-                options = ParseOptions.defaults(assets_dir=Path(tmp) / "assets", pdf_tables=tables)
-                package = parse("pdf", path.read_bytes(), lambda *_: None, options)
-                package.SerializeToString()
-                pages += len(package.pages)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for _ in range(rounds):
+                for path in paths:
+                    options = ParseOptions.defaults(
+                        assets_dir=Path(tmp) / "assets", pdf_tables=tables
+                    )
+                    package = parse("pdf", path.read_bytes(), lambda *_: None, options)
+                    package.SerializeToString()
+                    pages += len(package.pages)
+    finally:
+        pdf_pass._native = native
     return pages, time.perf_counter() - started
 
 

@@ -34,6 +34,7 @@ from parser_svc.parsers import (
 )
 from parser_svc.parsers.password import candidates
 from parser_svc.parsers.pdf_ocr import OcrPages, PendingPage
+from parser_svc.parsers.pdf_pass import Rules, rules_of, text_and_rules
 from parser_svc.parsers.pdf_tables import find_tables
 from parser_svc.parsers.textlayer import fonts_without_unicode, strip_replacements
 from parser_svc.parsers.textlayer import judge_page as judge_text_layer
@@ -251,7 +252,8 @@ def _page(
         state.warnings.append(f"page {index + 1} cannot be read: {err}")
         return rp.Page(number=index + 1), False, ""
     try:
-        textpage = page.get_textpage()
+        # With table detection on, the page's rules are read in the same run as its text.
+        textpage, rules = text_and_rules(page, single_pass=options.pdf_tables)
         texts = _text_blocks(page, textpage, out)
         usable = _usable_chars("".join(texts))
         images = _images(doc, page, out, assets, state, usable)
@@ -269,7 +271,7 @@ def _page(
                 if garbage:
                     texts = [strip_replacements(t) for t in texts]
         if options.pdf_tables:
-            for table in _tables(page, textpage, state):
+            for table in _tables(page, textpage, rules, state):
                 out.tables.append(table)
         out.text = page_text(texts)
     except Exception as err:
@@ -377,12 +379,15 @@ def _garbage_warning(pages: list[tuple[int, str]]) -> str:
     )
 
 
-def _tables(page: pymupdf.Page, textpage: Any, state: _State) -> list[rp.Table]:
+def _tables(
+    page: pymupdf.Page, textpage: Any, rules: Rules | None, state: _State
+) -> list[rp.Table]:
     try:
-        drawings = page.get_cdrawings()
-        if not drawings:
+        if rules is None:  # not read with the text: a second run of the page
+            rules = rules_of(page.get_cdrawings())
+        if not rules[0]:
             return []
-        found = find_tables(drawings, lambda: page.get_text("words", textpage=textpage))
+        found = find_tables(rules, lambda: page.get_text("words", textpage=textpage))
     except Exception as err:
         state.warnings.append(f"page {page.number + 1}: table detection failed: {err}")
         return []

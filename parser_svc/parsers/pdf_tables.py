@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from parser_svc.parsers.pdf_pass import Rule, Rules
+
 SNAP = 2.0
 MIN_RULE = 8.0
 MAX_ITEMS = 5000
@@ -32,33 +34,26 @@ class FoundTable:
     rows: list[list[str]]
 
 
-def _segments(drawings: Iterable[dict[str, Any]]) -> tuple[list[_Seg], list[_Seg]] | None:
+def _segments(rules: Iterable[Rule]) -> tuple[list[_Seg], list[_Seg]]:
     hs: list[_Seg] = []
     vs: list[_Seg] = []
-    items = 0
-    for drawing in drawings:
-        for item in drawing.get("items", ()):
-            items += 1
-            if items > MAX_ITEMS:
-                return None
-            if item[0] == "l":
-                (ax, ay), (bx, by) = item[1], item[2]
-                if abs(ay - by) <= 1 and abs(ax - bx) >= MIN_RULE:
-                    hs.append(_Seg((ay + by) / 2, min(ax, bx), max(ax, bx)))
-                elif abs(ax - bx) <= 1 and abs(ay - by) >= MIN_RULE:
-                    vs.append(_Seg((ax + bx) / 2, min(ay, by), max(ay, by)))
-            elif item[0] == "re":
-                x0, y0, x1, y1 = item[1]
-                x0, x1 = min(x0, x1), max(x0, x1)
-                y0, y1 = min(y0, y1), max(y0, y1)
-                w, h = x1 - x0, y1 - y0
-                if h <= 3 and w >= MIN_RULE:
-                    hs.append(_Seg((y0 + y1) / 2, x0, x1))
-                elif w <= 3 and h >= MIN_RULE:
-                    vs.append(_Seg((x0 + x1) / 2, y0, y1))
-                elif w >= MIN_RULE and h >= MIN_RULE:
-                    hs += [_Seg(y0, x0, x1), _Seg(y1, x0, x1)]
-                    vs += [_Seg(x0, y0, y1), _Seg(x1, y0, y1)]
+    for kind, ax, ay, bx, by in rules:
+        if kind == "l":
+            if abs(ay - by) <= 1 and abs(ax - bx) >= MIN_RULE:
+                hs.append(_Seg((ay + by) / 2, min(ax, bx), max(ax, bx)))
+            elif abs(ax - bx) <= 1 and abs(ay - by) >= MIN_RULE:
+                vs.append(_Seg((ax + bx) / 2, min(ay, by), max(ay, by)))
+        else:  # "re"
+            x0, x1 = min(ax, bx), max(ax, bx)
+            y0, y1 = min(ay, by), max(ay, by)
+            w, h = x1 - x0, y1 - y0
+            if h <= 3 and w >= MIN_RULE:
+                hs.append(_Seg((y0 + y1) / 2, x0, x1))
+            elif w <= 3 and h >= MIN_RULE:
+                vs.append(_Seg((x0 + x1) / 2, y0, y1))
+            elif w >= MIN_RULE and h >= MIN_RULE:
+                hs += [_Seg(y0, x0, x1), _Seg(y1, x0, x1)]
+                vs += [_Seg(x0, y0, y1), _Seg(x1, y0, y1)]
     return _merge(hs), _merge(vs)
 
 
@@ -119,15 +114,13 @@ def _index(cuts: Sequence[float], value: float) -> int:
     return bisect_left(cuts, value, 1, len(cuts) - 1) - 1
 
 
-def find_tables(
-    drawings: Iterable[dict[str, Any]], get_words: Callable[[], Sequence[Sequence[Any]]]
-) -> list[FoundTable]:
-    """`drawings` from page.get_cdrawings(); `get_words` gives page.get_text("words") and is
-    only called when the rules form a grid."""
-    found = _segments(drawings)
-    if found is None:
+def find_tables(rules: Rules, get_words: Callable[[], Sequence[Sequence[Any]]]) -> list[FoundTable]:
+    """`rules`: the page's "l" and "re" items and its item count (parsers/pdf_pass.py); a page
+    drawn with more than MAX_ITEMS items is not searched. `get_words` gives
+    page.get_text("words") and is only called when the rules form a grid."""
+    if rules[1] > MAX_ITEMS:
         return []
-    hs, vs = found
+    hs, vs = _segments(rules[0])
     if len(hs) < 2 or len(vs) < 2:
         return []
     tables = []

@@ -1,0 +1,90 @@
+"""A PDF page's text page and its rules for table detection, from one run of the page.
+
+With the native module (parser_svc/native, compiled at setup for the installed mupdf) the page
+is interpreted once: mupdf's stext device builds the text page while the page's paths are
+walked for the "l" and "re" items `page.get_cdrawings()` would list. Without it (no compiler,
+another mupdf), the text page comes from `page.get_textpage()` and the rules from
+`page.get_cdrawings()` when asked for: two runs, same output (tests/test_pdf_pass.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+import pymupdf
+from pymupdf import mupdf
+
+# ("l", ax, ay, bx, by) or ("re", x0, y0, x1, y1); and how many items of every kind the page's
+# drawings have (curves and quads count toward table detection's cut-off).
+Rule = tuple[str, float, float, float, float]
+Rules = tuple[list[Rule], int]
+
+log = logging.getLogger(__name__)
+
+
+def _load() -> ModuleType | None:
+    try:
+        from parser_svc.native import _pdf_pass  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    if pymupdf.mupdf_version != _pdf_pass.MUPDF_VERSION:
+        log.warning(
+            "parser_svc.native was built for mupdf %s, pymupdf has %s: PDF pages are read "
+            "twice until `python -m parser_svc.native.build` rebuilds it",
+            _pdf_pass.MUPDF_VERSION,
+            pymupdf.mupdf_version,
+        )
+        return None
+    module: ModuleType = _pdf_pass
+    return module
+
+
+_native = _load()
+
+
+def native() -> bool:
+    """Whether pages are read once (the native module is loaded and fits this mupdf)."""
+    return _native is not None
+
+
+def text_and_rules(page: pymupdf.Page, single_pass: bool = True) -> tuple[Any, Rules | None]:
+    """The page's text page (as `page.get_textpage()` makes it) and, read in the same run,
+    its rules; None for the rules when the native module is not used (`rules_of` then)."""
+    if _native is None or not single_pass:
+        return page.get_textpage(), None
+    fz_page = page.this if isinstance(page.this, mupdf.FzPage) else mupdf.FzPage(page.this)
+    rotation = page.rotation
+    if rotation:  # as get_textpage and get_cdrawings do: the unrotated page
+        page.set_rotation(0)
+    try:
+        stext = mupdf.FzStextPage(mupdf.fz_bound_page(fz_page))
+        context = int(mupdf.internal_context_get().this)
+        rules, items = _native.text_and_rules(
+            context, fz_page.m_internal_value(), stext.m_internal_value(), 0
+        )
+    finally:
+        if rotation:
+            page.set_rotation(rotation)
+    textpage = pymupdf.TextPage(stext)
+    textpage.parent = weakref.proxy(page)  # as page.get_textpage() links it
+    return textpage, (rules, items)
+
+
+def rules_of(drawings: Iterable[dict[str, Any]]) -> Rules:
+    """The same from `page.get_cdrawings()`'s drawings (the two-run path)."""
+    rules: list[Rule] = []
+    items = 0
+    for drawing in drawings:
+        for item in drawing.get("items", ()):
+            items += 1
+            if item[0] == "l":
+                (ax, ay), (bx, by) = item[1], item[2]
+                rules.append(("l", ax, ay, bx, by))
+            elif item[0] == "re":
+                x0, y0, x1, y1 = item[1]
+                rules.append(("re", x0, y0, x1, y1))
+    return rules, items

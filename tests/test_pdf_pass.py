@@ -1,0 +1,125 @@
+"""One run of a PDF page for its text and its rules (parser_svc/parsers/pdf_pass.py, the native
+module parser_svc/native/pdf_pass.c) reads exactly what two runs read: the text page, the "l"
+and "re" items and the item count of page.get_cdrawings(), hence the same tables. Checked on
+generated pages drawn every way the walk has a rule for (tests/fixtures/drawings.py), on the
+format tests' table page and on every page of the shared corpus' PDFs when present."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pymupdf
+import pytest
+
+from parser_svc.parse_child import parse
+from parser_svc.parsers import ParseOptions, pdf_pass
+from parser_svc.parsers.pdf_pass import rules_of, text_and_rules
+from parser_svc.parsers.pdf_tables import find_tables
+from tests import fixtures
+from tests.fixtures.drawings import PAGES, WORDS, drawing_zoo_pdf
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+ZOO = [*PAGES, "rotated", "annotated"]
+
+
+@pytest.fixture(autouse=True)
+def _native_when_it_can_be() -> None:
+    """`make setup` builds the module wherever a C compiler is; with one, the tests below must
+    not pass by comparing the two-run path with itself."""
+    if not pdf_pass.native():
+        if shutil.which("cc") or shutil.which("gcc"):
+            pytest.fail("a C compiler is here but parser_svc.native is not built: make setup")
+        pytest.skip("no C compiler: PDF pages are read twice (the fallback)")
+
+
+def _compare(page: pymupdf.Page) -> tuple[pdf_pass.Rules, list[object]]:
+    """Asserts one run equals two runs on `page`; returns the rules and the tables found."""
+    two = page.get_textpage()
+    blocks = page.get_text("blocks", sort=True, textpage=two)
+    rules = rules_of(page.get_cdrawings())
+    one, native_rules = text_and_rules(page)
+    assert page.get_text("blocks", sort=True, textpage=one) == blocks
+    assert page.get_text("words", textpage=one) == page.get_text("words", textpage=two)
+    assert native_rules == rules
+    tables = find_tables(rules, lambda: page.get_text("words", textpage=two))
+    assert find_tables(native_rules, lambda: page.get_text("words", textpage=one)) == tables
+    return rules, list(tables)
+
+
+def _zoo() -> Iterator[tuple[str, pymupdf.Page]]:
+    doc = pymupdf.open(stream=drawing_zoo_pdf())  # type: ignore[no-untyped-call]
+    assert doc.page_count == len(ZOO)
+    for index, name in enumerate(ZOO):
+        yield name, doc[index]
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_one_run_reads_what_two_runs_read(name: str) -> None:
+    page = dict(_zoo())[name]
+    rules, tables = _compare(page)
+    grid = [list(row) for row in WORDS]
+    if name == "too many items":
+        assert rules[1] > 5000 and tables == []
+    elif name == "hand-drawn":  # its left column is a stroked quad: no rule for table detection
+        assert [t.rows for t in tables] == [[row[1:] for row in grid]]  # type: ignore[attr-defined]
+    else:
+        assert [t.rows for t in tables] == [grid]  # type: ignore[attr-defined]
+
+
+def test_a_stroke_merges_into_its_fill_only_with_the_same_items() -> None:
+    """pymupdf lists a stroke of exactly the previous fill's items as one "fs" drawing: its
+    items count once. A rect stroked the other way round is another item ("re" keeps the
+    orientation) and counts again."""
+    pages = dict(_zoo())
+    assert _compare(pages["fill then stroke"])[0][1] == 9
+    assert _compare(pages["fill and stroke"])[0][1] == 9
+    assert _compare(pages["other orientation"])[0][1] == 18
+
+
+def test_the_rotated_page_is_read_unrotated_and_left_rotated() -> None:
+    page = dict(_zoo())["rotated"]
+    _compare(page)
+    assert page.rotation == 90
+
+
+def test_the_package_is_the_same_either_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole reading package of the zoo and of the format tests' table page, with the
+    native module and without it (the fallback a machine without a compiler runs)."""
+    for i, data in enumerate((drawing_zoo_pdf(), fixtures.pdf_with_table_and_image())):
+        packages = []
+        for native in (pdf_pass._native, None):
+            monkeypatch.setattr(pdf_pass, "_native", native)
+            options = ParseOptions.defaults(assets_dir=tmp_path / f"{i}-{native is None}")
+            packages.append(parse("pdf", data, lambda *_: None, options))
+        assert packages[0] == packages[1]
+        assert sum(len(page.tables) for page in packages[0].pages) >= 1
+
+
+@pytest.mark.corpus
+@pytest.mark.skipif(
+    not (CORPUS / "text_pdf").is_dir(),
+    reason=f"the shared corpus is not at {CORPUS} (it is present in CI)",
+)
+def test_every_corpus_pdf_page_reads_the_same() -> None:
+    pages = tables = 0
+    for path in sorted(CORPUS.glob("*_pdf/*.pdf")):
+        try:
+            doc = pymupdf.open(path)  # type: ignore[no-untyped-call]
+            if doc.needs_pass:
+                continue
+            count = doc.page_count
+        except Exception:  # a corrupt file that pymupdf refuses: nothing to read
+            continue
+        for index in range(count):
+            try:
+                page = doc[index]
+                page.get_textpage()
+            except Exception:  # a page that cannot be read either way
+                continue
+            tables += len(_compare(page)[1])
+            pages += 1
+    assert pages > 200 and tables > 10, (pages, tables)
