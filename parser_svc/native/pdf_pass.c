@@ -18,6 +18,10 @@
  * closing line when the path is open; a stroke of exactly the items of the fill just before
  * it is merged into that fill ("fs") and not counted twice.
  *
+ * fill_image, fill_image_mask and fill_shade are wrapped too, only to count the images the
+ * page draws (pymupdf's image list shows shadings as images; a page that draws none of the
+ * three needs no image scan).
+ *
  * Pointers come from the mupdf Python bindings (the thread's fz_context, the fz_page and an
  * empty fz_stext_page), and everything runs under the GIL on the calling thread, as every
  * other pymupdf call of the parse does.
@@ -47,6 +51,14 @@ typedef struct {
                        fz_colorspace *, const float *, float, fz_color_params);
     void (*inner_stroke)(fz_context *, fz_device *, const fz_path *, const fz_stroke_state *,
                          fz_matrix, fz_colorspace *, const float *, float, fz_color_params);
+    void (*inner_image)(fz_context *, fz_device *, fz_image *, fz_matrix, float,
+                        fz_color_params);
+    void (*inner_image_mask)(fz_context *, fz_device *, fz_image *, fz_matrix, fz_colorspace *,
+                             const float *, float, fz_color_params);
+    void (*inner_shade)(fz_context *, fz_device *, fz_shade *, fz_matrix, float,
+                        fz_color_params);
+    Py_ssize_t images; /* images drawn: fill_image, fill_image_mask and fill_shade calls (a
+                          text page that keeps images lists a shading as an image) */
     /* the path being walked */
     fz_matrix ctm;
     int stroking;
@@ -267,10 +279,46 @@ static void stroke_path(fz_context *ctx, fz_device *dev, const fz_path *path,
         col->inner_stroke(ctx, dev, path, stroke, ctm, cs, color, alpha, params);
 }
 
-/* text_and_rules(ctx, page, stext_page, flags) -> (rules, items)
+/* Counts an image drawn on our device; the collector, as record() gives it. */
+static collector *count_image(fz_device *dev)
+{
+    collector *col = current;
+    if (!col || col->dev != dev)
+        return NULL;
+    col->images += 1;
+    return col;
+}
+
+static void fill_image(fz_context *ctx, fz_device *dev, fz_image *image, fz_matrix ctm,
+                       float alpha, fz_color_params params)
+{
+    collector *col = count_image(dev);
+    if (col && col->inner_image)
+        col->inner_image(ctx, dev, image, ctm, alpha, params);
+}
+
+static void fill_image_mask(fz_context *ctx, fz_device *dev, fz_image *image, fz_matrix ctm,
+                            fz_colorspace *cs, const float *color, float alpha,
+                            fz_color_params params)
+{
+    collector *col = count_image(dev);
+    if (col && col->inner_image_mask)
+        col->inner_image_mask(ctx, dev, image, ctm, cs, color, alpha, params);
+}
+
+static void fill_shade(fz_context *ctx, fz_device *dev, fz_shade *shade, fz_matrix ctm,
+                       float alpha, fz_color_params params)
+{
+    collector *col = count_image(dev);
+    if (col && col->inner_shade)
+        col->inner_shade(ctx, dev, shade, ctm, alpha, params);
+}
+
+/* text_and_rules(ctx, page, stext_page, flags) -> (rules, items, images)
  * Fills the empty stext_page from one run of the page with the given stext flags; returns
- * the page's "l" and "re" items as ("l", ax, ay, bx, by) / ("re", x0, y0, x1, y1) and the
- * number of items of every kind. RuntimeError with mupdf's message when the run fails. */
+ * the page's "l" and "re" items as ("l", ax, ay, bx, by) / ("re", x0, y0, x1, y1), the
+ * number of items of every kind and the number of images drawn. RuntimeError with mupdf's
+ * message when the run fails. */
 static PyObject *text_and_rules(PyObject *self, PyObject *args)
 {
     unsigned long long ctx_ptr, page_ptr, stext_ptr;
@@ -300,8 +348,14 @@ static PyObject *text_and_rules(PyObject *self, PyObject *args)
         col.dev = dev;
         col.inner_fill = dev->fill_path;
         col.inner_stroke = dev->stroke_path;
+        col.inner_image = dev->fill_image;
+        col.inner_image_mask = dev->fill_image_mask;
+        col.inner_shade = dev->fill_shade;
         dev->fill_path = fill_path;
         dev->stroke_path = stroke_path;
+        dev->fill_image = fill_image;
+        dev->fill_image_mask = fill_image_mask;
+        dev->fill_shade = fill_shade;
         current = &col;
         fz_run_page(ctx, page, dev, fz_identity, NULL);
         fz_close_device(ctx, dev);
@@ -326,12 +380,12 @@ static PyObject *text_and_rules(PyObject *self, PyObject *args)
             PyErr_NoMemory();
         return NULL;
     }
-    return Py_BuildValue("(Nn)", col.out, col.count);
+    return Py_BuildValue("(Nnn)", col.out, col.count, col.images);
 }
 
 static PyMethodDef methods[] = {
     {"text_and_rules", text_and_rules, METH_VARARGS,
-     "text_and_rules(ctx, page, stext_page, flags) -> (rules, items)"},
+     "text_and_rules(ctx, page, stext_page, flags) -> (rules, items, images)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -252,11 +252,12 @@ def _page(
         state.warnings.append(f"page {index + 1} cannot be read: {err}")
         return rp.Page(number=index + 1), False, ""
     try:
-        # With table detection on, the page's rules are read in the same run as its text.
-        textpage, rules = text_and_rules(page, single_pass=options.pdf_tables)
+        # The page's rules and image count come from the run that reads its text.
+        textpage, rules, drawn = text_and_rules(page)
         texts = _text_blocks(page, textpage, out)
         usable = _usable_chars("".join(texts))
-        images = _images(doc, page, out, assets, state, usable)
+        # A page that draws no image has none to list or store (most pages: no image scan).
+        images = _images(doc, page, out, assets, state, usable) if drawn != 0 else 0
         if images:
             state.image_pages += 1
         garbage = judge_text_layer(

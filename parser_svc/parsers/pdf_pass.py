@@ -13,7 +13,7 @@ import logging
 import weakref
 from collections.abc import Iterable
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import pymupdf
 from pymupdf import mupdf
@@ -51,11 +51,17 @@ def native() -> bool:
     return _native is not None
 
 
-def text_and_rules(page: pymupdf.Page, single_pass: bool = True) -> tuple[Any, Rules | None]:
-    """The page's text page (as `page.get_textpage()` makes it) and, read in the same run,
-    its rules; None for the rules when the native module is not used (`rules_of` then)."""
-    if _native is None or not single_pass:
-        return page.get_textpage(), None
+class PageRun(NamedTuple):
+    textpage: Any  # a pymupdf.TextPage, as page.get_textpage() makes it
+    rules: Rules | None  # None: not read in this run (`rules_of(page.get_cdrawings())`)
+    images: int | None  # images the page draws; None: not counted
+
+
+def text_and_rules(page: pymupdf.Page) -> PageRun:
+    """The page's text page and, read in the same run, its rules and how many images it
+    draws: what the native module gives, or only the text page without it."""
+    if _native is None:
+        return PageRun(page.get_textpage(), None, None)
     fz_page = page.this if isinstance(page.this, mupdf.FzPage) else mupdf.FzPage(page.this)
     rotation = page.rotation
     if rotation:  # as get_textpage and get_cdrawings do: the unrotated page
@@ -63,7 +69,7 @@ def text_and_rules(page: pymupdf.Page, single_pass: bool = True) -> tuple[Any, R
     try:
         stext = mupdf.FzStextPage(mupdf.fz_bound_page(fz_page))
         context = int(mupdf.internal_context_get().this)
-        rules, items = _native.text_and_rules(
+        rules, items, images = _native.text_and_rules(
             context, fz_page.m_internal_value(), stext.m_internal_value(), 0
         )
     finally:
@@ -71,7 +77,7 @@ def text_and_rules(page: pymupdf.Page, single_pass: bool = True) -> tuple[Any, R
             page.set_rotation(rotation)
     textpage = pymupdf.TextPage(stext)
     textpage.parent = weakref.proxy(page)  # as page.get_textpage() links it
-    return textpage, (rules, items)
+    return PageRun(textpage, (rules, items), images)
 
 
 def rules_of(drawings: Iterable[dict[str, Any]]) -> Rules:

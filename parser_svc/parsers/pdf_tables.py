@@ -133,8 +133,11 @@ def find_tables(rules: Rules, get_words: Callable[[], Sequence[Sequence[Any]]]) 
         cells: dict[tuple[int, int], list[str]] = {}
         if words is None:
             words = get_words()
+        top, bottom, left, right = ys[0], ys[-1], xs[0], xs[-1]
         for word in words:
             cx, cy = (word[0] + word[2]) / 2, (word[1] + word[3]) / 2
+            if not (top <= cy <= bottom and left <= cx <= right):
+                continue  # outside the grid (what _index answers -1 for, without the call)
             row, col = _index(ys, cy), _index(xs, cx)
             if row >= 0 and col >= 0:
                 cells.setdefault((row, col), []).append(str(word[4]))
