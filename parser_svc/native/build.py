@@ -1,4 +1,4 @@
-"""Compiles pdf_pass.c into `_pdf_pass<EXT_SUFFIX>` beside it, against the mupdf that the
+"""Compiles pdf_pass.c into `_pdf_pass.<extension suffix>.so` beside it, against the mupdf that the
 installed pymupdf ships (its headers in `pymupdf/mupdf-devel/include`, its `libmupdf.so.*`).
 
     python -m parser_svc.native.build [--force]
@@ -19,11 +19,12 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "pdf_pass.c"
-TARGET = HERE / f"_pdf_pass{sysconfig.get_config_var('EXT_SUFFIX')}"
+TARGET = HERE / f"_pdf_pass{EXTENSION_SUFFIXES[0]}"  # what this interpreter imports first
 STAMP = HERE / "_pdf_pass.stamp"
 
 
@@ -35,7 +36,7 @@ def _pymupdf() -> tuple[Path, str]:
 
 def _fingerprint(version: str) -> str:
     digest = hashlib.sha256(SOURCE.read_bytes())
-    digest.update(f"{version} {sys.version} {sysconfig.get_config_var('EXT_SUFFIX')}".encode())
+    digest.update(f"{version} {sys.version} {EXTENSION_SUFFIXES[0]}".encode())
     return digest.hexdigest()
 
 
