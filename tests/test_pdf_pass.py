@@ -7,14 +7,18 @@ run saw draw no image shows none to page.get_image_info()."""
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pymupdf
 import pytest
 
+from parser_svc.native import build
 from parser_svc.parse_child import parse
 from parser_svc.parsers import ParseOptions, pdf_pass
 from parser_svc.parsers.pdf_pass import rules_of, text_and_rules
@@ -161,3 +165,30 @@ def test_every_corpus_pdf_page_reads_the_same(
         monkeypatch.setattr(pdf_pass, "_native", native)
         assert packages[0] == packages[1], path.name
     assert pages > 200 and tables > 10, (pages, tables)
+
+
+def test_a_module_built_for_another_mupdf_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a pymupdf upgrade without a rebuild the module's structs may not match the loaded
+    mupdf: it is left unused (pages read twice) and the log names both versions."""
+    monkeypatch.setattr(pymupdf, "mupdf_version", "0.0.1")
+    with caplog.at_level(logging.WARNING, logger=pdf_pass.__name__):
+        assert pdf_pass._load() is None
+    assert "built for mupdf" in caplog.text and "0.0.1" in caplog.text
+
+
+def test_the_build_is_up_to_date_and_says_so() -> None:
+    """`make setup` runs the build every time: with the module built from this source for this
+    mupdf and interpreter it rebuilds nothing."""
+    before = build.TARGET.stat().st_mtime_ns
+    done = subprocess.run(
+        [sys.executable, "-m", "parser_svc.native.build"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ready" in done.stdout
+    assert build.TARGET.stat().st_mtime_ns == before

@@ -56,30 +56,33 @@ def build(force: bool = False) -> Path:
         raise RuntimeError(f"pymupdf {version} ships no mupdf headers or library in {where}")
     if compiler is None:
         raise RuntimeError("no C compiler (cc) on PATH")
-    with tempfile.TemporaryDirectory(dir=HERE) as tmp:
-        built = Path(tmp) / TARGET.name
-        command = [
-            compiler,
-            "-O2",
-            "-shared",
-            "-fPIC",
-            "-std=c11",
-            "-Wall",
-            f"-I{sysconfig.get_paths()['include']}",
-            f"-I{include}",
-            f'-DDOCPARSE_MUPDF_VERSION="{version}"',
-            str(SOURCE),
-            "-o",
-            str(built),
-            f"-L{where}",
-            f"-l:{libraries[0].name}",
-            f"-Wl,-rpath,{where}",
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(command)}\n{done.stderr.strip()}")
-        os.replace(built, TARGET)  # atomic: a parse starting now loads the old or the new
-    STAMP.write_text(fingerprint)
+    try:
+        with tempfile.TemporaryDirectory(dir=HERE) as tmp:
+            built = Path(tmp) / TARGET.name
+            command = [
+                compiler,
+                "-O2",
+                "-shared",
+                "-fPIC",
+                "-std=c11",
+                "-Wall",
+                f"-I{sysconfig.get_paths()['include']}",
+                f"-I{include}",
+                f'-DDOCPARSE_MUPDF_VERSION="{version}"',
+                str(SOURCE),
+                "-o",
+                str(built),
+                f"-L{where}",
+                f"-l:{libraries[0].name}",
+                f"-Wl,-rpath,{where}",
+            ]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"{' '.join(command)}\n{done.stderr.strip()}")
+            os.replace(built, TARGET)  # atomic: a parse starting now loads the old or the new
+        STAMP.write_text(fingerprint)
+    except OSError as err:  # a read-only install, a full disk
+        raise RuntimeError(f"cannot write beside {SOURCE}: {err}") from err
     return TARGET
 
 
