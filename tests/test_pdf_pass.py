@@ -21,7 +21,7 @@ import pytest
 from parser_svc.native import build
 from parser_svc.parse_child import parse
 from parser_svc.parsers import ParseOptions, pdf_pass
-from parser_svc.parsers.pdf_pass import rules_of, text_and_rules
+from parser_svc.parsers.pdf_pass import image_info, rules_of, text_and_rules
 from parser_svc.parsers.pdf_tables import find_tables
 from tests import fixtures
 from tests.fixtures.drawings import PAGES, WORDS, drawing_zoo_pdf
@@ -46,9 +46,12 @@ def _compare(page: pymupdf.Page) -> tuple[pdf_pass.Rules, list[object]]:
     two = page.get_textpage()
     blocks = page.get_text("blocks", sort=True, textpage=two)
     rules = rules_of(page.get_cdrawings())
-    one, native_rules, images = text_and_rules(page)
+    one, native_rules, images, image_page = text_and_rules(page)
     if images == 0:  # what lets the parser skip the image scan of the page
         assert page.get_image_info() == []
+    else:  # the run's image text page holds what a run of get_image_info's own holds
+        assert image_page is not None
+        assert image_info(page, image_page) == image_info(page, None)
     assert page.get_text("blocks", sort=True, textpage=one) == blocks
     assert page.get_text("words", textpage=one) == page.get_text("words", textpage=two)
     assert native_rules == rules
@@ -107,11 +110,12 @@ def test_the_package_is_the_same_either_way(
 ) -> None:
     """The whole reading package of the zoo and of the format tests' table page, with the
     native module and without it (the fallback a machine without a compiler runs)."""
+    native = pdf_pass._native
     for i, data in enumerate((drawing_zoo_pdf(), fixtures.pdf_with_table_and_image())):
         packages = []
-        for native in (pdf_pass._native, None):
-            monkeypatch.setattr(pdf_pass, "_native", native)
-            options = ParseOptions.defaults(assets_dir=tmp_path / f"{i}-{native is None}")
+        for way in (native, None):
+            monkeypatch.setattr(pdf_pass, "_native", way)
+            options = ParseOptions.defaults(assets_dir=tmp_path / f"{i}-{way is None}")
             packages.append(parse("pdf", data, lambda *_: None, options))
         assert packages[0] == packages[1]
         assert sum(len(page.tables) for page in packages[0].pages) >= 1

@@ -18,9 +18,11 @@
  * closing line when the path is open; a stroke of exactly the items of the fill just before
  * it is merged into that fill ("fs") and not counted twice.
  *
- * fill_image, fill_image_mask and fill_shade are wrapped too, only to count the images the
- * page draws (pymupdf's image list shows shadings as images; a page that draws none of the
- * three needs no image scan).
+ * fill_image, fill_image_mask and fill_shade are wrapped too: they count the images the page
+ * draws (pymupdf's image list shows shadings as images; a page that draws none of the three
+ * needs no image scan), and go on, with the clips, masks, groups and tiles around them, to a
+ * second stext device that keeps images: what page.get_image_info() reads from a run of its
+ * own (a text page made with TEXT_PRESERVE_IMAGES), without its text.
  *
  * Pointers come from the mupdf Python bindings (the thread's fz_context, the fz_page and an
  * empty fz_stext_page), and everything runs under the GIL on the calling thread, as every
@@ -46,18 +48,13 @@ typedef struct {
 } item_buf;
 
 typedef struct {
-    fz_device *dev;     /* the stext device whose entries were wrapped */
-    void (*inner_fill)(fz_context *, fz_device *, const fz_path *, int, fz_matrix,
-                       fz_colorspace *, const float *, float, fz_color_params);
-    void (*inner_stroke)(fz_context *, fz_device *, const fz_path *, const fz_stroke_state *,
-                         fz_matrix, fz_colorspace *, const float *, float, fz_color_params);
-    void (*inner_image)(fz_context *, fz_device *, fz_image *, fz_matrix, float,
-                        fz_color_params);
-    void (*inner_image_mask)(fz_context *, fz_device *, fz_image *, fz_matrix, fz_colorspace *,
-                             const float *, float, fz_color_params);
-    void (*inner_shade)(fz_context *, fz_device *, fz_shade *, fz_matrix, float,
-                        fz_color_params);
-    Py_ssize_t images; /* images drawn: fill_image, fill_image_mask and fill_shade calls (a
+    fz_device *dev;    /* the stext device whose entries were wrapped */
+    fz_device inner;   /* its own entries, copied before they were wrapped */
+    fz_device *images; /* a stext device that keeps images, fed the page's image draws and the
+                          clips, masks, groups and tiles they are drawn in; NULL when not asked
+                          for, or after it failed (the page's images are then scanned apart) */
+    int images_failed;
+    Py_ssize_t drawn;  /* images drawn: fill_image, fill_image_mask and fill_shade calls (a
                           text page that keeps images lists a shading as an image) */
     /* the path being walked */
     fz_matrix ctm;
@@ -248,86 +245,242 @@ static void walk(fz_context *ctx, collector *col, const fz_path *path, fz_matrix
     fz_walk_path(ctx, path, &walker, col);
 }
 
-/* Walks and records a path drawn on our device; the collector, whose inner entries the caller
-   then calls (only our device has these entries, and only while its run is current). */
-static collector *record(fz_context *ctx, fz_device *dev, const fz_path *path, fz_matrix ctm,
-                         int stroking)
+static collector *mine(fz_device *dev)
 {
     collector *col = current;
-    if (!col || col->dev != dev)
-        return NULL;
-    walk(ctx, col, path, ctm, stroking);
-    emit(col, !stroking);
-    return col;
+    return col && col->dev == dev ? col : NULL;
 }
+
+/* `call` on the images device, if there is one; an error there ends that device only (the
+   text device's run goes on: its wrapper would disable it on an error we let through). */
+#define TO_IMAGES(ctx, col, call)                                                           \
+    do {                                                                                    \
+        if ((col)->images) {                                                                \
+            fz_device *images = (col)->images;                                              \
+            fz_try(ctx) { call; }                                                           \
+            fz_catch(ctx) {                                                                 \
+                fz_ignore_error(ctx);                                                       \
+                (col)->images = NULL;                                                       \
+                (col)->images_failed = 1;                                                   \
+            }                                                                               \
+        }                                                                                   \
+    } while (0)
 
 static void fill_path(fz_context *ctx, fz_device *dev, const fz_path *path, int even_odd,
                       fz_matrix ctm, fz_colorspace *cs, const float *color, float alpha,
                       fz_color_params params)
 {
-    collector *col = record(ctx, dev, path, ctm, 0);
-    if (col && col->inner_fill)
-        col->inner_fill(ctx, dev, path, even_odd, ctm, cs, color, alpha, params);
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    walk(ctx, col, path, ctm, 0);
+    emit(col, 1);
+    if (col->inner.fill_path)
+        col->inner.fill_path(ctx, dev, path, even_odd, ctm, cs, color, alpha, params);
 }
 
 static void stroke_path(fz_context *ctx, fz_device *dev, const fz_path *path,
                         const fz_stroke_state *stroke, fz_matrix ctm, fz_colorspace *cs,
                         const float *color, float alpha, fz_color_params params)
 {
-    collector *col = record(ctx, dev, path, ctm, 1);
-    if (col && col->inner_stroke)
-        col->inner_stroke(ctx, dev, path, stroke, ctm, cs, color, alpha, params);
-}
-
-/* Counts an image drawn on our device; the collector, as record() gives it. */
-static collector *count_image(fz_device *dev)
-{
-    collector *col = current;
-    if (!col || col->dev != dev)
-        return NULL;
-    col->images += 1;
-    return col;
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    walk(ctx, col, path, ctm, 1);
+    emit(col, 0);
+    if (col->inner.stroke_path)
+        col->inner.stroke_path(ctx, dev, path, stroke, ctm, cs, color, alpha, params);
 }
 
 static void fill_image(fz_context *ctx, fz_device *dev, fz_image *image, fz_matrix ctm,
                        float alpha, fz_color_params params)
 {
-    collector *col = count_image(dev);
-    if (col && col->inner_image)
-        col->inner_image(ctx, dev, image, ctm, alpha, params);
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    col->drawn += 1;
+    if (col->inner.fill_image)
+        col->inner.fill_image(ctx, dev, image, ctm, alpha, params);
+    TO_IMAGES(ctx, col, fz_fill_image(ctx, images, image, ctm, alpha, params));
 }
 
 static void fill_image_mask(fz_context *ctx, fz_device *dev, fz_image *image, fz_matrix ctm,
                             fz_colorspace *cs, const float *color, float alpha,
                             fz_color_params params)
 {
-    collector *col = count_image(dev);
-    if (col && col->inner_image_mask)
-        col->inner_image_mask(ctx, dev, image, ctm, cs, color, alpha, params);
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    col->drawn += 1;
+    if (col->inner.fill_image_mask)
+        col->inner.fill_image_mask(ctx, dev, image, ctm, cs, color, alpha, params);
+    TO_IMAGES(ctx, col, fz_fill_image_mask(ctx, images, image, ctm, cs, color, alpha, params));
 }
 
 static void fill_shade(fz_context *ctx, fz_device *dev, fz_shade *shade, fz_matrix ctm,
                        float alpha, fz_color_params params)
 {
-    collector *col = count_image(dev);
-    if (col && col->inner_shade)
-        col->inner_shade(ctx, dev, shade, ctm, alpha, params);
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    col->drawn += 1;
+    if (col->inner.fill_shade)
+        col->inner.fill_shade(ctx, dev, shade, ctm, alpha, params);
+    TO_IMAGES(ctx, col, fz_fill_shade(ctx, images, shade, ctm, alpha, params));
 }
 
-/* text_and_rules(ctx, page, stext_page, flags) -> (rules, items, images)
- * Fills the empty stext_page from one run of the page with the given stext flags; returns
- * the page's "l" and "re" items as ("l", ax, ay, bx, by) / ("re", x0, y0, x1, y1), the
- * number of items of every kind and the number of images drawn. RuntimeError with mupdf's
- * message when the run fails. */
+/* The nesting, so the images device clips (a shading is drawn to its scissor) as a run of
+   its own would. */
+
+static void clip_path(fz_context *ctx, fz_device *dev, const fz_path *path, int even_odd,
+                      fz_matrix ctm, fz_rect scissor)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    if (col->inner.clip_path)
+        col->inner.clip_path(ctx, dev, path, even_odd, ctm, scissor);
+    TO_IMAGES(ctx, col, fz_clip_path(ctx, images, path, even_odd, ctm, scissor));
+}
+
+static void clip_stroke_path(fz_context *ctx, fz_device *dev, const fz_path *path,
+                             const fz_stroke_state *stroke, fz_matrix ctm, fz_rect scissor)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    if (col->inner.clip_stroke_path)
+        col->inner.clip_stroke_path(ctx, dev, path, stroke, ctm, scissor);
+    TO_IMAGES(ctx, col, fz_clip_stroke_path(ctx, images, path, stroke, ctm, scissor));
+}
+
+static void clip_text(fz_context *ctx, fz_device *dev, const fz_text *text, fz_matrix ctm,
+                      fz_rect scissor)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    if (col->inner.clip_text)
+        col->inner.clip_text(ctx, dev, text, ctm, scissor);
+    TO_IMAGES(ctx, col, fz_clip_text(ctx, images, text, ctm, scissor));
+}
+
+static void clip_stroke_text(fz_context *ctx, fz_device *dev, const fz_text *text,
+                             const fz_stroke_state *stroke, fz_matrix ctm, fz_rect scissor)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    if (col->inner.clip_stroke_text)
+        col->inner.clip_stroke_text(ctx, dev, text, stroke, ctm, scissor);
+    TO_IMAGES(ctx, col, fz_clip_stroke_text(ctx, images, text, stroke, ctm, scissor));
+}
+
+static void clip_image_mask(fz_context *ctx, fz_device *dev, fz_image *image, fz_matrix ctm,
+                            fz_rect scissor)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    if (col->inner.clip_image_mask)
+        col->inner.clip_image_mask(ctx, dev, image, ctm, scissor);
+    TO_IMAGES(ctx, col, fz_clip_image_mask(ctx, images, image, ctm, scissor));
+}
+
+static void pop_clip(fz_context *ctx, fz_device *dev)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    if (col->inner.pop_clip)
+        col->inner.pop_clip(ctx, dev);
+    TO_IMAGES(ctx, col, fz_pop_clip(ctx, images));
+}
+
+static void begin_mask(fz_context *ctx, fz_device *dev, fz_rect area, int luminosity,
+                       fz_colorspace *cs, const float *bc, fz_color_params params)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    if (col->inner.begin_mask)
+        col->inner.begin_mask(ctx, dev, area, luminosity, cs, bc, params);
+    TO_IMAGES(ctx, col, fz_begin_mask(ctx, images, area, luminosity, cs, bc, params));
+}
+
+static void end_mask(fz_context *ctx, fz_device *dev, fz_function *fn)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    if (col->inner.end_mask)
+        col->inner.end_mask(ctx, dev, fn);
+    TO_IMAGES(ctx, col, fz_end_mask_tr(ctx, images, fn));
+}
+
+static void begin_group(fz_context *ctx, fz_device *dev, fz_rect area, fz_colorspace *cs,
+                        int isolated, int knockout, int blendmode, float alpha)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    if (col->inner.begin_group)
+        col->inner.begin_group(ctx, dev, area, cs, isolated, knockout, blendmode, alpha);
+    TO_IMAGES(ctx, col,
+              fz_begin_group(ctx, images, area, cs, isolated, knockout, blendmode, alpha));
+}
+
+static void end_group(fz_context *ctx, fz_device *dev)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    if (col->inner.end_group)
+        col->inner.end_group(ctx, dev);
+    TO_IMAGES(ctx, col, fz_end_group(ctx, images));
+}
+
+static int begin_tile(fz_context *ctx, fz_device *dev, fz_rect area, fz_rect view, float xstep,
+                      float ystep, fz_matrix ctm, int id, int doc_id)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return 0;
+    int cached = 0; /* non-zero: the tile is cached and its content not run again */
+    if (col->inner.begin_tile)
+        cached = col->inner.begin_tile(ctx, dev, area, view, xstep, ystep, ctm, id, doc_id);
+    TO_IMAGES(ctx, col,
+              fz_begin_tile_tid(ctx, images, area, view, xstep, ystep, ctm, id, doc_id));
+    return cached;
+}
+
+static void end_tile(fz_context *ctx, fz_device *dev)
+{
+    collector *col = mine(dev);
+    if (!col)
+        return;
+    if (col->inner.end_tile)
+        col->inner.end_tile(ctx, dev);
+    TO_IMAGES(ctx, col, fz_end_tile(ctx, images));
+}
+
+/* text_and_rules(ctx, page, stext_page, flags, images_page) -> (rules, items, drawn, images)
+ * Fills the empty stext_page from one run of the page with the given stext flags and, when
+ * images_page is not 0, the empty images_page with what a text page that keeps images
+ * (FZ_STEXT_PRESERVE_IMAGES) holds of them. Returns the page's "l" and "re" items as
+ * ("l", ax, ay, bx, by) / ("re", x0, y0, x1, y1), the number of items of every kind, the
+ * number of images drawn and whether images_page is complete (False: not asked for, or its
+ * device failed). RuntimeError with mupdf's message when the run fails. */
 static PyObject *text_and_rules(PyObject *self, PyObject *args)
 {
-    unsigned long long ctx_ptr, page_ptr, stext_ptr;
+    unsigned long long ctx_ptr, page_ptr, stext_ptr, images_ptr;
     int flags;
-    if (!PyArg_ParseTuple(args, "KKKi", &ctx_ptr, &page_ptr, &stext_ptr, &flags))
+    if (!PyArg_ParseTuple(args, "KKKiK", &ctx_ptr, &page_ptr, &stext_ptr, &flags, &images_ptr))
         return NULL;
     fz_context *ctx = (fz_context *)(uintptr_t)ctx_ptr;
     fz_page *page = (fz_page *)(uintptr_t)page_ptr;
     fz_stext_page *stext = (fz_stext_page *)(uintptr_t)stext_ptr;
+    fz_stext_page *images_page = (fz_stext_page *)(uintptr_t)images_ptr;
     if (!ctx || !page || !stext) {
         PyErr_SetString(PyExc_ValueError, "null pointer");
         return NULL;
@@ -338,6 +491,7 @@ static PyObject *text_and_rules(PyObject *self, PyObject *args)
     if (!col.out)
         return NULL;
     fz_device *volatile dev = NULL;
+    fz_device *volatile images = NULL;
     collector *volatile saved = current;
     char message[256] = "";
     fz_try(ctx) {
@@ -345,27 +499,52 @@ static PyObject *text_and_rules(PyObject *self, PyObject *args)
         memset(&options, 0, sizeof options);
         options.flags = flags;
         dev = fz_new_stext_device(ctx, stext, &options);
+        if (images_page) {
+            fz_stext_options keep;
+            memset(&keep, 0, sizeof keep);
+            keep.flags = FZ_STEXT_PRESERVE_IMAGES;
+            images = fz_new_stext_device(ctx, images_page, &keep);
+        }
         col.dev = dev;
-        col.inner_fill = dev->fill_path;
-        col.inner_stroke = dev->stroke_path;
-        col.inner_image = dev->fill_image;
-        col.inner_image_mask = dev->fill_image_mask;
-        col.inner_shade = dev->fill_shade;
+        col.images = images;
+        col.inner = *dev;
         dev->fill_path = fill_path;
         dev->stroke_path = stroke_path;
         dev->fill_image = fill_image;
         dev->fill_image_mask = fill_image_mask;
         dev->fill_shade = fill_shade;
+        dev->clip_path = clip_path;
+        dev->clip_stroke_path = clip_stroke_path;
+        dev->clip_text = clip_text;
+        dev->clip_stroke_text = clip_stroke_text;
+        dev->clip_image_mask = clip_image_mask;
+        dev->pop_clip = pop_clip;
+        dev->begin_mask = begin_mask;
+        dev->end_mask = end_mask;
+        dev->begin_group = begin_group;
+        dev->end_group = end_group;
+        dev->begin_tile = begin_tile;
+        dev->end_tile = end_tile;
         current = &col;
         fz_run_page(ctx, page, dev, fz_identity, NULL);
         fz_close_device(ctx, dev);
+        if (col.images) {
+            fz_try(ctx)
+                fz_close_device(ctx, col.images);
+            fz_catch(ctx) {
+                fz_ignore_error(ctx);
+                col.images_failed = 1;
+            }
+        }
     }
     fz_always(ctx) {
         current = saved;
         fz_drop_device(ctx, dev);
+        fz_drop_device(ctx, images);
     }
     fz_catch(ctx) {
         snprintf(message, sizeof message, "%s", fz_caught_message(ctx));
+        fz_ignore_error(ctx);
     }
     free(col.path.items);
     free(col.prev.items);
@@ -380,12 +559,14 @@ static PyObject *text_and_rules(PyObject *self, PyObject *args)
             PyErr_NoMemory();
         return NULL;
     }
-    return Py_BuildValue("(Nnn)", col.out, col.count, col.images);
+    PyObject *complete = (images_page && !col.images_failed) ? Py_True : Py_False;
+    return Py_BuildValue("(NnnO)", col.out, col.count, col.drawn, complete);
 }
 
 static PyMethodDef methods[] = {
     {"text_and_rules", text_and_rules, METH_VARARGS,
-     "text_and_rules(ctx, page, stext_page, flags) -> (rules, items, images)"},
+     "text_and_rules(ctx, page, stext_page, flags, images_page) -> "
+     "(rules, items, drawn, images_complete)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,7 +34,7 @@ from parser_svc.parsers import (
 )
 from parser_svc.parsers.password import candidates
 from parser_svc.parsers.pdf_ocr import OcrPages, PendingPage
-from parser_svc.parsers.pdf_pass import Rules, rules_of, text_and_rules
+from parser_svc.parsers.pdf_pass import Rules, image_info, rules_of, text_and_rules
 from parser_svc.parsers.pdf_tables import find_tables
 from parser_svc.parsers.textlayer import fonts_without_unicode, strip_replacements
 from parser_svc.parsers.textlayer import judge_page as judge_text_layer
@@ -253,11 +253,11 @@ def _page(
         return rp.Page(number=index + 1), False, ""
     try:
         # The page's rules and image count come from the run that reads its text.
-        textpage, rules, drawn = text_and_rules(page)
+        textpage, rules, drawn, image_page = text_and_rules(page)
         texts = _text_blocks(page, textpage, out)
         usable = _usable_chars("".join(texts))
         # A page that draws no image has none to list or store (most pages: no image scan).
-        images = _images(doc, page, out, assets, state, usable) if drawn != 0 else 0
+        images = _images(doc, page, out, assets, state, usable, image_page) if drawn != 0 else 0
         if images:
             state.image_pages += 1
         garbage = judge_text_layer(
@@ -310,6 +310,7 @@ def _images(
     assets: AssetSink,
     state: _State,
     usable_chars: int,
+    image_page: Any = None,
 ) -> int:
     """Adds the page's images (stored once per document) and returns how many it shows."""
     shown = 0
@@ -317,7 +318,7 @@ def _images(
         # No image resources (the quick check); a page without text may still draw inline
         # images, which only the full scan below sees.
         return 0
-    for info in _image_info(doc, page, state):
+    for info in _image_info(doc, page, state, image_page):
         bbox = pymupdf.Rect(info["bbox"])
         if bbox.is_empty or bbox.width < 4 or bbox.height < 4:
             continue
@@ -355,11 +356,13 @@ def _images(
     return shown
 
 
-def _image_info(doc: pymupdf.Document, page: pymupdf.Page, state: _State) -> list[dict[str, Any]]:
+def _image_info(
+    doc: pymupdf.Document, page: pymupdf.Page, state: _State, image_page: Any = None
+) -> list[dict[str, Any]]:
     """What `page.get_image_info(xrefs=True)` answers: the shown images, each with the xref
     whose decoded pixels have the same digest (0 for none; of two alike, the later one in the
     page's image list), with the digests of xrefs kept for the whole document."""
-    shown: list[dict[str, Any]] = page.get_image_info(hashes=True)
+    shown = image_info(page, image_page)
     xref_of: dict[bytes, int] = {}
     for item in page.get_images():
         xref = item[0]

@@ -55,29 +55,56 @@ class PageRun(NamedTuple):
     textpage: Any  # a pymupdf.TextPage, as page.get_textpage() makes it
     rules: Rules | None  # None: not read in this run (`rules_of(page.get_cdrawings())`)
     images: int | None  # images the page draws; None: not counted
+    image_page: Any  # None, or a TextPage with the images page.get_image_info() reads
 
 
 def text_and_rules(page: pymupdf.Page) -> PageRun:
-    """The page's text page and, read in the same run, its rules and how many images it
-    draws: what the native module gives, or only the text page without it."""
+    """The page's text page and, read in the same run, its rules, how many images it draws
+    and a text page of those images: what the native module gives, or only the text page
+    without it."""
     if _native is None:
-        return PageRun(page.get_textpage(), None, None)
+        return PageRun(page.get_textpage(), None, None, None)
     fz_page = page.this if isinstance(page.this, mupdf.FzPage) else mupdf.FzPage(page.this)
     rotation = page.rotation
     if rotation:  # as get_textpage and get_cdrawings do: the unrotated page
         page.set_rotation(0)
     try:
-        stext = mupdf.FzStextPage(mupdf.fz_bound_page(fz_page))
+        bounds = mupdf.fz_bound_page(fz_page)
+        stext, images_stext = mupdf.FzStextPage(bounds), mupdf.FzStextPage(bounds)
         context = int(mupdf.internal_context_get().this)
-        rules, items, images = _native.text_and_rules(
-            context, fz_page.m_internal_value(), stext.m_internal_value(), 0
+        rules, items, images, complete = _native.text_and_rules(
+            context,
+            fz_page.m_internal_value(),
+            stext.m_internal_value(),
+            0,
+            images_stext.m_internal_value(),
         )
     finally:
         if rotation:
             page.set_rotation(rotation)
+    return PageRun(
+        _text_page(stext, page),
+        (rules, items),
+        images,
+        _text_page(images_stext, page) if images and complete else None,
+    )
+
+
+def _text_page(stext: Any, page: pymupdf.Page) -> Any:
     textpage = pymupdf.TextPage(stext)
     textpage.parent = weakref.proxy(page)  # as page.get_textpage() links it
-    return PageRun(textpage, (rules, items), images)
+    return textpage
+
+
+def image_info(page: pymupdf.Page, image_page: Any) -> list[dict[str, Any]]:
+    """`page.get_image_info(hashes=True)` without "number" (the image's block index among the
+    text blocks, which the run's image text page does not hold): from that page when there is
+    one (what get_image_info does, without its own run of the page), else from pymupdf."""
+    if image_page is None:
+        found: list[dict[str, Any]] = page.get_image_info(hashes=True)
+    else:
+        found = image_page.extractIMGINFO(hashes=True)
+    return [{k: v for k, v in info.items() if k != "number"} for info in found]
 
 
 def rules_of(drawings: Iterable[dict[str, Any]]) -> Rules:
