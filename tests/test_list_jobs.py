@@ -15,7 +15,7 @@ from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.keys import batch_file_id
-from parser_svc.lifetimes import Lifetimes
+from parser_svc.lifetimes import Lifetimes, now_ms
 from parser_svc.listing import JobListing
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
@@ -43,7 +43,17 @@ def upload(tenant: str, name: str) -> dict[str, str]:
 async def create(store: JobStore, tenant: str, name: str) -> str:
     job_id = uuid.uuid4().hex
     assert (await store.create(job_id, upload(tenant, name))).created
+    next_millisecond()
     return job_id
+
+
+def next_millisecond() -> None:
+    """Returns once the creation clock (ms) has moved on. Jobs created in one millisecond tie in
+    the tenant's index, which orders ties by id: "the oldest" would then be a random one of
+    them (a CI run failed on it), where these tests mean the first created."""
+    start = now_ms()
+    while now_ms() == start:
+        pass
 
 
 async def all_pages(
@@ -201,6 +211,7 @@ async def test_creates_drop_the_oldest_entries_whose_records_are_gone(
 
     batch_id = uuid.uuid4().hex
     assert (await store.create_batch(batch_id, "a", [upload("a", "f.pdf")] * 2)).created
+    next_millisecond()
     old = [await create(store, "a", f"old{i}.pdf") for i in range(3)]
     gone = [batch_file_id(batch_id, 0), batch_file_id(batch_id, 1), old[0]]
     for job_id in gone:  # as if their retention ran out
