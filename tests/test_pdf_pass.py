@@ -19,11 +19,11 @@ import pytest
 
 from parser_svc.native import build
 from parser_svc.parse_child import parse
-from parser_svc.parsers import ParseOptions, pdf_pass
+from parser_svc.parsers import ParseOptions, pdf_images, pdf_pass
 from parser_svc.parsers.pdf_pass import image_info, rules_of, text_and_rules
 from parser_svc.parsers.pdf_tables import find_tables
 from tests import fixtures
-from tests.fixtures.drawings import PAGES, WORDS, drawing_zoo_pdf
+from tests.fixtures.drawings import PAGES, WORDS, drawing_zoo_pdf, repeated_images_pdf
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 _MUPDF_WARNINGS = re.compile(r"\(\d+ warnings")
@@ -53,12 +53,47 @@ def _compare(page: pymupdf.Page) -> tuple[pdf_pass.Rules, list[object]]:
     else:  # the run's image text page holds what a run of get_image_info's own holds
         assert image_page is not None
         assert image_info(page, image_page) == image_info(page, None)
+        assert _shown(page, image_page, {}) == _image_info_with_xrefs(page)
     assert page.get_text("blocks", sort=True, textpage=one) == blocks
     assert page.get_text("words", textpage=one) == page.get_text("words", textpage=two)
     assert native_rules == rules
     tables = find_tables(rules, lambda: page.get_text("words", textpage=two))
     assert find_tables(native_rules, lambda: page.get_text("words", textpage=one)) == tables
     return rules, list(tables)
+
+
+def _shown(page: pymupdf.Page, image_page: object, digests: dict[int, bytes]) -> object:
+    return pdf_images.shown_images(page.parent, page, image_page, digests)
+
+
+def _image_info_with_xrefs(page: pymupdf.Page) -> list[dict[str, object]]:
+    found = page.get_image_info(hashes=True, xrefs=True)
+    return [{k: v for k, v in info.items() if k != "number"} for info in found]
+
+
+def test_an_image_shown_again_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each image (and each showing of an inline image) is decoded once per document, and every
+    page's images, with their xrefs, are what get_image_info(xrefs=True) lists: two xrefs of
+    the same pixels are named as pymupdf names them (the later of the page's list)."""
+    decoded = []
+    decode = pdf_images.image_digest
+
+    def counted(image: object) -> bytes:
+        decoded.append(image)
+        return decode(image)
+
+    monkeypatch.setattr(pdf_images, "image_digest", counted)
+    doc = pymupdf.open(stream=repeated_images_pdf())  # type: ignore[no-untyped-call]
+    digests: dict[int, bytes] = {}
+    xrefs = []
+    for page in doc:
+        image_page = text_and_rules(page).image_page
+        shown = _shown(page, image_page, digests)
+        assert shown == _image_info_with_xrefs(page)
+        xrefs.append([info["xref"] for info in shown])  # type: ignore[index]
+    _a, b, c, d = (item[0] for item in doc[0].get_images())  # /A is named /B: same pixels
+    assert xrefs == [[b, b, c, b, 0], [b, c], [b, d], [b]]
+    assert len(decoded) == 4 + 1  # A, B, C, D and the inline image; pymupdf decodes 26 times
 
 
 def _zoo() -> Iterator[tuple[str, pymupdf.Page]]:

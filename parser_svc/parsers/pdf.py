@@ -33,6 +33,7 @@ from parser_svc.parsers import (
     too_large,
 )
 from parser_svc.parsers.password import candidates
+from parser_svc.parsers.pdf_images import shown_images
 from parser_svc.parsers.pdf_ocr import OcrPages, PendingPage
 from parser_svc.parsers.pdf_pass import Rules, image_info, rules_of, text_and_rules
 from parser_svc.parsers.pdf_tables import find_tables
@@ -361,8 +362,11 @@ def _image_info(
 ) -> list[dict[str, Any]]:
     """What `page.get_image_info(xrefs=True)` answers: the shown images, each with the xref
     whose decoded pixels have the same digest (0 for none; of two alike, the later one in the
-    page's image list), with the digests of xrefs kept for the whole document."""
-    shown = image_info(page, image_page)
+    page's image list), with the digests of xrefs kept for the whole document. From the run's
+    image page, an image shown again is not decoded again (pdf_images.py)."""
+    if image_page is not None:
+        return shown_images(doc, page, image_page, state.image_digests)
+    shown = image_info(page, None)
     xref_of: dict[bytes, int] = {}
     for item in page.get_images():
         xref = item[0]
