@@ -9,7 +9,7 @@ Borderless tables (whitespace alignment only) are not detected.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,11 +21,9 @@ MIN_RULE = 8.0
 MAX_ITEMS = 5000
 
 
-@dataclass
-class _Seg:
-    pos: float  # y of a horizontal rule, x of a vertical one
-    lo: float
-    hi: float
+# A merged rule: its position (y of a horizontal rule, x of a vertical one) and its extent
+# (lo, hi) along the other axis. Tuples, not objects: a page can have thousands.
+_Seg = tuple[float, float, float]
 
 
 @dataclass(frozen=True)
@@ -39,43 +37,43 @@ def _segments(rules: Iterable[Rule]) -> tuple[list[_Seg], list[_Seg]]:
     vs: list[_Seg] = []
     for kind, ax, ay, bx, by in rules:
         if kind == "l":
-            if abs(ay - by) <= 1 and abs(ax - bx) >= MIN_RULE:
-                hs.append(_Seg((ay + by) / 2, min(ax, bx), max(ax, bx)))
-            elif abs(ax - bx) <= 1 and abs(ay - by) >= MIN_RULE:
-                vs.append(_Seg((ax + bx) / 2, min(ay, by), max(ay, by)))
+            dx, dy = abs(ax - bx), abs(ay - by)
+            if dy <= 1 and dx >= MIN_RULE:
+                hs.append(((ay + by) / 2, min(ax, bx), max(ax, bx)))
+            elif dx <= 1 and dy >= MIN_RULE:
+                vs.append(((ax + bx) / 2, min(ay, by), max(ay, by)))
         else:  # "re"
             x0, x1 = min(ax, bx), max(ax, bx)
             y0, y1 = min(ay, by), max(ay, by)
             w, h = x1 - x0, y1 - y0
             if h <= 3 and w >= MIN_RULE:
-                hs.append(_Seg((y0 + y1) / 2, x0, x1))
+                hs.append(((y0 + y1) / 2, x0, x1))
             elif w <= 3 and h >= MIN_RULE:
-                vs.append(_Seg((x0 + x1) / 2, y0, y1))
+                vs.append(((x0 + x1) / 2, y0, y1))
             elif w >= MIN_RULE and h >= MIN_RULE:
-                hs += [_Seg(y0, x0, x1), _Seg(y1, x0, x1)]
-                vs += [_Seg(x0, y0, y1), _Seg(x1, y0, y1)]
+                hs += [(y0, x0, x1), (y1, x0, x1)]
+                vs += [(x0, y0, y1), (x1, y0, y1)]
     return _merge(hs), _merge(vs)
 
 
 def _merge(segs: list[_Seg]) -> list[_Seg]:
     """Joins collinear segments that touch or overlap (within SNAP)."""
-    segs.sort(key=lambda s: (round(s.pos / SNAP), s.lo))
+    segs.sort(key=lambda s: (round(s[0] / SNAP), s[1]))
     out: list[_Seg] = []
     for seg in segs:
-        last = out[-1] if out else None
-        if last and abs(last.pos - seg.pos) <= SNAP and seg.lo <= last.hi + SNAP:
-            last.hi = max(last.hi, seg.hi)
-        else:
-            out.append(_Seg(seg.pos, seg.lo, seg.hi))
+        if out:
+            pos, lo, hi = out[-1]
+            if abs(pos - seg[0]) <= SNAP and seg[1] <= hi + SNAP:
+                if seg[2] > hi:
+                    out[-1] = (pos, lo, seg[2])
+                continue
+        out.append(seg)
     return out
 
 
-def _crosses(h: _Seg, v: _Seg) -> bool:
-    return h.lo - SNAP <= v.pos <= h.hi + SNAP and v.lo - SNAP <= h.pos <= v.hi + SNAP
-
-
 def _grids(hs: list[_Seg], vs: list[_Seg]) -> list[tuple[list[_Seg], list[_Seg]]]:
-    """Connected components of crossing rules."""
+    """Connected components of crossing rules: a horizontal and a vertical rule cross when
+    each one's position lies within the other's extent (within SNAP)."""
     parent = list(range(len(hs) + len(vs)))
 
     def find(i: int) -> int:
@@ -84,15 +82,22 @@ def _grids(hs: list[_Seg], vs: list[_Seg]) -> list[tuple[list[_Seg], list[_Seg]]
             i = parent[i]
         return i
 
-    for i, h in enumerate(hs):
-        for j, v in enumerate(vs):
-            if _crosses(h, v):
-                parent[find(i)] = find(len(hs) + j)
+    # The vertical rules by x: a horizontal rule is checked against those within its extent.
+    order = sorted(range(len(vs)), key=lambda j: vs[j][0])
+    xs = [vs[j][0] for j in order]
+    base = len(hs)
+    for i, (y, left, right) in enumerate(hs):
+        start = bisect_left(xs, left - SNAP)
+        for k in range(start, bisect_right(xs, right + SNAP)):
+            j = order[k]
+            _x, top, bottom = vs[j]
+            if top - SNAP <= y <= bottom + SNAP:
+                parent[find(i)] = find(base + j)
     groups: dict[int, tuple[list[_Seg], list[_Seg]]] = {}
     for i, h in enumerate(hs):
         groups.setdefault(find(i), ([], []))[0].append(h)
     for j, v in enumerate(vs):
-        groups.setdefault(find(len(hs) + j), ([], []))[1].append(v)
+        groups.setdefault(find(base + j), ([], []))[1].append(v)
     return [g for g in groups.values() if len(g[0]) >= 2 and len(g[1]) >= 2]
 
 
@@ -126,8 +131,8 @@ def find_tables(rules: Rules, get_words: Callable[[], Sequence[Sequence[Any]]]) 
     tables = []
     words: Sequence[Sequence[Any]] | None = None
     for ghs, gvs in _grids(hs, vs):
-        ys = _cuts(h.pos for h in ghs)
-        xs = _cuts(v.pos for v in gvs)
+        ys = _cuts(h[0] for h in ghs)
+        xs = _cuts(v[0] for v in gvs)
         if len(ys) < 3 or len(xs) < 3:
             continue  # fewer than 2 rows or 2 columns: a box or a rule, not a table
         cells: dict[tuple[int, int], list[str]] = {}
