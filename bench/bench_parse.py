@@ -8,7 +8,9 @@ order of the stacks:
 
 1. Text PDFs (the corpus's text_pdf/) through each stack (submit → SUCCEEDED, 8 client
    threads) vs pymupdf's raw get_text of the same files in this one process: pages/s and
-   their ratio. The reading package parsed in this process (no stack) is shown too.
+   their ratio. The reading package parsed in this process (no stack) is shown too. Also the
+   CPU the stack spent per page (parser_svc, its parse children and fork servers, the gateway,
+   Redis) against raw get_text's, and the ratio that CPU allows at most with every core busy.
 2. A generated book (hundreds of pages of running text, headings, footnotes): raw get_text vs
    the reading package in this process.
 3. 60 one-page PDFs, 8 concurrent SDK clients (docparse.client.Client.parse) through the
@@ -45,6 +47,7 @@ from bench.parse.in_process import in_process, launch_costs, raw_extraction
 from bench.parse.memory import ChildSampler, peak_memory_mb, replica_memory
 from bench.parse.redis_commands import redis_per_job
 from bench.parse.report import print_report
+from bench.parse.stack_cpu import stack_cpu_seconds, usable_cores
 from bench.parse.through_stack import concurrent_sdk_jobs, lone_latencies, through_stack
 
 
@@ -85,7 +88,12 @@ def main() -> None:
     texts, scans = text_pdfs(work), scanned_pdfs(work)
     book = work / "book.pdf"
     book.write_bytes(book_pdf(args.book_pages))
-    result: dict[str, object] = {"text_pdf_files": len(texts), "rounds": args.rounds}
+    cores = usable_cores()
+    result: dict[str, object] = {
+        "text_pdf_files": len(texts),
+        "rounds": args.rounds,
+        "cores": cores,
+    }
 
     if not args.skip_xlsx:
         # The 1M-cell peak first, while this process has no other children.
@@ -124,8 +132,10 @@ def main() -> None:
         idle = {mode: replica_memory(stack) for mode, stack in stacks.items()}
         for round_no in range(args.rounds):
             order = modes if round_no % 2 == 0 else modes[::-1]
+            cpu_started = time.process_time()
             pages, seconds = raw_extraction(texts, 1)
             add("raw_corpus", pages / seconds)
+            add("raw_corpus_cpu_per_page", (time.process_time() - cpu_started) / pages)
             pages, seconds = in_process(texts, 1, tables)
             add("package_corpus", pages / seconds)
             pages, seconds = raw_extraction([book], 1)
@@ -145,7 +155,9 @@ def main() -> None:
                 # smaps_rollup every 3 ms, which cost the one-page run below about a quarter of
                 # its jobs/s (39 vs 54 jobs/s, alternating, same stack).
                 sampler = ChildSampler([c.pid for c in stack.parsers])
+                cpu_before = stack_cpu_seconds(stack)
                 pages, seconds, failed = through_stack(address, texts, 1)
+                stack_cpu = stack_cpu_seconds(stack) - cpu_before
                 rss, private, seen = sampler.stop()
                 if seen:
                     add(f"{mode}_child_rss_mb", rss)
@@ -153,6 +165,12 @@ def main() -> None:
                 assert not failed, failed
                 add(f"{mode}_stack_pages", pages / seconds)
                 add(f"{mode}_stack_vs_raw", pages / seconds / rates["raw_corpus"][-1])
+                # CPU per page through the stack against raw get_text's, and the share of raw
+                # the stack could reach at most with every core busy all the time (against raw
+                # on a core of its own: CPU time, which a loaded machine does not stretch).
+                raw_cpu_per_page = rates["raw_corpus_cpu_per_page"][-1]
+                add(f"{mode}_stack_cpu_vs_raw", stack_cpu / pages / raw_cpu_per_page)
+                add(f"{mode}_stack_ceiling_vs_raw", cores * raw_cpu_per_page * pages / stack_cpu)
                 memos = one_page_pdfs(work, args.one_page_jobs, f"{mode}{round_no}")
                 raw_docs, raw_s = raw_extraction(memos, 1)
                 jobs, seconds = concurrent_sdk_jobs(address, memos, args.clients)

@@ -30,6 +30,9 @@ def print_report(
         print(f"[{mode}]")
         print(f"  text PDFs through the stack      : {m[f'{mode}_stack_pages']:8.1f} pages/s"
               f"  = {m[f'{mode}_stack_vs_raw']:.2f} of raw (goal 0.8)")  # fmt: skip
+        print(f"    CPU per page: {m[f'{mode}_stack_cpu_vs_raw']:.2f}x raw's; with all "
+              f"{result['cores']} cores busy at most {m[f'{mode}_stack_ceiling_vs_raw']:.2f}"
+              " of raw")  # fmt: skip
         print(f"  one-page jobs, {args.clients} clients         : "
               f"{m[f'{mode}_one_page_jobs']:8.1f} jobs/s (goal 60; raw pymupdf "
               f"{m['raw_one_page_docs']:.0f} documents/s)")  # fmt: skip
