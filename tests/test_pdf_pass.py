@@ -63,7 +63,7 @@ def _compare(page: pymupdf.Page) -> tuple[pdf_pass.Rules, list[object]]:
 
 
 def _shown(page: pymupdf.Page, image_page: object, digests: dict[int, bytes]) -> object:
-    return pdf_images.shown_images(page.parent, page, image_page, digests)
+    return pdf_images.shown_images(page.parent, page.get_images(), image_page, digests)
 
 
 def _image_info_with_xrefs(page: pymupdf.Page) -> list[dict[str, object]]:

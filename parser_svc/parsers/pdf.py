@@ -315,11 +315,12 @@ def _images(
 ) -> int:
     """Adds the page's images (stored once per document) and returns how many it shows."""
     shown = 0
-    if usable_chars and not page.get_images():
+    listed = page.get_images()  # read once: pymupdf walks the page's resources each time
+    if usable_chars and not listed:
         # No image resources (the quick check); a page without text may still draw inline
         # images, which only the full scan below sees.
         return 0
-    for info in _image_info(doc, page, state, image_page):
+    for info in _image_info(doc, page, state, listed, image_page):
         bbox = pymupdf.Rect(info["bbox"])
         if bbox.is_empty or bbox.width < 4 or bbox.height < 4:
             continue
@@ -358,17 +359,21 @@ def _images(
 
 
 def _image_info(
-    doc: pymupdf.Document, page: pymupdf.Page, state: _State, image_page: Any = None
+    doc: pymupdf.Document,
+    page: pymupdf.Page,
+    state: _State,
+    listed: list[Any],
+    image_page: Any = None,
 ) -> list[dict[str, Any]]:
     """What `page.get_image_info(xrefs=True)` answers: the shown images, each with the xref
     whose decoded pixels have the same digest (0 for none; of two alike, the later one in the
     page's image list), with the digests of xrefs kept for the whole document. From the run's
     image page, an image shown again is not decoded again (pdf_images.py)."""
     if image_page is not None:
-        return shown_images(doc, page, image_page, state.image_digests)
+        return shown_images(doc, listed, image_page, state.image_digests)
     shown = image_info(page, None)
     xref_of: dict[bytes, int] = {}
-    for item in page.get_images():
+    for item in listed:
         xref = item[0]
         digest = state.image_digests.get(xref)
         if digest is None:

@@ -50,17 +50,18 @@ def _xref_image(pdf: Any, xref: int) -> Any:
 
 
 def shown_images(
-    doc: pymupdf.Document, page: pymupdf.Page, image_page: Any, digests: dict[int, bytes]
+    doc: pymupdf.Document, listed: list[Any], image_page: Any, digests: dict[int, bytes]
 ) -> list[dict[str, Any]]:
     """What `page.get_image_info(hashes=True, xrefs=True)` answers, without "number", for the
     images in `image_page` (a text page holding only the page's image blocks, in drawing
-    order). `digests` maps image xrefs to their hashes for the whole document; it grows."""
+    order); `listed` is `page.get_images()`. `digests` maps image xrefs to their hashes for
+    the whole document; it grows."""
     pdf = mupdf.pdf_document_from_fz_document(doc.this)
     # Held until the end: while held, no other image can take one of these addresses.
     held = []
     xref_at: dict[int, int] = {}  # fz_image address -> xref of the page's list
     xref_of: dict[bytes, int] = {}  # hash -> the last xref of the page's list with it
-    for item in page.get_images():
+    for item in listed:
         xref = item[0]
         digest = digests.get(xref)
         if digest is None:

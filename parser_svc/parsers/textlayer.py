@@ -32,16 +32,24 @@ def bad_chars(text: str) -> int:
     ) + text.count("\ufffd")
 
 
-def judge(text: str) -> str:
-    """Why the text layer is unreadable ("" when it is fine)."""
+def _counted(text: str) -> tuple[int, int]:
+    """(bad characters, visible characters) of `text`; (0, n) in the common case, decided in C
+    without counting."""
     visible_text = "".join(text.split())
     if "\ufffd" not in visible_text and visible_text.isprintable():
-        return ""  # the common case, decided in C
-    visible = len(visible_text)
-    bad = bad_chars(text)
+        return 0, len(visible_text)
+    return bad_chars(text), len(visible_text)
+
+
+def _garbage(bad: int, visible: int) -> str:
     if bad >= GARBAGE_MIN and bad >= GARBAGE_SHARE * max(1, visible):
         return f"{bad} of {visible} characters of its text layer have no Unicode meaning"
     return ""
+
+
+def judge(text: str) -> str:
+    """Why the text layer is unreadable ("" when it is fine)."""
+    return _garbage(*_counted(text))
 
 
 def strip_replacements(text: str) -> str:
@@ -70,13 +78,11 @@ def judge_page(text: str, unmapped_fonts: Callable[[], list[str]]) -> str:
     """Why the page's text layer is unreadable ("" when it is fine): `judge`, or fonts without a
     Unicode map (asked for only when the text shows bad characters) whose text shows at least
     a few of them."""
-    visible_text = "".join(text.split())
-    if "\ufffd" not in visible_text and visible_text.isprintable():
-        return ""
-    reason = judge(text)
+    bad, visible = _counted(text)
+    reason = _garbage(bad, visible)
     if reason:
         return reason
-    if bad_chars(text) >= GARBAGE_MIN:
+    if bad >= GARBAGE_MIN:
         fonts = unmapped_fonts()
         if fonts:
             return f"font {fonts[0]!r} has no Unicode map"
