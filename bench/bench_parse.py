@@ -22,7 +22,9 @@ Then: resident memory per replica (parser_svc + its fork server) at idle, and pe
 parse (each parse child's peak RSS and its private part, sampled from /proc during the text
 PDFs); Redis commands (round trips) and PUBLISH messages per one-page job (MONITOR on the
 fork_server stack's Redis; 30 jobs one after another, then 30 from 8 concurrent clients);
-OCR pages/s; the peak RSS of the 1,000,000-cell XLSX parse child (goal < 400 MB).
+OCR pages/s; the peak RSS of the 1,000,000-cell XLSX parse child (goal < 400 MB); one
+one-page parse at a time forked from fork servers with and without huge pages and spawned,
+and a bare fork + exit of a process the fork server's size both ways (bench.parse.fork_cost).
 
 Inputs: the shared corpus (../shared/corpus) when present, else generated documents. Rounds
 run one after the other so active-only dedupe never joins two submits of a file.

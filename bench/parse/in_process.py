@@ -5,21 +5,25 @@ parser_svc.sandbox.run_parse, forked from a fork server and spawned fresh."""
 from __future__ import annotations
 
 import asyncio
-import importlib
+import json
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pymupdf
 
+from bench.harness.output import ROOT
+from bench.harness.procfs import cpu_seconds
+from parser_svc import huge_pages
 from parser_svc.parse_child import parse
 from parser_svc.parsers import ParseOptions, pdf_pass
 from parser_svc.sandbox import Limits, run_parse
-from parser_svc.zygote import MODULES, ForkServer
-from parser_svc.zygote import warm_up as zygote_warm_up
+from parser_svc.zygote import ForkServer
 from tests.helpers import make_pdf
 
 
@@ -86,33 +90,38 @@ def launch_costs(work: Path, jobs: int) -> dict[str, float]:
         return statistics.median(walls) * 1000, cpu / jobs * 1000
 
     async def both() -> dict[str, float]:
-        server = ForkServer()
-        server.start()
-        await measure(server)  # waits for the fork server's imports
+        # The default fork server, and one without huge pages (parser_svc.huge_pages): the
+        # fork server's own CPU per job (the fork) is counted for both.
+        servers = {"fork_server": ForkServer(), "fork_server_small_pages": ForkServer(False)}
+        for server in servers.values():
+            server.start()
+            await measure(server)  # waits for the fork server's imports
         out: dict[str, list[float]] = {}
         for _ in range(2):
-            for name, chosen in (("fork_server", server), ("spawn", None)):
+            for name, chosen in (*servers.items(), ("spawn", None)):
+                fork_cpu = cpu_seconds(chosen.pid) if chosen and chosen.pid else 0.0
                 wall, cpu = await measure(chosen)
                 out.setdefault(f"{name}_wall_ms", []).append(wall)
                 out.setdefault(f"{name}_child_cpu_ms", []).append(cpu)
-        server.close()
+                if chosen and chosen.pid:
+                    fork_ms = (cpu_seconds(chosen.pid) - fork_cpu) / jobs * 1000
+                    out.setdefault(f"{name}_fork_cpu_ms", []).append(fork_ms)
+        for server in servers.values():
+            server.close()
         return {key: round(statistics.median(values), 1) for key, values in out.items()}
 
     costs = asyncio.run(both())
-    # A bare fork + exit of a process as large as the fork server: this process, after
-    # importing and warming up what the fork server does. The cost grows with its anonymous
-    # memory (page tables copied at fork, torn down at exit).
-    for module in MODULES:
-        importlib.import_module(module)
-    zygote_warm_up()
-    rollup = Path("/proc/self/smaps_rollup").read_text().splitlines()
-    anon_kb = next(int(line.split()[1]) for line in rollup if line.startswith("Anonymous:"))
-    costs["fork_server_size_anon_mb"] = round(anon_kb / 1024, 1)
-    started = time.perf_counter()
-    for _ in range(20):
-        pid = os.fork()  # the child only calls _exit: safe whatever threads this process has
-        if pid == 0:
-            os._exit(0)
-        os.waitpid(pid, 0)
-    costs["bare_fork_exit_ms"] = round((time.perf_counter() - started) / 20 * 1000, 2)
+    for name, huge in (("small", False), ("huge", True)):
+        env = dict(os.environ)
+        env.pop("GLIBC_TUNABLES", None)
+        if huge:
+            env["GLIBC_TUNABLES"] = huge_pages.tunables(None)
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.parse.fork_cost"],
+            env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+        )  # fmt: skip
+        measured = json.loads(done.stdout)
+        costs["fork_server_size_anon_mb"] = measured["anon_mb"]
+        costs[f"bare_fork_exit_{name}_pages_ms"] = measured["fork_exit_ms"]
+        costs[f"fork_server_huge_mb_{name}"] = measured["huge_mb"]
     return costs

@@ -48,10 +48,16 @@ def print_report(
     launch = result["launch"]
     assert isinstance(launch, dict)
     print(f"one parse of a one-page PDF, alone (run_parse): forked {launch['fork_server_wall_ms']}"
-          f" ms wall / {launch['fork_server_child_cpu_ms']} ms child CPU; spawned "
-          f"{launch['spawn_wall_ms']} / {launch['spawn_child_cpu_ms']}; bare fork + exit of "
-          f"the fork server's size ({launch['fork_server_size_anon_mb']} MB anonymous) "
-          f"{launch['bare_fork_exit_ms']} ms")  # fmt: skip
+          f" ms wall / {launch['fork_server_child_cpu_ms']} ms child CPU + "
+          f"{launch['fork_server_fork_cpu_ms']} ms fork server CPU (without huge pages: "
+          f"{launch['fork_server_small_pages_wall_ms']} / "
+          f"{launch['fork_server_small_pages_child_cpu_ms']} + "
+          f"{launch['fork_server_small_pages_fork_cpu_ms']}); spawned "
+          f"{launch['spawn_wall_ms']} / {launch['spawn_child_cpu_ms']}")  # fmt: skip
+    print(f"bare fork + exit of the fork server's size ({launch['fork_server_size_anon_mb']} MB "
+          f"anonymous): {launch['bare_fork_exit_huge_pages_ms']} ms with malloc's huge pages "
+          f"({launch['fork_server_huge_mb_huge']} MB huge), "
+          f"{launch['bare_fork_exit_small_pages_ms']} ms without")  # fmt: skip
     if "redis_fork_server" in result:
         print(f"Redis per one-page job (fork_server): {result['redis_fork_server']}")
     if "ocr_pages_per_s" in result:
