@@ -295,12 +295,14 @@ def _page_error(err: Exception, index: int, state: _State) -> None:
 
 def _text_blocks(page: pymupdf.Page, textpage: Any, out: rp.Page) -> list[str]:
     texts = []
+    add = out.blocks.add  # built in place: append() copies a message built apart (4x slower)
     for x0, y0, x1, y1, text, _no, kind in page.get_text("blocks", sort=True, textpage=textpage):
         if kind != TEXT_BLOCK or not text.strip():
             continue
         clean = safe(text.strip())
         texts.append(clean)
-        out.blocks.append(rp.TextBlock(text=clean, bbox=_bbox((x0, y0, x1, y1)), source="text"))
+        bbox = add(text=clean, source="text").bbox
+        bbox.x0, bbox.y0, bbox.x1, bbox.y1 = x0, y0, x1, y1
     return texts
 
 
