@@ -7,16 +7,10 @@ per job on this project's VMs, more than the parse of a one-page PDF. The same m
 pages is about 50 entries. A child that writes to a shared huge page gets a copy of the 4 KB it
 wrote, as before (the kernel splits the child's mapping): a child's private memory does not grow.
 
-Two ways, both best effort (without them: slower forks, same results):
-- glibc's `glibc.malloc.hugetlb=1` tunable (glibc 2.35+), set in the fork server's environment
-  when it starts (`tunables`): malloc marks its heap and its mmapped chunks MADV_HUGEPAGE, so
-  what the imports and the warm-up allocate through malloc (mupdf, tesseract's models, numpy:
-  about 100 MB) is faulted in as huge pages where the system's THP setting is `madvise` or
-  `always`. The children inherit it: what they allocate through malloc is paged the same way,
-  fewer page faults for the same bytes (a child's private memory grows in steps of up to 2 MB).
-  Python's own small-object arenas do not go through malloc.
-- MADV_COLLAPSE (Linux 6.1+) turns the pages already there into huge pages after the warm-up,
-  whatever the system's THP setting (only a range marked MADV_NOHUGEPAGE refuses).
+MADV_COLLAPSE (Linux 6.1+) turns the pages already there into huge pages now, whatever the
+system's THP setting (only a range marked MADV_NOHUGEPAGE refuses). Nothing else is marked:
+what children allocate later is paged as the system says. Best effort: an older kernel, or no
+free huge page, leaves the memory as it was (slower forks, same results).
 """
 
 from __future__ import annotations
@@ -26,16 +20,6 @@ from pathlib import Path
 
 MADV_COLLAPSE = 25
 DEFAULT_HUGE_PAGE = 2 * 1024 * 1024
-HUGETLB_TUNABLE = "glibc.malloc.hugetlb"
-
-
-def tunables(current: str | None) -> str:
-    """GLIBC_TUNABLES for the fork server: `current` (an operator's own) with malloc's
-    transparent huge pages added, unless it sets them itself either way."""
-    settings = [item for item in (current or "").split(":") if item]
-    if any(item.split("=", 1)[0] == HUGETLB_TUNABLE for item in settings):
-        return ":".join(settings)
-    return ":".join([*settings, f"{HUGETLB_TUNABLE}=1"])
 
 
 def huge_page_size() -> int:

@@ -115,9 +115,8 @@ class Settings(BaseSettings):
     # worker keeps (parser_svc.zygote: a few ms per job); "spawn" starts a fresh interpreter
     # per job (~0.3 s of CPU each). Isolation, limits and failure reasons are the same.
     parse_launch: Literal["fork_server", "spawn"] = "fork_server"
-    # The fork server's memory as transparent huge pages (parser_svc.huge_pages: glibc 2.35+
-    # with THP `madvise` or `always`, or Linux 6.1+): a fork and an exit cost ~5 ms instead
-    # of 10-18 here. Off: 4 KB pages, as before.
+    # The fork server's memory as transparent huge pages (parser_svc.huge_pages; Linux 6.1+):
+    # a fork and an exit cost ~3 ms instead of 6-14. Off: 4 KB pages, as before.
     fork_server_huge_pages: bool = True
     # Fault injection for tests: a parse child whose document contains these bytes leaks
     # 64 MB and corrupts a parser global (no later job may notice). Keep empty.

@@ -283,9 +283,6 @@ class ForkServer:
         it imports the parsers in the background while the worker goes on."""
         self._reap()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = dict(os.environ)
-        if self._huge_pages:  # read by glibc when the interpreter starts (parser_svc.huge_pages)
-            env["GLIBC_TUNABLES"] = huge_pages.tunables(env.get("GLIBC_TUNABLES"))
         with theirs:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "parser_svc.zygote", str(theirs.fileno()),
@@ -293,7 +290,6 @@ class ForkServer:
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                env=env,
             )  # fmt: skip
         ours.setblocking(False)
         self._control = ours

@@ -24,8 +24,7 @@ REASONS = {value.name for value in error_reason_pb2.ErrorReason.DESCRIPTOR.value
 # UPPER_SNAKE strings that are not reasons: environment variables, gRPC code names, the
 # statuses update_job.lua answers with, and the placeholder shown when a server sent no reason.
 NOT_REASONS = (
-    {"DEMO_EXIT", "OPENBLAS_NUM_THREADS", "TESSDATA_PREFIX", "GLIBC_TUNABLES", "NO_REASON"}
-    | {"BAD_PATCH"}
+    {"DEMO_EXIT", "OPENBLAS_NUM_THREADS", "TESSDATA_PREFIX", "NO_REASON", "BAD_PATCH"}
     | {code.name for code in grpc.StatusCode}
     | {"OK", "DONE", "NOOP", "TERMINAL", "FENCED"}
 )

@@ -7,12 +7,11 @@ import ctypes
 import errno
 import json
 import mmap
-import os
 from pathlib import Path
 
 import pytest
 
-from parser_svc.huge_pages import MADV_COLLAPSE, anonymous_ranges, tunables
+from parser_svc.huge_pages import MADV_COLLAPSE, anonymous_ranges
 from parser_svc.zygote import ForkServer
 from tests.helpers import make_pdf
 
@@ -61,62 +60,21 @@ def _kernel_collapses() -> bool:
         return ok or ctypes.get_errno() != errno.EINVAL
 
 
-def _thp_mode() -> str:
-    """The system's transparent huge page setting: "always", "madvise", "never" or ""."""
-    try:
-        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
-    except OSError:
-        return ""
-    return text.split("[", 1)[1].split("]", 1)[0] if "[" in text else ""
-
-
-def _glibc_marks_heap() -> bool:
-    """glibc 2.35+ reads glibc.malloc.hugetlb; with THP on, malloc's memory is then huge."""
-    name, _, version = (os.confstr("CS_GNU_LIBC_VERSION") or "").partition(" ")
-    numbers = tuple(int(n) for n in version.split(".")[:2] if n.isdigit())
-    return name == "glibc" and numbers >= (2, 35) and _thp_mode() in ("always", "madvise")
-
-
-def test_the_tunable_is_added_to_an_operators_own() -> None:
-    assert tunables(None) == "glibc.malloc.hugetlb=1"
-    assert tunables("glibc.malloc.arena_max=2") == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
-    assert tunables("glibc.malloc.hugetlb=0:x.y=1") == "glibc.malloc.hugetlb=0:x.y=1"  # theirs
-
-
-async def _parse_one(server: ForkServer, tmp_path: Path) -> int:
-    """Parses a one-page PDF through the fork server; its AnonHugePages (kB) afterwards."""
-    source, output = tmp_path / "one.pdf", tmp_path / "one.pb"
-    source.write_bytes(make_pdf(1, "huge"))
-    server.start()
-    # The first launch waits for the fork server's imports, warm-up and collapse.
-    child = await server.launch(["pdf", str(source), str(output), "60", "2048"])
-    assert child is not None and server.pid is not None
-    await child.send(b"{}")
-    events = [json.loads(line) async for line in child.stdout]
-    assert await child.wait() == 0 and events[-1]["event"] == "done", events
-    return _smaps_kb(server.pid, "AnonHugePages")
-
-
-@pytest.mark.skipif(
-    not (_kernel_collapses() or _glibc_marks_heap()),
-    reason="neither MADV_COLLAPSE (Linux 6.1+) nor glibc 2.35+ with transparent huge pages on",
-)
+@pytest.mark.skipif(not _kernel_collapses(), reason="this kernel has no MADV_COLLAPSE (Linux 6.1+)")
 async def test_a_running_fork_server_holds_huge_pages_and_its_children_parse(
     tmp_path: Path,
 ) -> None:
+    source, output = tmp_path / "one.pdf", tmp_path / "one.pb"
+    source.write_bytes(make_pdf(1, "huge"))
     server = ForkServer(huge_pages=True)
+    server.start()
     try:
-        assert await _parse_one(server, tmp_path) >= 16 * 1024
-    finally:
-        server.close()
-
-
-@pytest.mark.skipif(
-    _thp_mode() != "madvise", reason="only where huge pages are given on request (THP madvise)"
-)
-async def test_without_the_setting_the_fork_server_keeps_small_pages(tmp_path: Path) -> None:
-    server = ForkServer(huge_pages=False)
-    try:
-        assert await _parse_one(server, tmp_path) < 4 * 1024
+        # The first launch waits for the fork server's imports, warm-up and collapse.
+        child = await server.launch(["pdf", str(source), str(output), "60", "2048"])
+        assert child is not None and server.pid is not None
+        await child.send(b"{}")
+        events = [json.loads(line) async for line in child.stdout]
+        assert await child.wait() == 0 and events[-1]["event"] == "done", events
+        assert _smaps_kb(server.pid, "AnonHugePages") >= 16 * 1024
     finally:
         server.close()

@@ -60,7 +60,8 @@ def test_memory_limit(limited: LocalStack, big_xlsx: bytes) -> None:
     # The parse climbs to the limit for about 40 s of CPU on a quiet box (2 cores); a full
     # parallel suite runs it at a third of that speed: a bound, not a wait.
     job = _run(limited, big_xlsx, "big.xlsx", timeout=360)
-    assert (job.state, job.error.reason) == (job_pb2.STATE_FAILED, "DOCUMENT_TOO_LARGE")
+    failed = (job.state, job.error.reason)
+    assert failed == (job_pb2.STATE_FAILED, "DOCUMENT_TOO_LARGE"), job.error.message
     assert "memory" in job.error.message and job.attempt == 1
     _still_serving(limited, pid)
 

@@ -1,9 +1,12 @@
 """A bare fork + exit of a process as large as the fork server, run as
-`python -m bench.parse.fork_cost` (once as the fork server starts, with
-parser_svc.huge_pages' GLIBC_TUNABLES, and once without): this process imports and warms up
-what the fork server does, then forks children that only exit. The cost grows with the page
+`python -m bench.parse.fork_cost`, once with GLIBC_TUNABLES=HUGE_MALLOC (glibc 2.35+: malloc
+marks its memory for transparent huge pages) and once without: this process imports and warms
+up what the fork server does, then forks children that only exit. The cost grows with the page
 table entries of its anonymous memory (copied at fork, torn down at exit). Prints one JSON
-object: anonymous and huge-page MB, and the median ms of a fork + exit over 5 runs of 20."""
+object: anonymous and huge-page MB, and the median ms of a fork + exit over 5 runs of 20.
+
+The fork server does not start with HUGE_MALLOC (bench/README.md): its children inherit
+malloc's huge-page alignment, which moves where their address-space limit bites."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from pathlib import Path
 
 from parser_svc.zygote import MODULES
 from parser_svc.zygote import warm_up as zygote_warm_up
+
+HUGE_MALLOC = "glibc.malloc.hugetlb=1"
 
 
 def main() -> None:

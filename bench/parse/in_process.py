@@ -19,7 +19,7 @@ import pymupdf
 
 from bench.harness.output import ROOT
 from bench.harness.procfs import cpu_seconds
-from parser_svc import huge_pages
+from bench.parse.fork_cost import HUGE_MALLOC
 from parser_svc.parse_child import parse
 from parser_svc.parsers import ParseOptions, pdf_pass
 from parser_svc.sandbox import Limits, run_parse
@@ -115,7 +115,7 @@ def launch_costs(work: Path, jobs: int) -> dict[str, float]:
         env = dict(os.environ)
         env.pop("GLIBC_TUNABLES", None)
         if huge:
-            env["GLIBC_TUNABLES"] = huge_pages.tunables(None)
+            env["GLIBC_TUNABLES"] = HUGE_MALLOC
         done = subprocess.run(
             [sys.executable, "-m", "bench.parse.fork_cost"],
             env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
