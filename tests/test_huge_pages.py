@@ -52,7 +52,9 @@ def _kernel_collapses() -> bool:
         return False
     libc = ctypes.CDLL(None, use_errno=True)
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    with mmap.mmap(-1, 2 * MB2) as area:
+    # Private anonymous memory, as the fork server's (mmap.mmap(-1, n) alone is shared memory,
+    # which collapses only where shmem huge pages are enabled: EINVAL on most systems).
+    with mmap.mmap(-1, 2 * MB2, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) as area:
         start = ctypes.addressof(ctypes.c_char.from_buffer(area))
         aligned = -(-start // MB2) * MB2
         area.write(b"x" * len(area))

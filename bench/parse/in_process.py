@@ -97,8 +97,9 @@ def launch_costs(work: Path, jobs: int) -> dict[str, float]:
             server.start()
             await measure(server)  # waits for the fork server's imports
         out: dict[str, list[float]] = {}
-        for _ in range(2):
-            for name, chosen in (*servers.items(), ("spawn", None)):
+        for turn in range(2):  # alternating which goes first: the first after a pause is slower
+            order = [*servers.items(), ("spawn", None)]
+            for name, chosen in order if turn % 2 == 0 else order[::-1]:
                 fork_cpu = cpu_seconds(chosen.pid) if chosen and chosen.pid else 0.0
                 wall, cpu = await measure(chosen)
                 out.setdefault(f"{name}_wall_ms", []).append(wall)
