@@ -54,6 +54,7 @@ def _compare(page: pymupdf.Page) -> tuple[pdf_pass.Rules, list[object]]:
         assert image_page is not None
         assert image_info(page, image_page) == image_info(page, None)
         assert _shown(page, image_page, {}) == _image_info_with_xrefs(page)
+        assert _shown(page, None, {}) == _image_info_with_xrefs(page)  # the fallback's way
     assert page.get_text("blocks", sort=True, textpage=one) == blocks
     assert page.get_text("words", textpage=one) == page.get_text("words", textpage=two)
     assert native_rules == rules
@@ -63,7 +64,7 @@ def _compare(page: pymupdf.Page) -> tuple[pdf_pass.Rules, list[object]]:
 
 
 def _shown(page: pymupdf.Page, image_page: object, digests: dict[int, bytes]) -> object:
-    return pdf_images.shown_images(page.parent, page.get_images(), image_page, digests)
+    return pdf_images.named_images(page.parent, page, page.get_images(), image_page, digests)
 
 
 def _image_info_with_xrefs(page: pymupdf.Page) -> list[dict[str, object]]:

@@ -122,7 +122,7 @@ def launch_costs(work: Path, jobs: int) -> dict[str, float]:
             env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
         )  # fmt: skip
         measured = json.loads(done.stdout)
-        costs["fork_server_size_anon_mb"] = measured["anon_mb"]
+        costs[f"fork_server_anon_mb_{name}"] = measured["anon_mb"]
         costs[f"bare_fork_exit_{name}_pages_ms"] = measured["fork_exit_ms"]
         costs[f"fork_server_huge_mb_{name}"] = measured["huge_mb"]
     return costs

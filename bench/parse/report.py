@@ -54,7 +54,7 @@ def print_report(
           f"{launch['fork_server_small_pages_child_cpu_ms']} + "
           f"{launch['fork_server_small_pages_fork_cpu_ms']}); spawned "
           f"{launch['spawn_wall_ms']} / {launch['spawn_child_cpu_ms']}")  # fmt: skip
-    print(f"bare fork + exit of the fork server's size ({launch['fork_server_size_anon_mb']} MB "
+    print(f"bare fork + exit of the fork server's size ({launch['fork_server_anon_mb_small']} MB "
           f"anonymous): {launch['bare_fork_exit_huge_pages_ms']} ms with malloc's huge pages "
           f"({launch['fork_server_huge_mb_huge']} MB huge), "
           f"{launch['bare_fork_exit_small_pages_ms']} ms without")  # fmt: skip

@@ -33,9 +33,9 @@ from parser_svc.parsers import (
     too_large,
 )
 from parser_svc.parsers.password import candidates
-from parser_svc.parsers.pdf_images import shown_images
+from parser_svc.parsers.pdf_images import named_images
 from parser_svc.parsers.pdf_ocr import OcrPages, PendingPage
-from parser_svc.parsers.pdf_pass import Rules, image_info, rules_of, text_and_rules
+from parser_svc.parsers.pdf_pass import Rules, rules_of, text_and_rules
 from parser_svc.parsers.pdf_tables import find_tables
 from parser_svc.parsers.textlayer import fonts_without_unicode, strip_replacements
 from parser_svc.parsers.textlayer import judge_page as judge_text_layer
@@ -322,7 +322,7 @@ def _images(
         # No image resources (the quick check); a page without text may still draw inline
         # images, which only the full scan below sees.
         return 0
-    for info in _image_info(doc, page, state, listed, image_page):
+    for info in named_images(doc, page, listed, image_page, state.image_digests):
         bbox = pymupdf.Rect(info["bbox"])
         if bbox.is_empty or bbox.width < 4 or bbox.height < 4:
             continue
@@ -358,30 +358,6 @@ def _images(
                 )
             )
     return shown
-
-
-def _image_info(
-    doc: pymupdf.Document,
-    page: pymupdf.Page,
-    state: _State,
-    listed: list[Any],
-    image_page: Any = None,
-) -> list[dict[str, Any]]:
-    """What `page.get_image_info(xrefs=True)` answers: the shown images, each with the xref
-    whose decoded pixels have the same digest (0 for none; of two alike, the later one in the
-    page's image list), with the digests of xrefs kept for the whole document. From the run's
-    image page, an image shown again is not decoded again (pdf_images.py)."""
-    if image_page is not None:
-        return shown_images(doc, listed, image_page, state.image_digests)
-    shown = image_info(page, None)
-    xref_of: dict[bytes, int] = {}
-    for item in listed:
-        xref = item[0]
-        digest = state.image_digests.get(xref)
-        if digest is None:
-            digest = state.image_digests[xref] = pymupdf.Pixmap(doc, xref).digest
-        xref_of[digest] = xref
-    return [{**info, "xref": xref_of.get(info["digest"], 0)} for info in shown]
 
 
 def _garbage_warning(pages: list[tuple[int, str]]) -> str:
