@@ -60,6 +60,13 @@ PARSE_SECONDS = Histogram(
     buckets=_PARSE_BUCKETS,
     registry=None,
 )
+PARSE_PROCESSES = Counter(
+    "docparse_parse_processes_total",
+    "Processes that read the pages of finished parses, by content type: above "
+    "docparse_parse_seconds_count when long PDFs were read in page ranges on free cores",
+    ["content_type"],
+    registry=None,
+)
 QUEUE_JOBS = Gauge(
     "docparse_queue_jobs",
     "BullMQ jobs by queue state (the whole queue, as seen by this replica: use max, not sum)",
@@ -94,6 +101,7 @@ PARSER_METRICS: tuple[Collector, ...] = (
     JOBS_RETRIED,
     SWEEPER_REPAIRS,
     PARSE_SECONDS,
+    PARSE_PROCESSES,
     QUEUE_JOBS,
     WATCH_STREAMS,
     REDIS_ERRORS,
@@ -191,8 +199,9 @@ def job_finished(
     jobs_log.info("job %s finished %s %s", job_id, state, reason, extra=extra)
 
 
-def parse_observed(content_type: str, seconds: float) -> None:
+def parse_observed(content_type: str, seconds: float, processes: int = 1) -> None:
     PARSE_SECONDS.labels(content_type or "unknown").observe(seconds)
+    PARSE_PROCESSES.labels(content_type or "unknown").inc(processes)
 
 
 def redis_error(err: BaseException) -> None:

@@ -6,7 +6,7 @@ the environment; CPU_S and MEMORY_MB are process limits, which it sets on itself
 the document. Runs that one document, writes the serialized ReadingPackage to OUTPUT (and images
 to the assets directory) and reports on stdout, one JSON object per line:
   {"event": "progress", "done": 3, "total": 10, "stage": "text"}
-  {"event": "done", "pages": 10, "chars": 12345}
+  {"event": "done", "pages": 10, "chars": 12345, "processes": 1}
   {"event": "failed", "reason": "CORRUPT_DOCUMENT", "message": "..."}
 Exit code 0 after "done" or "failed"; 141 when the worker closed stdout (it stopped listening:
 the job was cancelled or timed out); anything else is a crash.
@@ -32,6 +32,7 @@ from parser_svc.parsers import (
     ParseFailure,
     ParseOptions,
     ProgressFn,
+    SiblingCrashed,
     corrupt,
     describe_error,
     is_out_of_memory,
@@ -162,7 +163,9 @@ def run(content_type: str, input_path: Path, output_path: Path, options: ParseOp
     package = parse(content_type, data, _paced(options.page_delay_ms), options)
     package.parser_version = f"docparse {PARSER_VERSION}"
     output_path.write_bytes(package.SerializeToString(deterministic=True))
-    _emit(event="done", pages=units(package), chars=count_chars(package))
+    split = sys.modules.get("parser_svc.parsers.pdf_split")  # imported by the PDF parser only
+    processes = split.last_processes if split is not None and content_type == "pdf" else 1
+    _emit(event="done", pages=units(package), chars=count_chars(package), processes=processes)
 
 
 _LEAKED: list[bytes] = []
@@ -243,6 +246,14 @@ def main(argv: list[str] | None = None, parent: int | None = None, start_kb: int
     _watch_memory(memory_mb)
     try:
         run(content_type, Path(input_path), Path(output_path), options)
+    except SiblingCrashed as crash:
+        # A process reading part of this document died of a signal: this child dies of the
+        # same, so the worker reports it as it would have this child's (parsers/pdf_split.py),
+        # memory first if the sibling had said it was near its limit.
+        if crash.memory_high_mb:
+            _emit(event="memory_high", vm_mb=crash.memory_high_mb, limit_mb=memory_mb)
+        signal.signal(crash.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), crash.signum)
     except ParseFailure as failure:
         _emit(event="failed", reason=failure.reason, message=failure.message)
     except MemoryError:

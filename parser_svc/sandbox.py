@@ -41,6 +41,8 @@ class Outcome:
     message: str = ""
     pages: int = 0
     chars: int = 0
+    # Processes that read the document's pages (parsers/pdf_split.py): 1 but for long PDFs.
+    processes: int = 1
 
 
 def apply_limits(cpu_s: int, memory_mb: int) -> None:
@@ -158,7 +160,11 @@ async def run_parse(
 
 def _outcome(returncode: int | None, final: dict[str, object]) -> Outcome:
     if final.get("event") == "done" and returncode == 0:
-        return Outcome(pages=int(str(final["pages"])), chars=int(str(final["chars"])))
+        return Outcome(
+            pages=int(str(final["pages"])),
+            chars=int(str(final["chars"])),
+            processes=int(str(final.get("processes", 1))),
+        )
     if final.get("event") == "failed":
         return Outcome(str(final["reason"]), str(final["message"]))
     if final.get("event") == "memory_high" and returncode != 0:

@@ -154,6 +154,11 @@ class Settings(BaseSettings):
     ocr_page_threads: int = 0
     # Ruled-table detection on PDF pages.
     pdf_tables: bool = True
+    # A PDF of at least twice this many pages is read in page ranges by more than one process
+    # when the replica has cores its other parses leave free (parsers/pdf_split.py): a lone
+    # long document uses the replica's cores. Each range has at least this many pages, so a
+    # short document never pays a second fork. 0 = one process per document.
+    pdf_split_min_pages: int = 24
     # The antiword program that reads DOC files; "" = antiword on PATH.
     antiword: str = ""
 
@@ -241,6 +246,7 @@ class Settings(BaseSettings):
             or self.ocr_page_threads
             or usable_cpus(),
             pdf_tables=self.pdf_tables,
+            pdf_split_min_pages=self.pdf_split_min_pages,
             antiword=self.antiword,
             page_delay_ms=self.parse_page_delay_ms,
             fault_segv_marker=self.fault_segv_marker,

@@ -225,7 +225,8 @@ class ParseWorker:
         upload is gone. Blocking (the shared volume): one trip to a thread for all three,
         since each trip waits for the loop and the fork waits for all of them. The child's OCR
         pages are read on the cores the replica's other parses leave free (at least one): a
-        lone long scan uses them all, a full replica does not oversubscribe its CPUs."""
+        lone long scan uses them all, a full replica does not oversubscribe its CPUs. A long PDF's
+        page ranges are read by as many processes, on the same cores (parsers/pdf_split.py)."""
         input_path = self.blobs.path(self.blobs.input_key(job_id))
         if not input_path.exists():
             return None
@@ -236,6 +237,7 @@ class ParseWorker:
             assets_dir=Path(scratch.name) / "assets",
             languages=languages,
             ocr_page_threads=max(1, self._page_threads - self._parsing),
+            page_processes=max(1, self._page_threads - self._parsing),
         )
         return input_path, scratch, options
 
@@ -297,9 +299,11 @@ class ParseWorker:
                 tracing.set_attributes(
                     current,
                     {"docparse.content_type": content_type, "docparse.pages": outcome.pages,
-                     "docparse.reason": outcome.reason},
+                     "docparse.reason": outcome.reason, "docparse.processes": outcome.processes},
                 )  # fmt: skip
-            observability.parse_observed(content_type, time.monotonic() - started)
+            observability.parse_observed(
+                content_type, time.monotonic() - started, outcome.processes
+            )
             try:
                 writer.check()  # a write the timer made while the last page ran was refused
             except LostOwnership as err:

@@ -40,6 +40,17 @@ def too_large(message: str) -> ParseFailure:
     return ParseFailure("DOCUMENT_TOO_LARGE", message)
 
 
+class SiblingCrashed(Exception):
+    """A process that read part of the document (pdf_split.py) was killed by `signum`: the
+    parse child dies of the same signal, so the worker reports it as the child's own crash."""
+
+    def __init__(self, signum: int, memory_high_mb: int = 0) -> None:
+        super().__init__(f"a page-range sibling was killed by signal {signum}")
+        self.signum = signum
+        # > 0: it had passed 75 % of its memory limit (at this many MB) before it died.
+        self.memory_high_mb = memory_high_mb
+
+
 def corrupt(message: str) -> ParseFailure:
     return ParseFailure("CORRUPT_DOCUMENT", message)
 
@@ -70,6 +81,9 @@ class ParseOptions:
     # Threads that read a PDF's OCR pages at once (pdf_ocr.py).
     ocr_page_threads: int
     pdf_tables: bool
+    # A PDF of at least twice this many pages is read by up to `page_processes` processes
+    # (pdf_split.py), each a range of at least this many pages; 0 = always one process.
+    pdf_split_min_pages: int
     # The antiword program for DOC files; "" = antiword on PATH.
     antiword: str
     # Test and demo hooks (keep 0 and ""): a pause after each page; fault markers whose bytes
@@ -86,6 +100,9 @@ class ParseOptions:
     assets_dir: Path | None = None
     # BCP-47 language hints for OCR (the job's `languages`); empty = detect the script per page.
     languages: list[str] = field(default_factory=list)
+    # Processes that may read the document's pages at once: the cores the replica's other
+    # parses leave free, named by the worker per job (1 in a parse run by hand or in process).
+    page_processes: int = 1
 
     @classmethod
     def defaults(cls, **overrides: Any) -> ParseOptions:

@@ -13,6 +13,7 @@ file that yields text succeeds with a warning.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pymupdf
@@ -29,6 +30,7 @@ from parser_svc.parsers import (
     make_table,
     mime_for_ext,
     page_text,
+    pdf_split,
     safe,
     too_large,
 )
@@ -70,15 +72,11 @@ def parse_pdf(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
                 "user password was supplied"
             )
         _metadata(doc, package)
-        assets = AssetSink(package, options)
-        state = _State()
+        reading = _Reading.of(doc, package, options)
         progress(0, total, "text")
-        ocr = OcrPages(options, total)
-        try:
-            _pages(doc, package, options, assets, state, ocr, progress)
-        finally:
-            ocr.close()
-        assets.finish()
+        _all_pages(reading, progress)
+        reading.assets.finish()
+        state = reading.state
         repaired = pymupdf.TOOLS.mupdf_warnings().strip()
         if repaired:
             lines = repaired.splitlines()
@@ -143,6 +141,8 @@ class _State:
         # tell which xref a shown image is (pymupdf's get_image_info(xrefs=True) decodes every
         # image of the page's resources again on every page).
         self.image_digests: dict[int, bytes] = {}
+        # Images whose extraction failed with a warning (pdf_split: a range read elsewhere).
+        self.warned_xrefs: list[int] = []
 
 
 def _authenticate(doc: pymupdf.Document, password: str) -> None:
@@ -182,18 +182,116 @@ def _usable_chars(text: str) -> int:
     return len("".join(text.split())) - text.count("\ufffd")
 
 
-def _pages(
-    doc: pymupdf.Document,
-    package: rp.ReadingPackage,
-    options: ParseOptions,
-    assets: AssetSink,
-    state: _State,
-    ocr: OcrPages,
-    progress: ProgressFn,
-) -> None:
-    """Every page, in order. A page that needs OCR is read beside the next pages
-    (pdf_ocr.py); pages are added to the package, and counted done, in page order."""
+@dataclass
+class _Reading:
+    """One process's reading of a document: what it adds pages, assets and warnings to."""
+
+    doc: pymupdf.Document
+    package: rp.ReadingPackage
+    options: ParseOptions
+    assets: AssetSink
+    state: _State
+
+    @classmethod
+    def of(
+        cls, doc: pymupdf.Document, package: rp.ReadingPackage, options: ParseOptions
+    ) -> _Reading:
+        return cls(doc, package, options, AssetSink(package, options), _State())
+
+
+def _all_pages(reading: _Reading, progress: ProgressFn) -> None:
+    """Every page, in order: the first range here, the others by forked siblings when the
+    document is long and cores are free (pdf_split.py), each added as this process would have
+    read it, or read here again when it cannot be."""
+    options, package = reading.options, reading.package
+    total = reading.doc.page_count
+    cut = pdf_split.ranges(total, options.page_processes, options.pdf_split_min_pages)
+    if options.page_delay_ms:  # the test hook paces one process's pages
+        cut = [range(total)]
+    if len(cut) > 1:  # the OCR threads are shared out among the processes
+        threads = max(1, options.ocr_page_threads // len(cut))
+        reading.options = options = replace(options, ocr_page_threads=threads)
+
+    def read_range(pages: range, report: ProgressFn) -> pdf_split.Part:
+        part = pdf_split.Part()
+        mine = _Reading.of(reading.doc, part.package, options)
+        _read_pages(mine, pages, report)
+        state = mine.state
+        part.failed_pages, part.image_pages = state.failed_pages, state.image_pages
+        part.ocr_pages, part.garbage_pages = state.ocr_pages, state.garbage_pages
+        part.warnings, part.warned_xrefs = state.warnings, state.warned_xrefs
+        part.extracted, part.dropped_assets = state.extracted, mine.assets.dropped
+        return part
+
+    siblings = [pdf_split.fork_sibling(pages, read_range) for pages in cut[1:]]
+    shown = 0
+    pdf_split.last_processes = 1
+
+    def report(done: int, _total: int, stage: str) -> None:
+        nonlocal shown
+        for sibling in siblings:
+            sibling.poll()
+        shown = max(shown, min(total, done + sum(sibling.done for sibling in siblings)))
+        progress(shown, total, stage)
+
+    try:
+        _read_pages(reading, cut[0], report)
+        while siblings:
+            sibling = siblings[0]
+            message = sibling.finish(lambda: report(len(package.pages), total, "text"))
+            siblings.pop(0)
+            part = pdf_split.outcome(message)
+            if part is not None and _add_part(part, reading):
+                pdf_split.last_processes += 1
+            else:
+                _read_pages(reading, sibling.pages, report)
+    finally:
+        for sibling in siblings:
+            sibling.kill()
+
+
+def _add_part(part: pdf_split.Part, reading: _Reading) -> bool:
+    """Adds a sibling's range as if read here; False (nothing added) when that cannot be
+    told apart from reading it here: an asset limit in play, mupdf warnings (a repair), or a
+    warning about an image this process also tried. Its asset files not kept are removed."""
+    assets, state, options = reading.assets, reading.state, reading.options
+    new = [a for a in part.package.assets if a.sha256 not in assets.ids]
+    if (
+        part.dropped_assets
+        or assets.dropped
+        or part.mupdf_warnings
+        or any(xref in state.extracted for xref in part.warned_xrefs)
+        or len(assets.ids) + len(new) > options.max_assets
+        or assets.total_bytes + sum(a.size_bytes for a in new) > options.max_asset_bytes
+    ):
+        if options.assets_dir is not None:
+            for asset in new:
+                (options.assets_dir / asset.asset_id).unlink(missing_ok=True)
+        return False
+    for asset in new:
+        assets.ids[asset.sha256] = asset.asset_id
+        assets.total_bytes += asset.size_bytes
+    reading.package.assets.extend(new)
+    reading.package.pages.extend(part.package.pages)
+    state.failed_pages += part.failed_pages
+    state.image_pages += part.image_pages
+    state.ocr_pages += part.ocr_pages
+    state.garbage_pages.extend(part.garbage_pages)
+    state.warnings.extend(part.warnings)
+    state.warned_xrefs.extend(part.warned_xrefs)
+    for xref, named in part.extracted.items():
+        state.extracted.setdefault(xref, named)
+    return True
+
+
+def _read_pages(reading: _Reading, pages: range, progress: ProgressFn) -> None:
+    """`pages`, in order. A page that needs OCR is read beside the next pages (pdf_ocr.py);
+    pages are added to the package, and counted done, in page order."""
+    doc, package, options, assets, state = (
+        reading.doc, reading.package, reading.options, reading.assets, reading.state
+    )  # fmt: skip
     total = doc.page_count
+    ocr = OcrPages(options, len(pages))
     # Pages not yet added: each with its OCR in flight (or None) and why it needed OCR.
     waiting: deque[tuple[rp.Page, PendingPage | None, str]] = deque()
 
@@ -215,22 +313,25 @@ def _pages(
         while waiting and waiting[0][1] is None:
             finish_first()
 
-    for index in range(total):
-        out, needs_ocr, garbage = _page(doc, index, options, assets, state)
-        pending = None
-        if needs_ocr:
-            while ocr.in_flight >= ocr.threads:
-                finish_first()
-                finish_ready()
-            progress(len(package.pages), total, "ocr")
-            try:
-                pending = ocr.start(doc[index], out)
-            except Exception as err:
-                _page_error(err, index, state)
-        waiting.append((out, pending, garbage))
-        finish_ready()
-    while waiting:
-        finish_first()
+    try:
+        for index in pages:
+            out, needs_ocr, garbage = _page(doc, index, options, assets, state)
+            pending = None
+            if needs_ocr:
+                while ocr.in_flight >= ocr.threads:
+                    finish_first()
+                    finish_ready()
+                progress(len(package.pages), total, "ocr")
+                try:
+                    pending = ocr.start(doc[index], out)
+                except Exception as err:
+                    _page_error(err, index, state)
+            waiting.append((out, pending, garbage))
+            finish_ready()
+        while waiting:
+            finish_first()
+    finally:
+        ocr.close()
 
 
 def _page(
@@ -336,6 +437,7 @@ def _images(
                 image = doc.extract_image(xref)
             except Exception as err:
                 state.warnings.append(f"image {xref} cannot be extracted: {err}")
+                state.warned_xrefs.append(xref)
                 image = None
             if image and image.get("image"):
                 mime = mime_for_ext(str(image.get("ext", "")))
