@@ -153,18 +153,20 @@ def main() -> None:
             for mode in order:
                 stack = stacks[mode]
                 address = stack.gateway_addresses[0]
-                # Memory is sampled during the text PDFs only: the sampler reads every child's
-                # smaps_rollup every 3 ms, which cost the one-page run below about a quarter of
-                # its jobs/s (39 vs 54 jobs/s, alternating, same stack).
-                sampler = ChildSampler([c.pid for c in stack.parsers])
                 cpu_before = stack_cpu_seconds(stack)
                 pages, seconds, failed = through_stack(address, texts, 1)
                 stack_cpu = stack_cpu_seconds(stack) - cpu_before
+                assert not failed, failed
+                # Memory is sampled in a run of its own, never a timed one: the sampler walks
+                # /proc and reads every child's smaps_rollup every 3 ms, a thread that takes
+                # a share of the cores from the stack (a quarter of the one-page jobs/s, 39 vs
+                # 54; the text PDFs 0.49 vs 0.70 of raw in the run that found it).
+                sampler = ChildSampler([c.pid for c in stack.parsers])
+                through_stack(address, texts, 1)
                 rss, private, seen = sampler.stop()
                 if seen:
                     add(f"{mode}_child_rss_mb", rss)
                     add(f"{mode}_child_private_mb", private)
-                assert not failed, failed
                 add(f"{mode}_stack_pages", pages / seconds)
                 add(f"{mode}_stack_vs_raw", pages / seconds / rates["raw_corpus"][-1])
                 # CPU per page through the stack against raw get_text's, and the share of raw
