@@ -63,29 +63,35 @@ def _compare(page: pymupdf.Page) -> tuple[pdf_pass.Rules, list[object]]:
     return rules, list(tables)
 
 
-def _shown(page: pymupdf.Page, image_page: object, digests: dict[int, bytes]) -> object:
+def _shown(page: pymupdf.Page, image_page: object, digests: dict[int, bytes | None]) -> object:
     return pdf_images.named_images(page.parent, page, page.get_images(), image_page, digests)
 
 
 def _image_info_with_xrefs(page: pymupdf.Page) -> list[dict[str, object]]:
     found = page.get_image_info(hashes=True, xrefs=True)
-    return [{k: v for k, v in info.items() if k != "number"} for info in found]
+    return [{k: v for k, v in info.items() if k not in ("number", "digest")} for info in found]
 
 
-def test_an_image_shown_again_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each image (and each showing of an inline image) is decoded once per document, and every
-    page's images, with their xrefs, are what get_image_info(xrefs=True) lists: two xrefs of
-    the same pixels are named as pymupdf names them (the later of the page's list)."""
-    decoded = []
+@pytest.fixture
+def decoded(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The images pdf_images decodes to hash, as they are decoded."""
+    seen: list[object] = []
     decode = pdf_images.image_digest
 
     def counted(image: object) -> bytes:
-        decoded.append(image)
+        seen.append(image)
         return decode(image)
 
     monkeypatch.setattr(pdf_images, "image_digest", counted)
+    return seen
+
+
+def test_an_image_shown_again_is_not_decoded_again(decoded: list[object]) -> None:
+    """Each image (and each showing of an inline image) is decoded once per document, and every
+    page's images, with their xrefs, are what get_image_info(xrefs=True) lists: two xrefs of
+    the same pixels are named as pymupdf names them (the later of the page's list)."""
     doc = pymupdf.open(stream=repeated_images_pdf())  # type: ignore[no-untyped-call]
-    digests: dict[int, bytes] = {}
+    digests: dict[int, bytes | None] = {}
     xrefs = []
     for page in doc:
         image_page = text_and_rules(page).image_page
@@ -95,6 +101,34 @@ def test_an_image_shown_again_is_not_decoded_again(monkeypatch: pytest.MonkeyPat
     _a, b, c, d = (item[0] for item in doc[0].get_images())  # /A is named /B: same pixels
     assert xrefs == [[b, b, c, b, 0], [b, c], [b, d], [b]]
     assert len(decoded) == 4 + 1  # A, B, C, D and the inline image; pymupdf decodes 26 times
+
+
+def test_images_of_other_sizes_are_named_without_decoding(decoded: list[object]) -> None:
+    """Two images can hash alike only if their decoded pixels are as many bytes: a page whose
+    images all differ in size (for any component count) has them named by object alone, and
+    of two images of one size (told apart by hashing) only those two are decoded, once each."""
+    doc = pymupdf.open()
+    sizes = {
+        "red": (64, 48, (200, 0, 0)),
+        "blue": (33, 31, (0, 0, 200)),
+        "dot": (10, 10, (9, 9, 9)),
+    }
+    for number in range(3):
+        page = doc.new_page()
+        for row, (width, height, rgb) in enumerate(sizes.values()):
+            png = fixtures._png(width, height, rgb)
+            page.insert_image(pymupdf.Rect(72, 72 + 120 * row, 172, 172 + 120 * row), stream=png)
+        if number == 2:  # one more image of red's size, other pixels: the two are hashed
+            png = fixtures._png(64, 48, (0, 200, 0))
+            page.insert_image(pymupdf.Rect(300, 72, 400, 172), stream=png)
+    doc = pymupdf.open(stream=doc.tobytes())  # type: ignore[no-untyped-call]
+    digests: dict[int, bytes | None] = {}
+    for page in doc:
+        image_page = text_and_rules(page).image_page
+        assert _shown(page, image_page, digests) == _image_info_with_xrefs(page)
+        if page.number < 2:
+            assert decoded == []
+    assert len(decoded) == 2
 
 
 def _zoo() -> Iterator[tuple[str, pymupdf.Page]]:

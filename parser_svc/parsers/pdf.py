@@ -140,7 +140,7 @@ class _State:
         # Image xref -> MD5 of its decoded pixels: each image is decoded once per document to
         # tell which xref a shown image is (pymupdf's get_image_info(xrefs=True) decodes every
         # image of the page's resources again on every page).
-        self.image_digests: dict[int, bytes] = {}
+        self.image_digests: dict[int, bytes | None] = {}
         # Images whose extraction failed with a warning (pdf_split: a range read elsewhere).
         self.warned_xrefs: list[int] = []
 

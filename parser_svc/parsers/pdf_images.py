@@ -57,28 +57,75 @@ def _xref_image(pdf: Any, xref: int) -> Any:
 class _Listed(NamedTuple):
     """The page's image list (`page.get_images()`) as the shown images are named by it."""
 
-    xref_of: dict[bytes, int]  # hash -> the last xref of the list with it
-    xref_at: dict[int, int]  # fz_image address -> its xref (when asked for)
-    held: list[Any]  # those images: while held, no other image can take their addresses
+    xrefs: list[int]  # in list order
+    images: dict[int, Any]  # xref -> its image (None: not loadable now, hashed before)
+    xref_at: dict[int, int]  # fz_image address -> its xref (while held in `images`)
 
 
-def _listed(pdf: Any, listed: list[Any], digests: dict[int, bytes], addresses: bool) -> _Listed:
-    known = _Listed({}, {}, [])
+def _listed(pdf: Any, listed: list[Any], digests: dict[int, bytes | None]) -> _Listed:
+    """Each listed xref's image, loaded (not decoded): the first load of an xref raises what
+    Pixmap(doc, xref) would; a later failure falls back to the hash kept from before."""
+    known = _Listed([], {}, {})
     for item in listed:
         xref = item[0]
-        digest = digests.get(xref)
+        known.xrefs.append(xref)
+        if xref in known.images:
+            continue
         image = None
-        if digest is None:
+        if xref not in digests:
             image = _xref_image(pdf, xref)
-            digest = digests[xref] = image_digest(image)
-        elif addresses:
-            with contextlib.suppress(Exception):  # hashed before, not loadable now: by hash
+            digests[xref] = None  # loadable; hashed only if a tie has to be told
+        else:
+            with contextlib.suppress(Exception):
                 image = _xref_image(pdf, xref)
-        if addresses and image is not None:
-            known.held.append(image)
+        known.images[xref] = image
+        if image is not None:
             known.xref_at[image.m_internal_value()] = xref
-        known.xref_of[digest] = xref
     return known
+
+
+def _lengths(image: Any) -> set[int]:
+    """Every byte count the image's decoded pixels may have: two images can hash alike only if
+    these meet (the hash is of the samples alone; n covers any component count and alpha)."""
+    area = image.w() * image.h()
+    return {area * n for n in range(1, max(8, image.n() + 2))}
+
+
+def _digest_of(pdf: Any, xref: int, known: _Listed, digests: dict[int, bytes | None]) -> bytes:
+    digest = digests.get(xref)
+    if digest is None:
+        image = known.images.get(xref)
+        digest = digests[xref] = image_digest(
+            image if image is not None else _xref_image(pdf, xref)
+        )
+    return digest
+
+
+def _name(
+    pdf: Any, image: Any, xref: int | None, known: _Listed, digests: dict[int, bytes | None]
+) -> int:
+    """The xref get_image_info(xrefs=True) names for a shown image (`xref`: the listed xref
+    whose object it is, if any): the last listed xref whose decoded pixels hash the same.
+    Only the listed images whose pixels could be as many bytes are decoded, and the shown
+    one when one of them could be alike: images of other sizes never are."""
+    lengths = _lengths(image)
+    alike = [
+        other
+        for other in dict.fromkeys(known.xrefs)
+        if other != xref
+        and (
+            (candidate := known.images.get(other)) is None  # no size known: it may be alike
+            or not lengths.isdisjoint(_lengths(candidate))
+        )
+    ]
+    if not alike:
+        return xref or 0
+    digest = _digest_of(pdf, xref, known, digests) if xref is not None else image_digest(image)
+    named = 0
+    for other in known.xrefs:
+        if other == xref or (other in alike and _digest_of(pdf, other, known, digests) == digest):
+            named = other
+    return named
 
 
 def named_images(
@@ -86,20 +133,27 @@ def named_images(
     page: pymupdf.Page,
     listed: list[Any],
     image_page: Any,
-    digests: dict[int, bytes],
+    digests: dict[int, bytes | None],
 ) -> list[dict[str, Any]]:
-    """What `page.get_image_info(hashes=True, xrefs=True)` answers, without "number": the shown
-    images, each with the xref whose decoded pixels have the same hash (0 for none; of two
-    alike, the later one in `listed`, which is `page.get_images()`). From `image_page` (a text
-    page holding only the page's image blocks, in drawing order) when the page's run made one,
-    else from pymupdf's own scan of the page. `digests` maps image xrefs to their hashes for
-    the whole document; it grows."""
+    """What `page.get_image_info(xrefs=True)` answers, without "number" and "digest": the
+    shown images, each with the xref whose decoded pixels have the same hash (0 for none; of
+    two alike, the later one in `listed`, which is `page.get_images()`). From `image_page` (a
+    text page holding only the page's image blocks, in drawing order) when the page's run made
+    one, else from pymupdf's own scan of the page. `digests` holds, for the whole document, the
+    image xrefs met so far and the hashes of those decoded; it grows."""
     pdf = mupdf.pdf_document_from_fz_document(doc.this)
-    if image_page is None:  # pymupdf's scan: every shown image hashed
+    if image_page is None:  # pymupdf's scan: every shown image hashed, so every listed one
         shown = image_info(page, None)
-        xref_of = _listed(pdf, listed, digests, addresses=False).xref_of
-        return [{**info, "xref": xref_of.get(info["digest"], 0)} for info in shown]
-    known = _listed(pdf, listed, digests, addresses=True)
+        known = _listed(pdf, listed, digests)
+        xref_of = {_digest_of(pdf, xref, known, digests): xref for xref in known.xrefs}
+        return [
+            {
+                **{k: v for k, v in info.items() if k != "digest"},
+                "xref": xref_of.get(info["digest"], 0),
+            }
+            for info in shown
+        ]
+    known = _listed(pdf, listed, digests)
     found = []
     for block in image_page.this:
         if block.m_internal.type != mupdf.FZ_STEXT_BLOCK_IMAGE:
@@ -109,8 +163,6 @@ def named_images(
         buffer = mupdf.fz_compressed_image_buffer(image)
         if buffer.m_internal:
             size = buffer.fz_compressed_buffer_size()
-        xref = known.xref_at.get(image.m_internal_value())
-        digest = digests[xref] if xref is not None else image_digest(image)
         if size == 0:
             size = image.w() * image.h() * image.n()
         colorspace = mupdf.FzColorspace(mupdf.ll_fz_keep_colorspace(image.m_internal.colorspace))
@@ -126,9 +178,10 @@ def named_images(
                 "yres": image.yres(),
                 "bpc": image.bpc(),
                 "size": size,
-                "digest": digest,
                 "has-mask": bool(image.mask().m_internal),
-                "xref": known.xref_of.get(digest, 0),
+                "xref": _name(
+                    pdf, image, known.xref_at.get(image.m_internal_value()), known, digests
+                ),
             }
         )
     return found
