@@ -65,6 +65,14 @@ class JobQueue:
             counts = await self._queue.getJobCounts("waiting", "active", "delayed", "failed")
         return {str(state): int(n) for state, n in counts.items()}
 
+    async def waiting(self) -> int | None:
+        """Jobs waiting for a worker now; None when the queue cannot say (in time)."""
+        try:
+            async with asyncio.timeout(self.settings.redis_timeout_s):
+                return int(await self._queue.getWaitingCount())
+        except (TimeoutError, OSError, RedisError, RedisClusterException):
+            return None
+
     async def close(self) -> None:
         await self._queue.close()
         await self._client.aclose()

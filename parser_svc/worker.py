@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -48,6 +49,9 @@ from parser_svc.zygote import ForkServer
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRYABLE_REASONS = frozenset({"PARSER_CRASHED", "WORKER_LOST"})
+# A PDF smaller than this is not asked about page ranges (its pages are too few or too light
+# to repay a second process): no queue read for the common small job.
+SPLIT_MIN_BYTES = 32 * 1024
 
 
 class RetryableFailure(Exception):
@@ -70,6 +74,8 @@ class ParseWorker:
         )
         # Parses running now: a new one reads its OCR pages on the cores they leave free.
         self._parsing = 0
+        # Jobs between their claim and the end of their parse (the ones preparing included).
+        self._active = 0
         self._page_threads = settings.ocr_page_threads or usable_cpus()
 
     def start(self) -> None:
@@ -194,7 +200,13 @@ class ParseWorker:
                     "while parsing it",
                 )
             else:
-                outcome = await self._parse(job_id, fence, record, list(record.languages), writer)
+                self._active += 1
+                try:
+                    outcome = await self._parse(
+                        job_id, fence, record, list(record.languages), writer
+                    )
+                finally:
+                    self._active -= 1
             created_ms = record.create_time.ToMilliseconds()
             if not outcome.reason:
                 observability.job_finished(
@@ -225,8 +237,7 @@ class ParseWorker:
         upload is gone. Blocking (the shared volume): one trip to a thread for all three,
         since each trip waits for the loop and the fork waits for all of them. The child's OCR
         pages are read on the cores the replica's other parses leave free (at least one): a
-        lone long scan uses them all, a full replica does not oversubscribe its CPUs. A long PDF's
-        page ranges are read by as many processes, on the same cores (parsers/pdf_split.py)."""
+        lone long scan uses them all, a full replica does not oversubscribe its CPUs."""
         input_path = self.blobs.path(self.blobs.input_key(job_id))
         if not input_path.exists():
             return None
@@ -237,9 +248,22 @@ class ParseWorker:
             assets_dir=Path(scratch.name) / "assets",
             languages=languages,
             ocr_page_threads=max(1, self._page_threads - self._parsing),
-            page_processes=max(1, self._page_threads - self._parsing),
         )
         return input_path, scratch, options
+
+    async def _page_processes(self, content_type: str, input_path: Path) -> int:
+        """How many processes may read this job's pages (parsers/pdf_split.py): the cores the
+        replica's other parses leave free, for a PDF big enough to be long, when no job waits
+        in the queue. A waiting job would take a free core the moment this parse starts, and
+        a split costs CPU of its own (a fork, objects and fonts read in each process): it
+        pays only on cores that stay idle. One queue read, for such PDFs only."""
+        free = self._page_threads - (self._active - 1)  # the cores the others leave
+        if content_type != "pdf" or free <= 1 or not self.settings.pdf_split_min_pages:
+            return 1
+        if (await asyncio.to_thread(os.path.getsize, input_path)) < SPLIT_MIN_BYTES:
+            return 1
+        waiting = await self._queue.waiting() if self._queue is not None else None
+        return free if waiting == 0 else 1
 
     async def _parse(
         self,
@@ -254,6 +278,7 @@ class ParseWorker:
             return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
         input_path, scratch, options = prepared
         content_type = record.content_type
+        options.page_processes = await self._page_processes(content_type, input_path)
 
         async def lost(err: LostOwnership) -> LostOwnership:
             if err.status != "FENCED":  # the job ended (cancelled) mid-parse

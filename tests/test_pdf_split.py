@@ -21,6 +21,7 @@ import pymupdf
 import pytest
 
 from docparse.client import Client
+from docparse.v1 import job_pb2
 from parser_svc.parse_child import parse
 from parser_svc.parsers import (
     ParseFailure,
@@ -314,6 +315,38 @@ def test_lone_long_pdf_through_a_stack_uses_two_processes(tmp_path: Path) -> Non
         # A parse process's command line names the job's upload (a sibling's is its child's).
         left = [pid for pid, cmd in _command_lines().items() if job.job_id.encode() in cmd]
         assert left == [], f"processes of the parse left: {left}"
+    finally:
+        stack.stop()
+
+
+def test_long_pdfs_waiting_in_the_queue_are_read_whole(tmp_path: Path) -> None:
+    """A split pays only on cores that stay idle: a long PDF that starts while another job
+    waits in the queue is read by one process; the last one, with nothing waiting, by two."""
+    workbook = fixtures.big_xlsx(tmp_path / "slow.xlsx", rows=30_000)  # ~4 s to parse
+    data = mixed_long_pdf(60)
+    stack = make_stack(
+        tmp_path / "stack",
+        replicas=1,
+        gateways=1,
+        extra_env={"DOCPARSE_WORKER_CONCURRENCY": "1", "DOCPARSE_OCR_PAGE_THREADS": "2"},
+    )
+    stack.start()
+    try:
+        metrics = stack.parsers[0].metrics_address
+        before = scrape(metrics)
+        with Client(stack.gateway_addresses[0]) as client:
+            slow = client.submit("slow.xlsx", workbook.read_bytes()).job
+            first = client.submit("first.pdf", data).job
+            second = client.submit("second.pdf", mixed_long_pdf(61)).job  # not a duplicate
+            # the premise: both PDFs were queued while the only slot was busy
+            assert client.status(slow.job_id).job.state == job_pb2.STATE_RUNNING
+            for job in (slow, first, second):
+                client.wait(job.job_id)
+        after = scrape(metrics)
+        grew = total([after], "docparse_parse_processes_total", content_type="pdf") - total(
+            [before], "docparse_parse_processes_total", content_type="pdf"
+        )
+        assert grew == 1 + 2
     finally:
         stack.stop()
 
