@@ -99,6 +99,18 @@ def test_split_package_is_the_single_process_package(tmp_path: Path, processes: 
     assert _read(data, tmp_path, processes) == one
 
 
+def test_encrypted_pdf_splits_with_the_password_given_once(tmp_path: Path) -> None:
+    """The siblings read the document the child opened and authenticated: the password is
+    never passed on, and the package is the single-process one (decrypted flag included)."""
+    doc = pymupdf.open(stream=mixed_long_pdf(), filetype="pdf")
+    data = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="s3cret", owner_pw="own")
+    one = _read(data, tmp_path, 1, password="s3cret")
+    assert _read(data, tmp_path, 2, password="s3cret") == one
+    with pytest.raises(ParseFailure) as caught:
+        _read(data, tmp_path, 2, password="wrong")
+    assert caught.value.reason == "WRONG_PASSWORD"
+
+
 def test_asset_limit_in_play_gives_the_single_process_answer(tmp_path: Path) -> None:
     """Over the image limit the range is read again here: the same images kept, the same
     warning, and the sibling's extra files removed."""
@@ -177,6 +189,7 @@ def test_sibling_dies_with_the_child(tmp_path: Path) -> None:
             os.close(read)
 
             def slow(pages: range, report: object) -> pdf_split.Part:
+                (tmp_path / "reading").touch()  # the sibling is set up and reads
                 time.sleep(60)
                 return pdf_split.Part()
 
@@ -188,7 +201,13 @@ def test_sibling_dies_with_the_child(tmp_path: Path) -> None:
     os.close(write)
     with os.fdopen(read) as pipe:
         sibling_pid = int(pipe.readline())
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "reading").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert _alive(sibling_pid)
+    # it holds nothing of the child's socket to the worker (the worker reads it to its end)
+    assert os.readlink(f"/proc/{sibling_pid}/fd/1") == os.devnull
+    assert os.readlink(f"/proc/{sibling_pid}/fd/0") == os.devnull
     os.kill(child, signal.SIGKILL)
     os.waitpid(child, 0)
     deadline = time.monotonic() + 10

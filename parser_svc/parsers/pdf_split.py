@@ -161,6 +161,13 @@ def _sibling_main(fd: int, pages: range, read_range: Callable[[range, ProgressFn
         from parser_svc.parse_child import MEMORY_HIGH_FRACTION, die_with_parent, vm_size_kb
 
         die_with_parent()
+        # The child's stdin and stdout are its socket to the worker, which reads events until
+        # every holder has closed it: the sibling lets go of it at once (stderr, the worker's
+        # log, stays for a traceback).
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
         pymupdf.TOOLS.mupdf_warnings(reset=True)  # the open's warnings are the child's
         lock = threading.Lock()
 
