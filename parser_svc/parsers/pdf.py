@@ -245,15 +245,27 @@ def _all_pages(reading: _Reading, progress: ProgressFn) -> None:
                 pdf_split.last_processes += 1
             else:
                 _read_pages(reading, sibling.pages, report)
+                _drop_unlisted_assets(reading)  # what the sibling stored and this did not
     finally:
         for sibling in siblings:
             sibling.kill()
 
 
+def _drop_unlisted_assets(reading: _Reading) -> None:
+    """Removes the files of the (per-parse) assets directory that the package does not list."""
+    directory = reading.options.assets_dir
+    if directory is None or not directory.is_dir():
+        return
+    listed = {asset.asset_id for asset in reading.package.assets}
+    for path in directory.iterdir():
+        if path.name not in listed:
+            path.unlink(missing_ok=True)
+
+
 def _add_part(part: pdf_split.Part, reading: _Reading) -> bool:
     """Adds a sibling's range as if read here; False (nothing added) when that cannot be
     told apart from reading it here: an asset limit in play, mupdf warnings (a repair), or a
-    warning about an image this process also tried. Its asset files not kept are removed."""
+    warning about an image this process also tried."""
     assets, state, options = reading.assets, reading.state, reading.options
     new = [a for a in part.package.assets if a.sha256 not in assets.ids]
     if (
@@ -264,9 +276,6 @@ def _add_part(part: pdf_split.Part, reading: _Reading) -> bool:
         or len(assets.ids) + len(new) > options.max_assets
         or assets.total_bytes + sum(a.size_bytes for a in new) > options.max_asset_bytes
     ):
-        if options.assets_dir is not None:
-            for asset in new:
-                (options.assets_dir / asset.asset_id).unlink(missing_ok=True)
         return False
     for asset in new:
         assets.ids[asset.sha256] = asset.asset_id

@@ -95,7 +95,7 @@ class Sibling:
         self.done = 0
         self.memory_high_mb = 0  # the sibling passed 75 % of its memory limit at this size
         self._file = os.fdopen(fd, "rb", buffering=0)
-        self._buffer = b""
+        self._buffer = bytearray()
         self._message: tuple[bytes, bytes] | None = None
 
     def poll(self) -> None:
@@ -108,13 +108,13 @@ class Sibling:
         chunk = self._file.read(1 << 16)
         if not chunk:
             return False
-        self._buffer += chunk
+        self._buffer += chunk  # amortized: a part of some MB arrives in 64 KB reads
         while len(self._buffer) >= _HEADER.size:
             kind, length = _HEADER.unpack_from(self._buffer)
             if len(self._buffer) < _HEADER.size + length:
                 break
-            body = self._buffer[_HEADER.size : _HEADER.size + length]
-            self._buffer = self._buffer[_HEADER.size + length :]
+            body = bytes(self._buffer[_HEADER.size : _HEADER.size + length])
+            del self._buffer[: _HEADER.size + length]
             if kind == b"P":
                 self.done = max(self.done, int(body))
             elif kind == b"M":
