@@ -4,6 +4,7 @@ all children tell, for one job id, which pid created it and which pid answered e
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import subprocess
@@ -21,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
-from docparse_server.observability import JsonFormatter
+from docparse_server.observability import JsonFormatter, direct_handler, setup_logging
 from tests.conftest import make_stack
 from tests.helpers import eventually, make_pdf, served_by, stub, wait_terminal
 
@@ -269,3 +270,56 @@ def test_each_service_registers_its_own_metrics_only_when_it_serves_them() -> No
     ours = {name for name in out if name.startswith("docparse_")}
     assert "docparse_rpc_total" in ours and "docparse_rpc_seconds_count" in ours
     assert {name for name in ours if not name.startswith("docparse_rpc")} == set()
+
+
+def test_access_lines_without_a_log_record_read_as_with_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The access line is formatted and written without a LogRecord only where nothing but
+    setup_logging's JSON handler would see it, and then reads byte for byte as the record's."""
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    saved = logging.root.handlers[:], logging.root.level
+    try:
+        setup_logging("parser_svc", "json")
+        access = logging.getLogger("docparse.access")
+        [handler] = logging.root.handlers
+        assert direct_handler(access, logging.INFO) is handler
+        extra = {"event": "rpc", "method": "GetStatus", "code": "OK", "duration_ms": 1.25,
+                 "job_id": "j1", "peer": "ipv4:127.0.0.1:5", "tenant": "acme"}  # fmt: skip
+        now = 1_764_806_400_123_456_789
+        monkeypatch.setattr(time, "time_ns", lambda: now)
+        formatter = handler.formatter
+        assert isinstance(formatter, JsonFormatter)
+        direct = formatter.format_now(logging.INFO, access.name, "GetStatus OK 1.2 ms", extra)
+        record = access.makeRecord(
+            access.name, logging.INFO, "", 0, "%s %s %s%.1f ms",
+            ("GetStatus", "OK", "", 1.25), None, extra=extra,
+        )  # fmt: skip
+        record.created, record.msecs = now / 1e9, 123.0
+        assert direct == formatter.format(record)
+        # Values the common types' short cut does not write itself are the encoder's.
+        odd = {"peer": 'ipv6:[::1]:5 "q" \\ \x01 é ☃', "n": float("nan"), "big": 10**30,
+               "flag": True, "none": None, "path": Path("/x"), "ratio": 0.1,
+               "_hidden": 1}  # fmt: skip
+        message = 'Get"Status" ✓'
+        record = access.makeRecord(access.name, logging.INFO, "", 0, message, (), None, extra=odd)
+        record.created, record.msecs = now / 1e9, 123.0
+        assert formatter.format_now(logging.INFO, access.name, message, odd) == formatter.format(
+            record
+        )
+        # Anything else on the way takes the record path: a capture, a filter, a handler.
+        capture = logging.Handler()
+        logging.root.addHandler(capture)
+        assert direct_handler(access, logging.INFO) is None
+        logging.root.removeHandler(capture)
+        access.addFilter(lambda r: True)
+        assert direct_handler(access, logging.INFO) is None
+        access.filters.clear()
+        access.addHandler(capture)
+        assert direct_handler(access, logging.INFO) is None
+        access.removeHandler(capture)
+        assert direct_handler(access, logging.INFO) is handler
+    finally:
+        logging.root.handlers[:] = saved[0]
+        logging.root.setLevel(saved[1])
