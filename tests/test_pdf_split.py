@@ -13,6 +13,7 @@ import hashlib
 import os
 import resource
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -290,7 +291,12 @@ def test_sibling_out_of_memory_is_the_documents(tmp_path: Path) -> None:
     def abort(room: float) -> Callable[[], None]:
         def run() -> None:
             kept = bytearray(int(vm * room))
-            time.sleep(0.2)  # the watch reads every 20 ms
+            if room:  # the watch has said so once it has ended
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline and any(
+                    t.name == pdf_split.MEMORY_WATCH for t in threading.enumerate()
+                ):
+                    time.sleep(0.005)
             faulthandler.disable()
             os.kill(os.getpid(), signal.SIGABRT)
             del kept

@@ -49,6 +49,8 @@ import pymupdf
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.parsers import ParseFailure, ProgressFn, SiblingCrashed
 
+# The thread that says when a sibling's address space passes 75 % of its limit.
+MEMORY_WATCH = "sibling-memory-watch"
 # kind (P progress, M memory high, R result, F failure, E error), length
 _HEADER = struct.Struct("!cI")
 
@@ -186,7 +188,9 @@ def _sibling_main(fd: int, pages: range, read_range: Callable[[range, ProgressFn
 
         limit, _hard = resource.getrlimit(resource.RLIMIT_AS)
         if limit != resource.RLIM_INFINITY:
-            threading.Thread(target=watch_memory, args=(limit,), daemon=True).start()
+            threading.Thread(
+                target=watch_memory, args=(limit,), name=MEMORY_WATCH, daemon=True
+            ).start()
 
         def progress(done: int, total: int, stage: str) -> None:
             send(b"P", str(done).encode())
