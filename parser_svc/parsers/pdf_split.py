@@ -173,11 +173,14 @@ def _sibling_main(fd: int, pages: range, read_range: Callable[[range, ProgressFn
         pymupdf.TOOLS.mupdf_warnings(reset=True)  # the open's warnings are the child's
         lock = threading.Lock()
 
-        def send(kind: bytes, body: bytes) -> None:
+        def send(kind: bytes, *pieces: bytes) -> None:
+            """One message of `pieces`, written as they are (a part is not copied whole)."""
             with lock:
-                view = memoryview(_HEADER.pack(kind, len(body)) + body)
-                while view:
-                    view = view[os.write(fd, view) :]
+                header = _HEADER.pack(kind, sum(len(piece) for piece in pieces))
+                for piece in (header, *pieces):
+                    view = memoryview(piece)
+                    while view:
+                        view = view[os.write(fd, view) :]
 
         def watch_memory(limit: int) -> None:
             """As the child's own watch: says when the address space passes 75 % of the
@@ -202,12 +205,13 @@ def _sibling_main(fd: int, pages: range, read_range: Callable[[range, ProgressFn
             del meta["package"]
             package = part.package.SerializeToString()
             head = json.dumps(meta).encode()
-            send(b"R", struct.pack("!I", len(head)) + head + package)
+            send(b"R", struct.pack("!I", len(head)), head, package)
         except ParseFailure as failure:
             send(b"F", json.dumps([failure.reason, failure.message]).encode())
         except MemoryError:
             send(b"F", json.dumps(["", "memory"]).encode())
         except Exception:
+            traceback.print_exc()  # to the worker's log: the child reads the range again
             send(b"E", traceback.format_exc().encode(errors="replace"))
     except BaseException:
         code = 1
