@@ -19,6 +19,7 @@ ENTRY_POINTS = [
     "bench.bench_ocr",
     "bench.bench_capacity",
     "bench.capacity",
+    "bench.parse.split",
 ]
 
 
