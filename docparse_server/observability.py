@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import socket
 import sys
@@ -82,7 +83,7 @@ def _json_value(value: Any) -> str:
         return _json_str(value)
     if kind is int:
         return int.__repr__(value)
-    if kind is float and value - value == 0:  # finite
+    if kind is float and math.isfinite(value):
         return float.__repr__(value)
     return _encode(value)
 
@@ -122,12 +123,9 @@ class JsonFormatter(logging.Formatter):
         without one and without a dict to encode: the access line's way (`direct_handler`).
         About a third of the record's way (bench/README.md, GetStatus pass 6)."""
         now = time.time_ns()
-        second = now // 1_000_000_000
-        if second != self._second:
-            self._head(second, 0, "", "", "", 0)  # refreshes the second's text
         msecs = now % 1_000_000_000 // 1_000_000
         parts = [
-            '{"ts": "', self._second_text, f'.{msecs:03d}Z", "level": ',
+            '{"ts": "', self._second_of(now // 1_000_000_000), f'.{msecs:03d}Z", "level": ',
             _json_str(logging.getLevelName(level)), ', "logger": ', _json_str(name),
             ', "msg": ', _json_str(message), self._fixed(),
         ]  # fmt: skip
@@ -149,14 +147,17 @@ class JsonFormatter(logging.Formatter):
             )  # fmt: skip
         return self._fixed_text
 
-    def _head(
-        self, second: int, msecs: int, level: str, name: str, message: str, pid: int | None
-    ) -> dict[str, Any]:
+    def _second_of(self, second: int) -> str:
         if second != self._second:  # one strftime per second, not per line
             self._second = second
             self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return self._second_text
+
+    def _head(
+        self, second: int, msecs: int, level: str, name: str, message: str, pid: int | None
+    ) -> dict[str, Any]:
         return {
-            "ts": f"{self._second_text}.{msecs:03d}Z",
+            "ts": f"{self._second_of(second)}.{msecs:03d}Z",
             "level": level,
             "logger": name,
             "msg": message,

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -231,15 +230,17 @@ class ParseWorker:
 
     def _prepare(
         self, job_id: str, languages: list[str]
-    ) -> tuple[Path, tempfile.TemporaryDirectory[str], ParseOptions] | None:
-        """The stored upload, a scratch directory for the package and the assets, and the
-        options for the child (the password is read from beside the upload); None when the
-        upload is gone. Blocking (the shared volume): one trip to a thread for all three,
+    ) -> tuple[Path, int, tempfile.TemporaryDirectory[str], ParseOptions] | None:
+        """The stored upload and its size, a scratch directory for the package and the assets,
+        and the options for the child (the password is read from beside the upload); None when
+        the upload is gone. Blocking (the shared volume): one trip to a thread for all three,
         since each trip waits for the loop and the fork waits for all of them. The child's OCR
         pages are read on the cores the replica's other parses leave free (at least one): a
         lone long scan uses them all, a full replica does not oversubscribe its CPUs."""
         input_path = self.blobs.path(self.blobs.input_key(job_id))
-        if not input_path.exists():
+        try:
+            size = input_path.stat().st_size
+        except FileNotFoundError:
             return None
         scratch = tempfile.TemporaryDirectory(prefix="docparse-")
         options = self.settings.parse_options(
@@ -249,9 +250,9 @@ class ParseWorker:
             languages=languages,
             ocr_page_threads=max(1, self._page_threads - self._parsing),
         )
-        return input_path, scratch, options
+        return input_path, size, scratch, options
 
-    async def _page_processes(self, content_type: str, input_path: Path) -> int:
+    async def _page_processes(self, content_type: str, size: int) -> int:
         """How many processes may read this job's pages (parsers/pdf_split.py): the cores the
         replica's other parses leave free, for a PDF big enough to be long, when no job waits
         in the queue. A waiting job would take a free core the moment this parse starts, and
@@ -260,7 +261,7 @@ class ParseWorker:
         free = self._page_threads - (self._active - 1)  # the cores the others leave
         if content_type != "pdf" or free <= 1 or not self.settings.pdf_split_min_pages:
             return 1
-        if (await asyncio.to_thread(os.path.getsize, input_path)) < SPLIT_MIN_BYTES:
+        if size < SPLIT_MIN_BYTES:
             return 1
         waiting = await self._queue.waiting() if self._queue is not None else None
         return free if waiting == 0 else 1
@@ -276,9 +277,9 @@ class ParseWorker:
         prepared = await asyncio.to_thread(self._prepare, job_id, languages)
         if prepared is None:
             return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
-        input_path, scratch, options = prepared
+        input_path, size, scratch, options = prepared
         content_type = record.content_type
-        options.page_processes = await self._page_processes(content_type, input_path)
+        options.page_processes = await self._page_processes(content_type, size)
 
         async def lost(err: LostOwnership) -> LostOwnership:
             if err.status != "FENCED":  # the job ended (cancelled) mid-parse

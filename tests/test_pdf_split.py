@@ -15,13 +15,14 @@ import resource
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pymupdf
 import pytest
 
 from docparse.client import Client
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
 from parser_svc.parse_child import parse
 from parser_svc.parsers import (
@@ -310,32 +311,42 @@ def test_sibling_out_of_memory_is_the_documents(tmp_path: Path) -> None:
     assert int(answer.rsplit(" ", 1)[1]) * 1024 * 1024 > vm * 3 // 2 * 0.75
 
 
+@contextlib.contextmanager
+def _replica(tmp_path: Path, **env: str) -> Iterator[tuple[LocalStack, Callable[[str], float]]]:
+    """A one-replica stack with two cores for page ranges, and how much a PDF metric of that
+    replica has grown since the stack started."""
+    stack = make_stack(
+        tmp_path / "stack",
+        replicas=1,
+        gateways=1,
+        extra_env={"DOCPARSE_OCR_PAGE_THREADS": "2", **env},
+    )
+    stack.start()
+    try:
+        metrics = stack.parsers[0].metrics_address
+        before = scrape(metrics)
+
+        def grew(name: str) -> float:
+            now = total([scrape(metrics)], name, content_type="pdf")
+            return now - total([before], name, content_type="pdf")
+
+        yield stack, grew
+    finally:
+        stack.stop()
+
+
 def test_lone_long_pdf_through_a_stack_uses_two_processes(tmp_path: Path) -> None:
     """A replica with two cores and nothing else to do reads a long PDF in two processes: the
     package a user downloads is the single-process one, the replica counts two processes for
     the parse, and no process of the parse outlives the job."""
     data = mixed_long_pdf(60)
     single = parse("pdf", data, lambda *_: None, ParseOptions.defaults(assets_dir=tmp_path / "a"))
-    stack = make_stack(
-        tmp_path / "stack",
-        replicas=1,
-        gateways=1,
-        extra_env={"DOCPARSE_OCR_PAGE_THREADS": "2", "DOCPARSE_PDF_SPLIT_MIN_PAGES": "24"},
-    )
-    stack.start()
-    try:
-        metrics = stack.parsers[0].metrics_address
-        before = scrape(metrics)
+    with _replica(tmp_path, DOCPARSE_PDF_SPLIT_MIN_PAGES="24") as (stack, grew):
         with Client(stack.gateway_addresses[0]) as client:
             job = client.parse(data, file_name="long.pdf")
             package = client.result(job.job_id)
-        after = scrape(metrics)
-        grew = {
-            name: total([after], name, content_type="pdf")
-            - total([before], name, content_type="pdf")
-            for name in ("docparse_parse_seconds_count", "docparse_parse_processes_total")
-        }
-        assert grew == {"docparse_parse_seconds_count": 1, "docparse_parse_processes_total": 2}
+        assert grew("docparse_parse_seconds_count") == 1
+        assert grew("docparse_parse_processes_total") == 2
         assert [p.SerializeToString(deterministic=True) for p in package.pages] == [
             p.SerializeToString(deterministic=True) for p in single.pages
         ]
@@ -344,8 +355,6 @@ def test_lone_long_pdf_through_a_stack_uses_two_processes(tmp_path: Path) -> Non
         # A parse process's command line names the job's upload (a sibling's is its child's).
         left = [pid for pid, cmd in _command_lines().items() if job.job_id.encode() in cmd]
         assert left == [], f"processes of the parse left: {left}"
-    finally:
-        stack.stop()
 
 
 def test_long_pdfs_waiting_in_the_queue_are_read_whole(tmp_path: Path) -> None:
@@ -353,16 +362,7 @@ def test_long_pdfs_waiting_in_the_queue_are_read_whole(tmp_path: Path) -> None:
     waits in the queue is read by one process; the last one, with nothing waiting, by two."""
     workbook = fixtures.big_xlsx(tmp_path / "slow.xlsx", rows=30_000)  # ~4 s to parse
     data = mixed_long_pdf(60)
-    stack = make_stack(
-        tmp_path / "stack",
-        replicas=1,
-        gateways=1,
-        extra_env={"DOCPARSE_WORKER_CONCURRENCY": "1", "DOCPARSE_OCR_PAGE_THREADS": "2"},
-    )
-    stack.start()
-    try:
-        metrics = stack.parsers[0].metrics_address
-        before = scrape(metrics)
+    with _replica(tmp_path, DOCPARSE_WORKER_CONCURRENCY="1") as (stack, grew):
         with Client(stack.gateway_addresses[0]) as client:
             slow = client.submit("slow.xlsx", workbook.read_bytes()).job
             first = client.submit("first.pdf", data).job
@@ -371,13 +371,7 @@ def test_long_pdfs_waiting_in_the_queue_are_read_whole(tmp_path: Path) -> None:
             assert client.status(slow.job_id).job.state == job_pb2.STATE_RUNNING
             for job in (slow, first, second):
                 client.wait(job.job_id)
-        after = scrape(metrics)
-        grew = total([after], "docparse_parse_processes_total", content_type="pdf") - total(
-            [before], "docparse_parse_processes_total", content_type="pdf"
-        )
-        assert grew == 1 + 2
-    finally:
-        stack.stop()
+        assert grew("docparse_parse_processes_total") == 1 + 2
 
 
 def _command_lines() -> dict[int, bytes]:
