@@ -25,7 +25,7 @@ from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.events import Ending, Event, EventHub
 from parser_svc.keys import Keys, batch_file_id
-from parser_svc.records import is_terminal, record_to_job
+from parser_svc.records import TERMINAL_STATES, is_terminal, record_to_job
 
 Snapshot = tuple[str, parser_service_pb2.Batch]  # (tenant, batch)
 
@@ -50,6 +50,24 @@ class RawBatch:
     def update(self, newer: RawBatch) -> None:
         self.meta = newer.meta
         self.files.update(newer.files)
+
+    def is_whole(self) -> bool:
+        """Whether the files held account for every write the meta counts: the batch's
+        version is the sum of its files' versions (the update script moves both at once), and
+        no file's held version is ahead of Redis, so the sums are equal only when no file is
+        behind. False for batches without the counter, or with a file record gone."""
+        held = sum(int(record.get("version") or 0) for record in self.files.values())
+        return self.version > 0 and held == self.version
+
+    def open_indexes(self) -> list[int]:
+        """The files that may still change: those not held in a terminal state (a terminal
+        file's record never changes again)."""
+        total = int(self.meta.get("total", 0))
+        return [
+            index
+            for index in range(total)
+            if self.files.get(index, {}).get("state") not in TERMINAL_STATES
+        ]
 
     def assemble(self) -> parser_service_pb2.Batch:
         meta, batch_id = self.meta, self.batch_id
@@ -194,4 +212,11 @@ class BatchFollowers:
                 # The last file's write also gave every file of the batch its final expiry
                 # (no version bump): the final snapshot is read whole, as GetBatch reads it.
                 return await self.reader.read_raw(batch_id)
+            if not raw.is_whole():
+                # The meta already counts a write whose event is still on its way (or a quiet
+                # claim): a file may have ended after the event we woke for, and its old record
+                # beside the new counters would say `completed 3` over two ended files. Re-read
+                # the meta with every file that can still change, in one MULTI/EXEC: ended files
+                # never change, so the result is one consistent snapshot.
+                raw.update(await self.reader.read_raw(batch_id, raw.open_indexes()))
             return raw
