@@ -140,6 +140,9 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     ) -> AsyncIterator[parser_service_pb2.WatchJobResponse]:
         with self.streams.slot(current_caller.get() or Caller()):
             _check_job_id(request.job_id)
+            # Headers now, not with the first message: the stream is taken (the gateway's SSE
+            # answers 200 only then, and an HTTP error for a refusal before it).
+            await context.send_initial_metadata(())
             async for event in self._watch(request.job_id, request.after_version):
                 yield event
 
@@ -302,6 +305,8 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     ) -> AsyncIterator[parser_service_pb2.WatchBatchResponse]:
         with self.streams.slot(current_caller.get() or Caller()):
             _check_job_id(request.batch_id)
+            # As WatchJob: headers once the stream is taken.
+            await context.send_initial_metadata(())
             async for event in self.batches.watch(
                 request.batch_id,
                 request.after_version,

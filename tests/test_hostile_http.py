@@ -137,7 +137,27 @@ async def _refused_watch(
 
 
 async def _open_sse(session: aiohttp.ClientSession, url: str, key: str) -> aiohttp.ClientResponse:
+    """An event stream, open upstream too: the gateway answers 200 once the replica has
+    taken the watch."""
     response = await session.get(url, headers={"X-Api-Key": key})
+    assert response.status == 200, await response.text()
+    assert (await response.content.readline()).startswith(b"retry:")
+    return response
+
+
+async def _open_sse_when_free(
+    session: aiohttp.ClientSession, url: str, key: str, within_s: float = 30
+) -> aiohttp.ClientResponse:
+    """`_open_sse` once the replica has let go of watches just cancelled (a cancel reaches it
+    after the client has moved on): it answers 429 TOO_MANY_STREAMS until then."""
+    deadline = time.monotonic() + within_s
+    while True:
+        response = await session.get(url, headers={"X-Api-Key": key})
+        if response.status != 429 or time.monotonic() > deadline:
+            break
+        assert (await response.json())["reason"] == "TOO_MANY_STREAMS"
+        response.release()
+        await asyncio.sleep(0.05)
     assert response.status == 200, await response.text()
     assert (await response.content.readline()).startswith(b"retry:")
     return response
@@ -227,31 +247,41 @@ def test_an_api_key_sets_its_own_stream_limit(api_only: LocalStack) -> None:
     job_c = queued_job(api_only, C)
     gateway, http = api_only.gateway_addresses[0], api_only.http_addresses[0]
 
-    async def run() -> tuple[DocparseError, int, dict[str, object]]:
+    url = f"http://{http}/v1/jobs/{job_c}/events"
+
+    async def refused_sse(session: aiohttp.ClientSession) -> tuple[int, dict[str, object]]:
+        async with session.get(url, headers={"X-Api-Key": "key-c"}) as over:
+            return over.status, await over.json()
+
+    async def run() -> tuple[
+        DocparseError, tuple[int, dict[str, object]], tuple[int, dict[str, object]]
+    ]:
         channel = grpc.aio.insecure_channel(gateway)
         s = parser_service_pb2_grpc.ParserServiceStub(channel)
         watches = [await _open_watch(s, job_c, C) for _ in range(3)]
         refused = await _refused_watch(s, job_c, C)
-        for call in watches:
-            call.cancel()
-        await channel.close()
-        url = f"http://{http}/v1/jobs/{job_c}/events"
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+            # The gateway holds none of C's event streams, the replica holds C's 3 watches:
+            # the replica's refusal is the HTTP answer, before any 200.
+            by_replica = await refused_sse(session)
+            for call in watches:
+                call.cancel()
+            await channel.close()
             # The replica's slots free up as the cancels arrive; the gateway's are its own.
-            events = [await _open_sse(session, url, "key-c") for _ in range(3)]
-            async with session.get(url, headers={"X-Api-Key": "key-c"}) as over:
-                status, body = over.status, await over.json()
+            events = [await _open_sse_when_free(session, url, "key-c") for _ in range(3)]
+            by_gateway = await refused_sse(session)
             for response in events:
                 response.close()
-        return refused, status, body
+        return refused, by_replica, by_gateway
 
-    refused, status, body = asyncio.run(run())
+    refused, by_replica, by_gateway = asyncio.run(run())
     assert (refused.code, refused.reason, refused.metadata["limit"]) == (
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         "TOO_MANY_STREAMS",
         "3",
     )
-    assert (status, body["reason"], body["metadata"]["limit"]) == (429, "TOO_MANY_STREAMS", "3")
+    for status, body in (by_replica, by_gateway):
+        assert (status, body["reason"], body["metadata"]["limit"]) == (429, "TOO_MANY_STREAMS", "3")  # type: ignore[index]
 
 
 def keyed_stack(

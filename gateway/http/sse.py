@@ -18,7 +18,9 @@
   ends (no `end` event) and the browser's own reconnect takes over.
 - An error the stream cannot resume from (NOT_FOUND, ...) is sent as `event: stream-error`
   with the JSON error body before closing. Errors before the stream starts (no such job) are
-  ordinary HTTP errors (404, 410, 503, ...), checked with one GetStatus / GetBatch first.
+  ordinary HTTP errors (404, 410, 503, ...), checked with one GetStatus / GetBatch first; so
+  is a watch the replica refuses (429 TOO_MANY_STREAMS: the tenant's watches there count
+  too): the 200 is sent only once the replica has taken the upstream watch.
 - Nothing about the stream lives in the gateway beyond the request: any gateway replica serves
   any reconnect.
 """
@@ -41,7 +43,7 @@ from docparse.v1 import job_pb2, parser_service_pb2
 from gateway.http.api import TERMINAL, text, to_json
 from gateway.http.errors import error_body, parse_uint
 from gateway.http.keys import CLOSING, SETTINGS, STREAMS, UPSTREAM
-from gateway.http.upstream import HttpError, Metadata, Upstream
+from gateway.http.upstream import HttpError, Metadata, Upstream, rpc_failure
 
 # Upstream failures the gateway resumes from (the stream is fine to reopen with after_version).
 RESUMABLE = frozenset(
@@ -153,7 +155,32 @@ async def events(request: web.Request, stream: Stream) -> web.StreamResponse:
         def open_(version: int) -> Any:
             return stream.watch(upstream, id_, version, metadata)
 
-        return await _relay(request, stream, open_, after, served)
+        first = await _accepted(open_(after), upstream.unary_timeout_s)
+        try:
+            return await _relay(request, stream, open_, after, served, first)
+        finally:
+            if first is not None:
+                first.cancel()  # the pump cancels it too; not if the response never started
+
+
+async def _accepted(call: Any, timeout_s: float) -> Any:
+    """The upstream watch once the replica has taken it (its headers come as soon as it holds
+    one of the tenant's stream slots), so that a refusal (TOO_MANY_STREAMS, PERMISSION_DENIED,
+    ...) is an HTTP error with its reason before anything is sent, not a 200 whose stream
+    then says so: an EventSource would reconnect into the same refusal every `retry:`. None
+    when the replica does not answer in `timeout_s`; the stream then opens its own watch and
+    resumes as from any failed one."""
+    headers = asyncio.ensure_future(call.initial_metadata())
+    await asyncio.wait({headers}, timeout=timeout_s)
+    if not headers.done():
+        call.cancel()
+        return None
+    if call.done() and await call.code() not in (grpc.StatusCode.OK, *RESUMABLE):
+        try:
+            await call.read()
+        except grpc.aio.AioRpcError as err:
+            raise rpc_failure(err) from None
+    return call
 
 
 def _event(name: str, data: str, event_id: int | None = None) -> bytes:
@@ -166,7 +193,12 @@ def _comment(text: str) -> bytes:
 
 
 async def _relay(
-    request: web.Request, stream: Stream, open_: Callable[[int], Any], after: int, served: str
+    request: web.Request,
+    stream: Stream,
+    open_: Callable[[int], Any],
+    after: int,
+    served: str,
+    first: Any,
 ) -> web.StreamResponse:
     settings = request.app[SETTINGS]
     response = web.StreamResponse(
@@ -181,7 +213,7 @@ async def _relay(
     closing = asyncio.ensure_future(request.app[CLOSING].wait())
     try:
         await response.write(f"retry: {settings.sse_retry_ms}\n\n".encode())
-        await _pump(response, stream, open_, after, closing, settings.sse_resume_budget_s)
+        await _pump(response, stream, open_, after, closing, settings.sse_resume_budget_s, first)
         await response.write_eof()
     except ConnectionResetError:
         pass  # the browser left; its reconnect (if any) resumes from its Last-Event-ID
@@ -208,11 +240,13 @@ async def _pump(
     last: int,
     closing: asyncio.Future[Any],
     budget_s: float,
+    first: Any,
 ) -> None:
+    """Relays upstream watches after `last`, starting with `first` (an open one) if given."""
     failing_since: float | None = None
     delay = 0.05
     while True:
-        call = open_(last)  # the upstream watch after `last`
+        call, first = first or open_(last), None  # the upstream watch after `last`
         try:
             while True:
                 message = await _next(call, closing)
