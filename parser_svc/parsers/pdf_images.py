@@ -60,12 +60,17 @@ class _Listed(NamedTuple):
     xrefs: list[int]  # in list order
     images: dict[int, Any]  # xref -> its image (None: not loadable now, hashed before)
     xref_at: dict[int, int]  # fz_image address -> its xref (while held in `images`)
+    # Decoded byte count -> the listed xrefs whose pixels may be that many bytes (`_lengths`),
+    # and the xrefs of unknown size (not loadable now): a shown image is compared only with
+    # those, each page's list measured once, not once per shown image.
+    by_length: dict[int, set[int]]
+    unsized: set[int]
 
 
 def _listed(pdf: Any, listed: list[Any], digests: dict[int, bytes | None]) -> _Listed:
     """Each listed xref's image, loaded (not decoded): the first load of an xref raises what
     Pixmap(doc, xref) would; a later failure falls back to the hash kept from before."""
-    known = _Listed([], {}, {})
+    known = _Listed([], {}, {}, {}, set())
     for item in listed:
         xref = item[0]
         known.xrefs.append(xref)
@@ -79,8 +84,12 @@ def _listed(pdf: Any, listed: list[Any], digests: dict[int, bytes | None]) -> _L
             with contextlib.suppress(Exception):
                 image = _xref_image(pdf, xref)
         known.images[xref] = image
-        if image is not None:
-            known.xref_at[image.m_internal_value()] = xref
+        if image is None:
+            known.unsized.add(xref)
+            continue
+        known.xref_at[image.m_internal_value()] = xref
+        for length in _lengths(image):
+            known.by_length.setdefault(length, set()).add(xref)
     return known
 
 
@@ -108,16 +117,10 @@ def _name(
     whose object it is, if any): the last listed xref whose decoded pixels hash the same.
     Only the listed images whose pixels could be as many bytes are decoded, and the shown
     one when one of them could be alike: images of other sizes never are."""
-    lengths = _lengths(image)
-    alike = [
-        other
-        for other in dict.fromkeys(known.xrefs)
-        if other != xref
-        and (
-            (candidate := known.images.get(other)) is None  # no size known: it may be alike
-            or not lengths.isdisjoint(_lengths(candidate))
-        )
-    ]
+    alike = set(known.unsized)  # no size known: it may be alike
+    for length in _lengths(image):
+        alike.update(known.by_length.get(length, ()))
+    alike.discard(xref)
     if not alike:
         return xref or 0
     digest = _digest_of(pdf, xref, known, digests) if xref is not None else image_digest(image)
