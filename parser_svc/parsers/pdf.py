@@ -39,7 +39,7 @@ from parser_svc.parsers.pdf_images import named_images
 from parser_svc.parsers.pdf_ocr import OcrPages, PendingPage
 from parser_svc.parsers.pdf_pass import Rules, rules_of, text_and_rules
 from parser_svc.parsers.pdf_tables import find_tables
-from parser_svc.parsers.textlayer import fonts_without_unicode, strip_replacements
+from parser_svc.parsers.textlayer import FontsSeen, fonts_without_unicode, strip_replacements
 from parser_svc.parsers.textlayer import judge_page as judge_text_layer
 
 TEXT_BLOCK = 0
@@ -136,7 +136,7 @@ class _State:
         self.extracted: dict[int, tuple[str, str]] = {}
         # Pages whose text layer was garbage (fonts without a Unicode map), read by OCR instead.
         self.garbage_pages: list[tuple[int, str]] = []  # (page number, why)
-        self.font_unicode: dict[int, bool] = {}  # font xref -> has no Unicode map
+        self.fonts = FontsSeen()  # which fonts have no Unicode map
         # Image xref -> MD5 of its decoded pixels: each image is decoded once per document to
         # tell which xref a shown image is (pymupdf's get_image_info(xrefs=True) decodes every
         # image of the page's resources again on every page).
@@ -372,7 +372,7 @@ def _page(
         if images:
             state.image_pages += 1
         garbage = judge_text_layer(
-            "".join(texts), lambda: fonts_without_unicode(doc, page, state.font_unicode)
+            "".join(texts), lambda: fonts_without_unicode(doc, page, state.fonts)
         )
         if (images and usable < options.ocr_min_chars) or garbage:
             if options.ocr:
