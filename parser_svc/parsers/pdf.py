@@ -38,8 +38,9 @@ from parser_svc.parsers.password import candidates
 from parser_svc.parsers.pdf_images import named_images
 from parser_svc.parsers.pdf_ocr import OcrPages, PendingPage
 from parser_svc.parsers.pdf_pass import Rules, rules_of, text_and_rules
+from parser_svc.parsers.pdf_resources import ResourceScans
 from parser_svc.parsers.pdf_tables import find_tables
-from parser_svc.parsers.textlayer import FontsSeen, fonts_without_unicode, strip_replacements
+from parser_svc.parsers.textlayer import fonts_without_unicode, strip_replacements
 from parser_svc.parsers.textlayer import judge_page as judge_text_layer
 
 TEXT_BLOCK = 0
@@ -136,7 +137,8 @@ class _State:
         self.extracted: dict[int, tuple[str, str]] = {}
         # Pages whose text layer was garbage (fonts without a Unicode map), read by OCR instead.
         self.garbage_pages: list[tuple[int, str]] = []  # (page number, why)
-        self.fonts = FontsSeen()  # which fonts have no Unicode map
+        self.font_unicode: dict[int, bool] = {}  # font xref -> has no Unicode map
+        self.scans = ResourceScans()  # pages' font and image lists, by resources object
         # Image xref -> MD5 of its decoded pixels: each image is decoded once per document to
         # tell which xref a shown image is (pymupdf's get_image_info(xrefs=True) decodes every
         # image of the page's resources again on every page).
@@ -372,7 +374,8 @@ def _page(
         if images:
             state.image_pages += 1
         garbage = judge_text_layer(
-            "".join(texts), lambda: fonts_without_unicode(doc, page, state.fonts)
+            "".join(texts),
+            lambda: fonts_without_unicode(doc, state.scans.fonts(page), state.font_unicode),
         )
         if (images and usable < options.ocr_min_chars) or garbage:
             if options.ocr:
@@ -427,7 +430,7 @@ def _images(
 ) -> int:
     """Adds the page's images (stored once per document) and returns how many it shows."""
     shown = 0
-    listed = page.get_images()  # read once: pymupdf walks the page's resources each time
+    listed = state.scans.images(page)  # pymupdf walks the page's resources each time
     if usable_chars and not listed:
         # No image resources (the quick check); a page without text may still draw inline
         # images, which only the full scan below sees.

@@ -9,10 +9,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
-
-from pymupdf import mupdf
 
 # Judged bad: U+FFFD (a glyph without Unicode), private use, control characters, unassigned
 # code points (whitespace is not counted at all).
@@ -60,26 +57,13 @@ def strip_replacements(text: str) -> str:
     return _REPLACEMENT_RUN.sub("", text)
 
 
-@dataclass
-class FontsSeen:
-    """What `fonts_without_unicode` learnt in one document: per font xref, whether it has no
-    Unicode map; per resources object (its xref), the answer for pages that share it."""
-
-    fonts: dict[int, bool] = field(default_factory=dict)
-    by_resources: dict[int, list[str]] = field(default_factory=dict)
-
-
-def fonts_without_unicode(doc: Any, page: Any, seen: FontsSeen) -> list[str]:
-    """Names of the page's fonts whose glyphs have no Unicode: composite fonts with an
-    Identity encoding (codes are glyph ids) and no ToUnicode map. Text extraction turns their
-    glyph ids into arbitrary letters and control characters. Pages whose (inherited)
-    /Resources is one indirect object have the same fonts: pymupdf's scan of them runs once."""
-    resources = _resources_xref(page)
-    if resources in seen.by_resources:
-        return seen.by_resources[resources]
+def fonts_without_unicode(doc: Any, fonts: list[Any], known: dict[int, bool]) -> list[str]:
+    """Names of the fonts (a page's `get_fonts(full=True)`) whose glyphs have no Unicode:
+    composite fonts with an Identity encoding (codes are glyph ids) and no ToUnicode map. Text
+    extraction turns their glyph ids into arbitrary letters and control characters. `known`
+    caches per font xref."""
     names = []
-    known = seen.fonts
-    for xref, _ext, kind, basefont, _name, encoding, *_ in page.get_fonts(full=True):
+    for xref, _ext, kind, basefont, _name, encoding, *_ in fonts:
         if xref not in known:
             known[xref] = (
                 kind == "Type0"
@@ -88,24 +72,7 @@ def fonts_without_unicode(doc: Any, page: Any, seen: FontsSeen) -> list[str]:
             )
         if known[xref]:
             names.append(str(basefont))
-    if resources:
-        seen.by_resources[resources] = names
     return names
-
-
-def _resources_xref(page: Any) -> int:
-    """The xref of the page's /Resources (as get_fonts finds it: inherited from the page
-    tree), or 0 when it is a direct dictionary, missing, or cannot be read (only a cache key:
-    without one the fonts are scanned as before)."""
-    try:
-        this = page.this
-        pdf_page = this if isinstance(this, mupdf.PdfPage) else mupdf.pdf_page_from_fz_page(this)
-        resources = mupdf.pdf_dict_get_inheritable(pdf_page.obj(), mupdf.PDF_ENUM_NAME_Resources)
-        if not resources.m_internal or not mupdf.pdf_is_indirect(resources):
-            return 0
-        return int(mupdf.pdf_to_num(resources))
-    except Exception:
-        return 0
 
 
 def judge_page(text: str, unmapped_fonts: Callable[[], list[str]]) -> str:
