@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -157,3 +157,20 @@ class Recorder:
         assert all(a < b for a, b in itertools.pairwise(versions)), versions
         ended = [job.state in TERMINAL for job in self.records]
         assert ended.count(True) == 1 and ended[-1], [job.state for job in self.records]
+
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+
+
+def corpus_pdfs() -> Iterator[tuple[Path, pymupdf.Document, int]]:
+    """The shared corpus' PDFs that pymupdf opens without a password, with their page counts
+    (a corrupt file that pymupdf refuses has nothing to read)."""
+    for path in sorted(CORPUS.glob("*_pdf/*.pdf")):
+        try:
+            doc = pymupdf.open(path)  # type: ignore[no-untyped-call]
+            if doc.needs_pass:
+                continue
+            count = doc.page_count
+        except Exception:
+            continue
+        yield path, doc, count

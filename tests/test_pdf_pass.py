@@ -24,8 +24,8 @@ from parser_svc.parsers.pdf_pass import image_info, rules_of, text_and_rules
 from parser_svc.parsers.pdf_tables import find_tables
 from tests import fixtures
 from tests.fixtures.drawings import PAGES, WORDS, drawing_zoo_pdf, repeated_images_pdf
+from tests.helpers import CORPUS, corpus_pdfs
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 _MUPDF_WARNINGS = re.compile(r"\(\d+ warnings")
 ZOO = [*PAGES, "rotated", "annotated"]
 
@@ -204,14 +204,7 @@ def test_every_corpus_pdf_page_reads_the_same(
     """Page by page as above, then each whole reading package both ways (scans aside)."""
     native = pdf_pass._native
     pages = tables = 0
-    for path in sorted(CORPUS.glob("*_pdf/*.pdf")):
-        try:
-            doc = pymupdf.open(path)  # type: ignore[no-untyped-call]
-            if doc.needs_pass:
-                continue
-            count = doc.page_count
-        except Exception:  # a corrupt file that pymupdf refuses: nothing to read
-            continue
+    for path, doc, count in corpus_pdfs():
         for index in range(count):
             try:
                 page = doc[index]

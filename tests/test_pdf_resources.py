@@ -6,15 +6,13 @@ kept then), and on every page of the shared corpus' PDFs when present."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pymupdf
 import pytest
 from pymupdf import mupdf
 
 from parser_svc.parsers.pdf_resources import ResourceScans, resources_xref
-
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+from tests.helpers import CORPUS, corpus_pdfs
 
 
 @pytest.fixture(autouse=True)
@@ -95,14 +93,7 @@ def test_a_page_with_direct_resources_has_no_key() -> None:
 )
 def test_every_corpus_pdf_page_lists_the_same() -> None:
     pages = kept = 0
-    for path in sorted(CORPUS.glob("*_pdf/*.pdf")):
-        try:
-            doc = pymupdf.open(path)  # type: ignore[no-untyped-call]
-            if doc.needs_pass:
-                continue
-            count = doc.page_count
-        except Exception:  # a corrupt file that pymupdf refuses: nothing to read
-            continue
+    for path, doc, count in corpus_pdfs():
         pymupdf.TOOLS.mupdf_warnings(reset=True)  # as each parse starts
         scans = ResourceScans()
         for index in range(count):
