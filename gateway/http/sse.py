@@ -246,7 +246,8 @@ async def _pump(
     failing_since: float | None = None
     delay = 0.05
     while True:
-        call, first = first or open_(last), None  # the upstream watch after `last`
+        call = first if first is not None else open_(last)  # the upstream watch after `last`
+        first = None
         try:
             while True:
                 message = await _next(call, closing)
