@@ -57,6 +57,11 @@ RESUMABLE = frozenset(
     }
 )
 _CLOSED = object()
+# How long the 200 waits for the replica to take the watch (its headers). A replica that says
+# nothing by then (stopped, or an older one that sends its headers with the first record, which
+# a resumed stream with nothing new gets only at the heartbeat) is left behind: the stream
+# starts and opens its watch again, as after any failed one.
+ACCEPT_WAIT_S = 5.0
 # A reply that carries the record (GetStatusResponse.job, GetBatchResponse.batch), and who
 # answered (X-Served-By).
 Current = tuple[Message, str]
@@ -155,7 +160,7 @@ async def events(request: web.Request, stream: Stream) -> web.StreamResponse:
         def open_(version: int) -> Any:
             return stream.watch(upstream, id_, version, metadata)
 
-        first = await _accepted(open_(after), upstream.unary_timeout_s)
+        first = await _accepted(open_(after), ACCEPT_WAIT_S)
         try:
             return await _relay(request, stream, open_, after, served, first)
         finally:
@@ -168,8 +173,7 @@ async def _accepted(call: Any, timeout_s: float) -> Any:
     one of the tenant's stream slots), so that a refusal (TOO_MANY_STREAMS, PERMISSION_DENIED,
     ...) is an HTTP error with its reason before anything is sent, not a 200 whose stream
     then says so: an EventSource would reconnect into the same refusal every `retry:`. None
-    when the replica does not answer in `timeout_s`; the stream then opens its own watch and
-    resumes as from any failed one."""
+    when the replica does not answer in `timeout_s` (the call is cancelled)."""
     headers = asyncio.ensure_future(call.initial_metadata())
     await asyncio.wait({headers}, timeout=timeout_s)
     if not headers.done():
