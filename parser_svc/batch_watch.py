@@ -28,6 +28,9 @@ from parser_svc.keys import Keys, batch_file_id
 from parser_svc.records import TERMINAL_STATES, is_terminal, record_to_job
 
 Snapshot = tuple[str, parser_service_pb2.Batch]  # (tenant, batch)
+# Reads of the files that events name before a snapshot whose meta counts a write not yet
+# seen is settled by reading every file that can still change.
+CATCH_UP_READS = 3
 
 
 @dataclass
@@ -193,30 +196,48 @@ class BatchFollowers:
             # A burst of events: at most one read per interval; what queued up meanwhile is
             # covered by that read.
             await asyncio.sleep(self.min_interval_s)
-            events = [first]
-            while not queue.empty():
-                events.append(queue.get_nowait())
-            for event in events:
-                if isinstance(event, Ending):
-                    raise event.error()
-            changed: set[int] = set()
-            for event in events:
-                if not isinstance(event, dict):  # RESYNC: events may have been lost
+            changed = _drain(first, queue)
+            for _ in range(CATCH_UP_READS):
+                if changed is None:
                     return await self.reader.read_raw(batch_id)
-                changed.add(int(str(event.get("job_id", "")).rpartition("-")[2] or -1))
-            if -1 in changed:
-                return await self.reader.read_raw(batch_id)
-            partial = await self.reader.read_raw(batch_id, sorted(changed))
-            raw.update(partial)
-            if int(raw.meta.get("completed", 0)) >= int(raw.meta.get("total", 0)):
-                # The last file's write also gave every file of the batch its final expiry
-                # (no version bump): the final snapshot is read whole, as GetBatch reads it.
-                return await self.reader.read_raw(batch_id)
-            if not raw.is_whole():
+                raw.update(await self.reader.read_raw(batch_id, sorted(changed)))
+                if int(raw.meta.get("completed", 0)) >= int(raw.meta.get("total", 0)):
+                    # The last file's write also gave every file of the batch its final expiry
+                    # (no version bump): the final snapshot is read whole, as GetBatch reads it.
+                    return await self.reader.read_raw(batch_id)
+                if raw.is_whole():
+                    return raw
                 # The meta already counts a write whose event is still on its way (or a quiet
-                # claim): a file may have ended after the event we woke for, and its old record
-                # beside the new counters would say `completed 3` over two ended files. Re-read
-                # the meta with every file that can still change, in one MULTI/EXEC: ended files
-                # never change, so the result is one consistent snapshot.
-                raw.update(await self.reader.read_raw(batch_id, raw.open_indexes()))
+                # claim, whose announcing write follows): a file may have ended after the
+                # events read here, and its old record beside the new counters would say
+                # `completed 3` over two ended files. Its event normally follows at once.
+                try:
+                    first = await asyncio.wait_for(queue.get(), self.min_interval_s)
+                except TimeoutError:
+                    break
+                changed = _drain(first, queue)
+            # Still a write unseen: the meta with every file that can still change, in one
+            # MULTI/EXEC (ended files never change): one consistent snapshot.
+            raw.update(await self.reader.read_raw(batch_id, raw.open_indexes()))
             return raw
+
+
+def _drain(first: Event, queue: asyncio.Queue[Event]) -> set[int] | None:
+    """The indexes of the files that `first` and the events queued behind it name; None when
+    the whole batch must be read (a RESYNC marker: events may have been lost; an event that
+    names no file). Raises an Ending marker's error (shutdown, a subscription never confirmed)."""
+    events = [first]
+    while not queue.empty():
+        events.append(queue.get_nowait())
+    for event in events:
+        if isinstance(event, Ending):
+            raise event.error()
+    changed: set[int] = set()
+    for event in events:
+        if not isinstance(event, dict):
+            return None
+        index = int(str(event.get("job_id", "")).rpartition("-")[2] or -1)
+        if index < 0:
+            return None
+        changed.add(index)
+    return changed
