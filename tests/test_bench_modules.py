@@ -20,6 +20,7 @@ ENTRY_POINTS = [
     "bench.bench_capacity",
     "bench.capacity",
     "bench.parse.split",
+    "bench.bench_batch_watch",
 ]
 
 
