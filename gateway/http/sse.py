@@ -177,6 +177,7 @@ async def _accepted(call: Any, timeout_s: float) -> Any:
     headers = asyncio.ensure_future(call.initial_metadata())
     await asyncio.wait({headers}, timeout=timeout_s)
     if not headers.done():
+        headers.cancel()
         call.cancel()
         return None
     if call.done() and await call.code() not in (grpc.StatusCode.OK, *RESUMABLE):
