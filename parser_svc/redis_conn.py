@@ -278,7 +278,7 @@ class RedisTarget:
         for key in ("socket_timeout", "socket_connect_timeout"):
             if options.get(key) is not None:
                 sentinel_kwargs[key] = options[key]
-        return Sentinel(list(spec.hosts), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
+        return Sentinel(list(spec.hosts), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call, unused-ignore]
 
     def client(
         self,

@@ -114,7 +114,7 @@ class Dispatcher:
                 await asyncio.sleep(1.0)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
 
     def _on_event(self, data: bytes) -> None:
         if not any(marker in data for marker in _TERMINAL_MARKERS):

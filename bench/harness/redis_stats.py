@@ -36,7 +36,7 @@ def subscription_bytes(url: str, channels: list[str]) -> float:
     """Redis memory per channel subscribed, as a replica's event hub subscribes (one
     connection, one SUBSCRIBE per channel; the channels as named for jobs)."""
     client = redis.Redis.from_url(url)
-    pubsub = client.pubsub()  # type: ignore[no-untyped-call]
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
     try:
         before = redis_counters(url)["memory"]
         for start in range(0, len(channels), 500):

@@ -56,7 +56,7 @@ async def pubsub_client(redis_url: str, channels: list[str], expected: int) -> d
         await asyncio.wait([reader, stopper], return_when=asyncio.FIRST_COMPLETED)
         reader.cancel()
         stopper.cancel()
-    await pubsub.aclose()  # type: ignore[no-untyped-call]
+    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
     await client.aclose()
     return {"received": received}
 
