@@ -113,6 +113,23 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):
         raise NotImplementedError
 
 
+class InterceptorChain(WrappingInterceptor):
+    """Several `WrappingInterceptor`s as one: the first wraps outermost, as if each were given
+    to `grpc.aio.server(interceptors=...)` in this order, but grpc finds a call's handler
+    through one interceptor instead of one per layer (each layer costs a coroutine and a cache
+    lookup per call there: bench/README.md, GetStatus pass 7). The layers' wraps run once per
+    method, here."""
+
+    def __init__(self, *layers: WrappingInterceptor) -> None:
+        super().__init__()
+        self.layers = layers
+
+    def wrap(self, handler: Handler, method: str) -> Handler:
+        for layer in reversed(self.layers):
+            handler = layer.wrap(handler, method)
+        return handler
+
+
 class ErrorInterceptor(WrappingInterceptor):
     """The one place a handler's `DocparseError` becomes the call's status: its gRPC code, its
     message and a `google.rpc.Status` with the ErrorInfo reason (and RetryInfo when it names a

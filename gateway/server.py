@@ -13,6 +13,7 @@ from docparse.v1 import parser_service_pb2
 from docparse_server import loops, observability, tracing
 from docparse_server.serving import (
     EXCLUSIVE_PORT,
+    InterceptorChain,
     ServedByInterceptor,
     add_health_and_reflection,
     bind_grpc_or_exit,
@@ -50,8 +51,10 @@ async def serve(settings: GatewaySettings) -> None:
     channel = upstream_channel(settings.backends, settings.max_message_bytes)
     server = grpc.aio.server(
         interceptors=[
-            observability.RpcObserver("gateway", raw_services=SERVICES),
-            ServedByInterceptor(),
+            InterceptorChain(
+                observability.RpcObserver("gateway", raw_services=SERVICES),
+                ServedByInterceptor(),
+            )
         ],
         options=[
             ("grpc.max_receive_message_length", settings.max_message_bytes),

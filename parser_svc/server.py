@@ -19,6 +19,7 @@ from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
 from docparse_server import gc_pacing, loops, observability, serving, tracing
 from docparse_server.serving import (
     ErrorInterceptor,
+    InterceptorChain,
     ServedByInterceptor,
     add_health_and_reflection,
     set_serving,
@@ -68,10 +69,12 @@ async def serve(settings: Settings) -> None:
     hub = EventHub(RedisTarget.of(settings), timeout_s=settings.redis_timeout_s)
     queue = JobQueue(settings)
     interceptors = [
-        observability.RpcObserver("parser_svc", tenant=current_tenant),
-        ServedByInterceptor(),
-        CallerInterceptor(settings.internal_token),
-        ErrorInterceptor(),  # innermost: the others see the status it sets
+        InterceptorChain(
+            observability.RpcObserver("parser_svc", tenant=current_tenant),
+            ServedByInterceptor(),
+            CallerInterceptor(settings.internal_token),
+            ErrorInterceptor(),  # innermost: the others see the status it sets
+        )
     ]
     server = grpc.aio.server(
         interceptors=interceptors, options=[*server_options(settings), serving.EXCLUSIVE_PORT]

@@ -22,7 +22,7 @@ from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import parser_service_pb2 as ps
 from docparse.v1 import parser_service_pb2_grpc
-from docparse_server.serving import ErrorInterceptor, ServedByInterceptor
+from docparse_server.serving import ErrorInterceptor, InterceptorChain, ServedByInterceptor
 from parser_svc.blobs import BlobStore
 from parser_svc.events import EventHub
 from parser_svc.queue import JobQueue
@@ -52,10 +52,14 @@ def _reason(err: grpc.aio.AioRpcError) -> tuple[grpc.StatusCode, str, dict[str, 
     return err.code(), str(found.get("reason", "")), found
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["interceptors", "chain"])
 async def stub(
-    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    redis_server: EmbeddedRedis,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[parser_service_pb2_grpc.ParserServiceStub]:
+    """The servicer behind ServedBy and Error as two interceptors, and as one InterceptorChain
+    (as the replica runs them): the same statuses, reasons and trailers either way."""
     settings = Settings(
         redis_url=redis_server.url,
         env=f"rpc-errors-{uuid.uuid4().hex[:8]}",
@@ -65,7 +69,9 @@ async def stub(
     hub = EventHub(RedisTarget.of(settings), timeout_s=settings.redis_timeout_s)
     queue = JobQueue(settings)
     service = ParserService(settings, store, hub, queue, BlobStore(settings.blob_dir, settings.env))
-    server = grpc.aio.server(interceptors=[ServedByInterceptor(), ErrorInterceptor()])
+    layers = [ServedByInterceptor(), ErrorInterceptor()]
+    interceptors = layers if request.param == "interceptors" else [InterceptorChain(*layers)]
+    server = grpc.aio.server(interceptors=interceptors)
     parser_service_pb2_grpc.add_ParserServiceServicer_to_server(service, server)
     socket = Path(tmp_path_factory.mktemp("sock")) / "rpc.sock"
     server.add_insecure_port(f"unix:{socket}")
