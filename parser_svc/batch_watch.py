@@ -173,9 +173,14 @@ class BatchFollowers:
         try:
             async with self.hub.subscribe(channel) as queue:
                 raw = await self.reader.read_raw(batch_id)
+                published = -1
                 while True:
                     batch = raw.assemble()
-                    await follower.publish((raw.tenant, batch), None)
+                    # Same version, same batch (an event for a write a read already held):
+                    # watchers are not woken for it.
+                    if batch.version != published:
+                        await follower.publish((raw.tenant, batch), None)
+                        published = batch.version
                     if all(is_terminal(job) for job in batch.jobs):
                         return  # watchers end on this one
                     raw = await self._next(raw, queue, resync_s)
