@@ -58,15 +58,16 @@ def one_batch(
         start = commands()
         request = parser_service_pb2.CreateBatchRequest(files=files)
         batch = s.CreateBatch(request, timeout=60).batch
-        watcher = threading.Thread(target=_watch, args=(address, batch.batch_id, seen))
+        watcher = None
         if watched:
+            watcher = threading.Thread(target=_watch, args=(address, batch.batch_id, seen))
             watcher.start()
         while True:  # the end, seen by polling (its cost is in both runs)
             now = s.GetBatch(parser_service_pb2.GetBatchRequest(batch_id=batch.batch_id)).batch
             if now.completed == now.total:
                 break
             time.sleep(0.2)
-        if watched:
+        if watcher is not None:
             watcher.join()
             assert seen and seen[-1] == len(files), seen
         spent = commands() - start
