@@ -21,7 +21,12 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from docparse.aio_status import keep_server_status_on_failed_writes
 from docparse.errors import DocparseError
 from docparse_server import tracing
-from docparse_server.serving import SERVED_BY_KEY, abort, served_by_metadata
+from docparse_server.serving import (
+    SERVED_BY_KEY,
+    abort,
+    receive_window_options,
+    served_by_metadata,
+)
 from gateway import observability
 from gateway.auth import GatewayAuth
 
@@ -45,7 +50,9 @@ def upstream_target(backends: str) -> str:
     return "ipv4:" + ",".join(addresses)
 
 
-def upstream_channel(backends: str, max_message_bytes: int) -> grpc.aio.Channel:
+def upstream_channel(
+    backends: str, max_message_bytes: int, receive_window_bytes: int
+) -> grpc.aio.Channel:
     # An upload parser_svc refuses on its header is relayed with its status, not as INTERNAL
     # (a write racing the refusal: docparse/aio_status.py).
     keep_server_status_on_failed_writes()
@@ -58,6 +65,7 @@ def upstream_channel(backends: str, max_message_bytes: int) -> grpc.aio.Channel:
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.dns_min_time_between_resolutions_ms", 5_000),
+            *receive_window_options(receive_window_bytes),
         ],
     )
 

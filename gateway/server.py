@@ -19,6 +19,7 @@ from docparse_server.serving import (
     bind_grpc_or_exit,
     exit_cannot_listen,
     exit_on_startup_error,
+    receive_window_options,
     set_serving,
 )
 from gateway.auth import GatewayAuth
@@ -48,7 +49,9 @@ async def serve(settings: GatewaySettings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    channel = upstream_channel(settings.backends, settings.max_message_bytes)
+    channel = upstream_channel(
+        settings.backends, settings.max_message_bytes, settings.receive_window_bytes
+    )
     server = grpc.aio.server(
         interceptors=[
             InterceptorChain(
@@ -59,6 +62,7 @@ async def serve(settings: GatewaySettings) -> None:
         options=[
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
+            *receive_window_options(settings.receive_window_bytes),
             EXCLUSIVE_PORT,
         ],
     )

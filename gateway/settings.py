@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from docparse_server.serving import DEFAULT_RECEIVE_WINDOW_BYTES
+
 
 class GatewaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DOCPARSE_GATEWAY_", extra="ignore")
@@ -18,6 +20,10 @@ class GatewaySettings(BaseSettings):
     backends: str = "127.0.0.1:50051"
     # Largest message in either direction.
     max_message_bytes: int = 65 * 1024 * 1024
+    # HTTP/2 receive window per stream, fixed (bytes), on the gRPC port and on the channel to
+    # the replicas: what the gateway holds of a stream it relays when the other side is slow
+    # (docparse_server/serving.py).
+    receive_window_bytes: int = DEFAULT_RECEIVE_WINDOW_BYTES
     # Deadline for unary calls that arrive without one (streams keep none).
     default_unary_timeout_s: float = 120.0
     # SIGTERM: how long open calls may take to finish.

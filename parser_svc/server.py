@@ -22,6 +22,7 @@ from docparse_server.serving import (
     InterceptorChain,
     ServedByInterceptor,
     add_health_and_reflection,
+    receive_window_options,
     set_serving,
 )
 from docparse_server.tenancy import DEFAULT_TENANT
@@ -52,6 +53,7 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
         ("grpc.max_connection_age_grace_ms", settings.max_connection_age_grace_ms),
         ("grpc.keepalive_time_ms", 30_000),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        *receive_window_options(settings.receive_window_bytes),
     ]
 
 
