@@ -21,10 +21,10 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from docparse.aio_status import keep_server_status_on_failed_writes
 from docparse.errors import DocparseError
 from docparse_server import tracing
+from docparse_server.flow_control import receive_window_options
 from docparse_server.serving import (
     SERVED_BY_KEY,
     abort,
-    receive_window_options,
     served_by_metadata,
 )
 from gateway import observability

@@ -11,6 +11,7 @@ import grpc
 from docparse.errors import DocparseError
 from docparse.v1 import parser_service_pb2
 from docparse_server import loops, observability, tracing
+from docparse_server.flow_control import receive_window_options
 from docparse_server.serving import (
     EXCLUSIVE_PORT,
     InterceptorChain,
@@ -19,7 +20,6 @@ from docparse_server.serving import (
     bind_grpc_or_exit,
     exit_cannot_listen,
     exit_on_startup_error,
-    receive_window_options,
     set_serving,
 )
 from gateway.auth import GatewayAuth

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from docparse_server.serving import DEFAULT_RECEIVE_WINDOW_BYTES
+from docparse_server.flow_control import DEFAULT_RECEIVE_WINDOW_BYTES
 
 
 class GatewaySettings(BaseSettings):
@@ -22,7 +22,7 @@ class GatewaySettings(BaseSettings):
     max_message_bytes: int = 65 * 1024 * 1024
     # HTTP/2 receive window per stream, fixed (bytes), on the gRPC port and on the channel to
     # the replicas: what the gateway holds of a stream it relays when the other side is slow
-    # (docparse_server/serving.py).
+    # (docparse_server/flow_control.py).
     receive_window_bytes: int = DEFAULT_RECEIVE_WINDOW_BYTES
     # Deadline for unary calls that arrive without one (streams keep none).
     default_unary_timeout_s: float = 120.0

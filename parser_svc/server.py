@@ -17,12 +17,12 @@ import grpc
 from docparse.errors import DocparseError
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
 from docparse_server import gc_pacing, loops, observability, serving, tracing
+from docparse_server.flow_control import receive_window_options
 from docparse_server.serving import (
     ErrorInterceptor,
     InterceptorChain,
     ServedByInterceptor,
     add_health_and_reflection,
-    receive_window_options,
     set_serving,
 )
 from docparse_server.tenancy import DEFAULT_TENANT

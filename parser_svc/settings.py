@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from docparse_server.serving import DEFAULT_RECEIVE_WINDOW_BYTES
+from docparse_server.flow_control import DEFAULT_RECEIVE_WINDOW_BYTES
 from parser_svc.cpus import usable_cpus
 from parser_svc.parsers import ParseOptions
 
@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     max_upload_bytes: int = 64 * 1024 * 1024
     # HTTP/2 receive window per stream, fixed (bytes): what a stalled replica may find waiting
     # for it per upload on waking, and the most a stream moves per round trip
-    # (docparse_server/serving.py).
+    # (docparse_server/flow_control.py).
     receive_window_bytes: int = DEFAULT_RECEIVE_WINDOW_BYTES
 
     # Queue workers.

@@ -11,7 +11,7 @@ process accepting it would hold it whole, more than once); a streamed upload hol
 chunks per process plus the HTTP/2 receive window. grpc's default window follows the measured
 bandwidth-delay product, which a stalled receiver inflates: with it the stalled replica grew
 by up to 76 MiB here (and by 92 MiB in a loaded CI run, unstalled). The servers fix it at
-4 MiB per stream (docparse_server/serving.py): 17-28 MiB, stalled. The growth is printed."""
+4 MiB per stream (docparse_server/flow_control.py): 17-28 MiB, stalled. The growth is printed."""
 
 from __future__ import annotations
 
