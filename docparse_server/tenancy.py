@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import hmac
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -137,14 +137,22 @@ def caller_from_metadata(
 
 
 class StreamSlots:
-    """Open streams per tenant in this process, at most the caller's `max_streams` (else
-    `default`; 0 = unlimited). A stream over the limit is refused before it costs anything:
-    RESOURCE_EXHAUSTED TOO_MANY_STREAMS with the limit. Holds one counter per tenant that has
-    a stream open, nothing else."""
+    """Open streams per tenant in this process, at most the caller's own limit (`per_key`: an
+    API key's `max_streams`; else `default`; 0 = unlimited). A stream over the limit is refused
+    before it costs anything: RESOURCE_EXHAUSTED `reason` (TOO_MANY_STREAMS unless told) with
+    the limit. Holds one counter per tenant that has a stream open, nothing else."""
 
-    def __init__(self, default: int, what: str) -> None:
+    def __init__(
+        self,
+        default: int,
+        what: str,
+        reason: str = "TOO_MANY_STREAMS",
+        per_key: Callable[[Limits], int] = lambda limits: limits.max_streams,
+    ) -> None:
         self.default = default
         self.what = what
+        self.reason = reason
+        self.per_key = per_key
         self._open: dict[str, int] = {}
 
     def open(self, tenant: str) -> int:
@@ -152,12 +160,12 @@ class StreamSlots:
 
     @contextlib.contextmanager
     def slot(self, caller: Caller) -> Iterator[None]:
-        limit = caller.limits.max_streams or self.default
+        limit = self.per_key(caller.limits) or self.default
         held = self._open.get(caller.tenant, 0)
         if limit > 0 and held >= limit:
             raise DocparseError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "TOO_MANY_STREAMS",
+                self.reason,
                 f"this tenant already has {held} open {self.what}, its limit; close one "
                 "(or wait for one to end) and retry",
                 {"limit": str(limit), "retry_after_s": "1"},

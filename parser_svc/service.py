@@ -69,6 +69,12 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self.submitter = Submitter(settings, store, queue, blobs)
         self.batches = Batches(store, hub, self.submitter)
         self.streams = StreamSlots(settings.max_streams_per_tenant, "watch streams on this replica")
+        self.uploads = StreamSlots(
+            settings.max_uploads_per_tenant,
+            "uploads on this replica",
+            reason="TOO_MANY_UPLOADS",
+            per_key=lambda limits: 0,  # no per-key override: the replica's memory is what it bounds
+        )
         self.listing = JobListing(store, settings)
 
     async def SubmitJob(
@@ -285,13 +291,14 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         request_iterator: AsyncIterator[parser_service_pb2.UploadBatchRequest],
         context: Context,
     ) -> parser_service_pb2.UploadBatchResponse:
-        batch_id, request_id, files = await receive_batch_upload(
-            _checked_header(request_iterator),
-            self.batches.new_id,
-            self.submitter,
-            accepted=lambda: context.send_initial_metadata(UPLOAD_ACCEPTED),
-        )
-        batch = await self.batches.create_stored(batch_id, files, request_id)
+        with self.uploads.slot(current_caller.get() or Caller()):
+            batch_id, request_id, files = await receive_batch_upload(
+                _checked_header(request_iterator),
+                self.batches.new_id,
+                self.submitter,
+                accepted=lambda: context.send_initial_metadata(UPLOAD_ACCEPTED),
+            )
+            batch = await self.batches.create_stored(batch_id, files, request_id)
         return parser_service_pb2.UploadBatchResponse(batch=batch)
 
     async def GetBatch(

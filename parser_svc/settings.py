@@ -181,6 +181,12 @@ class Settings(BaseSettings):
     # TOO_MANY_STREAMS, before the stream reads anything. The gateway's SSE streams hold one
     # each on the replica that serves them.
     max_streams_per_tenant: int = 100
+    # UploadBatch streams (gRPC, and the gateway's HTTP batch uploads) one tenant may have open
+    # on this replica at once; 0 = unlimited. Each can hold up to `receive_window_bytes` plus a
+    # chunk in memory while the replica is slow (about 8 MiB at the default window, measured
+    # stalled), so this bounds what one tenant's uploads hold here. Beyond it: RESOURCE_EXHAUSTED
+    # TOO_MANY_UPLOADS, before the stream reads anything (the SDK retries after `retry_after_s`).
+    max_uploads_per_tenant: int = 8
 
     # Clients reconnect (and re-resolve) after this, so new replicas get traffic.
     max_connection_age_ms: int = 5 * 60 * 1000

@@ -110,6 +110,11 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """Client side: a message over the channel's size limit. Never retried."""
     RESULT_TOO_LARGE_TO_RENDER: _ErrorReason.ValueType  # 44
     """HTTP (413): a result too big to render as JSON or Markdown; ask for format=proto."""
+    TOO_MANY_UPLOADS: _ErrorReason.ValueType  # 48
+    """The tenant's uploads open on this replica (UploadBatch streams, HTTP batch uploads) are
+    at their limit, checked before the stream reads anything; metadata `limit`, RetryInfo and
+    `retry_after_s`: try again once one of them has ended.
+    """
     API_KEY_MISSING: _ErrorReason.ValueType  # 50
     """--- Identity ---
     UNAUTHENTICATED: no API key at the gateway.
@@ -301,6 +306,11 @@ MESSAGE_TOO_LARGE: ErrorReason.ValueType  # 43
 """Client side: a message over the channel's size limit. Never retried."""
 RESULT_TOO_LARGE_TO_RENDER: ErrorReason.ValueType  # 44
 """HTTP (413): a result too big to render as JSON or Markdown; ask for format=proto."""
+TOO_MANY_UPLOADS: ErrorReason.ValueType  # 48
+"""The tenant's uploads open on this replica (UploadBatch streams, HTTP batch uploads) are
+at their limit, checked before the stream reads anything; metadata `limit`, RetryInfo and
+`retry_after_s`: try again once one of them has ended.
+"""
 API_KEY_MISSING: ErrorReason.ValueType  # 50
 """--- Identity ---
 UNAUTHENTICATED: no API key at the gateway.
