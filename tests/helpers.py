@@ -174,3 +174,42 @@ def corpus_pdfs() -> Iterator[tuple[Path, pymupdf.Document, int]]:
         except Exception:
             continue
         yield path, doc, count
+
+
+class Stalls:
+    """Freezes processes again and again (SIGSTOP for `stop_s`, then SIGCONT for `run_s`) while
+    it is open: a server descheduled on a busy node, as the CI box does to it at random. While a
+    receiver is stopped its peer keeps sending into the connection's flow-control window, and
+    on waking the receiver takes all of it: how much that is, the server decides."""
+
+    def __init__(self, pids: list[int], stop_s: float = 0.3, run_s: float = 0.1) -> None:
+        self.pids, self.stop_s, self.run_s = pids, stop_s, run_s
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _signal(self, sig: int) -> None:
+        for pid in self.pids:
+            os.kill(pid, sig)
+
+    def _loop(self) -> None:
+        while not self.done.is_set():
+            self._signal(signal.SIGSTOP)
+            self.done.wait(self.stop_s)
+            self._signal(signal.SIGCONT)
+            self.done.wait(self.run_s)
+
+    def __enter__(self) -> Stalls:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+        self._signal(signal.SIGCONT)
+
+
+def status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for {pid}")

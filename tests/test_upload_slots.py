@@ -26,7 +26,8 @@ from docparse.local.stack import LocalStack
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
 from docparse_server.tenancy import Caller, identity_metadata, key_digest
 from tests.conftest import auth_env, make_stack
-from tests.test_big_batch import Stalls, padded_pdf, status_kb
+from tests.helpers import Stalls, status_kb
+from tests.test_big_batch import padded_pdf
 from tests.test_http import Reply, multipart, request
 
 TOKEN = "internal-secret-for-upload-slot-tests"
