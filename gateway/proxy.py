@@ -70,6 +70,15 @@ def upstream_channel(
     )
 
 
+async def _relay_headers(call: Any, context: Context) -> None:
+    """Sends the upstream call's initial metadata on, only when there is something to pass on:
+    an explicit send is a flush and a completion of its own, while grpc sends empty headers
+    with the response."""
+    headers = tuple(await call.initial_metadata() or ())
+    if headers:
+        await context.send_initial_metadata(headers)
+
+
 def _client_metadata(context: Context) -> list[tuple[str, str | bytes]]:
     out: list[tuple[str, str | bytes]] = []
     for key, value in context.invocation_metadata() or ():
@@ -196,18 +205,27 @@ class ForwardingHandler(grpc.GenericRpcHandler):
                 timeout=self._timeout(context, unary=True),
                 metadata=await self._metadata(context),
             )
+            # A client stream's headers go on as soon as the replica sends them: an upload's
+            # `x-docparse-upload: header-accepted` tells its client that the header passed
+            # before it streams files (a refusal then reaches it as the replica's status).
+            early = None
+            if client_streaming:
+                early = asyncio.ensure_future(_relay_headers(call, context))
             try:
                 response: bytes = await call
-                headers = tuple(await call.initial_metadata() or ())
-                if headers:
-                    # Only when there is something to pass on: an explicit send is a flush and
-                    # a completion of its own, while grpc sends empty headers with the response.
-                    await context.send_initial_metadata(headers)
+                if early is not None:
+                    await early
+                else:
+                    await _relay_headers(call, context)
             except grpc.aio.AioRpcError as err:
+                if early is not None:
+                    await early  # the call has ended: its headers are known, or there are none
                 await _relay_error(context, err)
                 raise
             except asyncio.CancelledError:
                 call.cancel()
+                if early is not None:
+                    early.cancel()
                 raise
             context.set_trailing_metadata(_trailers(await call.trailing_metadata()))
             return response

@@ -158,6 +158,33 @@ def test_an_upload_over_the_tenants_limit_is_refused_before_it_reads(stack: Loca
     assert inputs_on_volume(stack) - before <= LIMIT + 2
 
 
+def test_through_the_grpc_gateway_an_upload_learns_its_headers_verdict_before_its_files(
+    stack: LocalStack,
+) -> None:
+    """The gateway passes a client stream's initial metadata on as the replica sends it: a
+    client may wait for `header-accepted` (or the refusal) before it streams any file, as
+    the gateway's own HTTP side does with the replica. Before, the headers came only with the
+    response, and a client that waited for them waited for ever."""
+    document = padded_pdf("gateway", 2 * CHUNK)
+    key_a = (("x-api-key", "key-of-a"),)
+
+    async def run() -> tuple[DocparseError, list[str]]:
+        async with grpc.aio.insecure_channel(stack.gateway_addresses[0]) as channel:
+            s = parser_service_pb2_grpc.ParserServiceStub(channel)
+            held = [await asyncio.wait_for(opened(s, f"gw-{i}", key_a), 30) for i in range(LIMIT)]
+            refused = await refusal(asyncio.wait_for(opened(s, "gw-over", key_a), 30))
+            done = [await finish(call, document) for call in held]
+            return refused, [reply.batch.batch_id for reply in done]
+
+    refused, done = asyncio.run(run())
+    assert (refused.code, refused.reason) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "TOO_MANY_UPLOADS",
+    )
+    assert refused.metadata["limit"] == str(LIMIT)
+    assert len(set(done)) == LIMIT and all(done)
+
+
 def test_a_burst_of_uploads_into_a_stalled_replica_costs_what_the_limit_allows(
     stack: LocalStack,
 ) -> None:
