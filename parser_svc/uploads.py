@@ -1,6 +1,8 @@
 """UploadBatch: files stream to the blob store as they arrive, checked as they arrive.
 
-A replica holds at most one chunk of an upload in memory, never a file or a batch: each chunk
+A replica holds at most one chunk of an upload in memory, never a file or a batch, plus what
+the fixed HTTP/2 receive window lets the client send ahead (4 MiB: docparse_server/flow_control.py),
+for at most `max_uploads_per_tenant` uploads of a tenant at once: each chunk
 is hashed and appended to the file's upload in the blob store (off the event loop). The
 limits are checked before the bytes they limit are kept: the file count at each file header,
 the tenant's rate at each file header (one submit each), the announced size against the
