@@ -22,11 +22,7 @@ from docparse.aio_status import keep_server_status_on_failed_writes
 from docparse.errors import DocparseError
 from docparse_server import tracing
 from docparse_server.flow_control import receive_window_options
-from docparse_server.serving import (
-    SERVED_BY_KEY,
-    abort,
-    served_by_metadata,
-)
+from docparse_server.serving import SERVED_BY_KEY, abort, served_by_metadata
 from gateway import observability
 from gateway.auth import GatewayAuth
 

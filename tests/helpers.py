@@ -209,6 +209,7 @@ class Stalls:
 
 
 def status_kb(pid: int, field: str) -> int:
+    """A size field of /proc/PID/status (VmRSS, VmHWM: the peak), in kB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(f"{field}:"):
             return int(line.split()[1])

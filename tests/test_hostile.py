@@ -16,7 +16,7 @@ from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.tenancy import key_digest
 from tests.conftest import auth_env, make_stack
 from tests.fixtures import content_types_bomb_xlsx, pdf_with_table_and_image, wordperfect
-from tests.helpers import eventually, make_pdf, rpc_error, stub
+from tests.helpers import eventually, make_pdf, rpc_error, status_kb, stub
 
 TOKEN = "internal-secret-for-hostile-tests"
 A, B = (("x-api-key", "key-of-a"),), (("x-api-key", "key-of-b"),)
@@ -44,16 +44,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         yield running
 
 
-def status(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak) of a process, in kB."""
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        if name in ("VmRSS", "VmHWM"):
-            fields[name] = int(value.split()[0])
-    return fields
-
-
 def finished(address: str, job_id: str, metadata: tuple[tuple[str, str], ...]) -> job_pb2.Job:
     channel, s = stub(address)
     with channel:
@@ -71,7 +61,7 @@ def test_a_zip_bomb_costs_the_api_process_nothing(stack: LocalStack) -> None:
     pids = [child.pid for child in stack.parsers]
     for pid in pids:  # reset the peak: VmHWM then says what this test cost
         Path(f"/proc/{pid}/clear_refs").write_text("5")
-    before = {pid: status(pid)["VmRSS"] for pid in pids}
+    before = {pid: status_kb(pid, "VmRSS") for pid in pids}
 
     channel, s = stub(gateway)
     own = s.SubmitJob(
@@ -100,7 +90,7 @@ def test_a_zip_bomb_costs_the_api_process_nothing(stack: LocalStack) -> None:
         poller.join()
         channel.close()
     assert (ended.state, ended.error.reason) == (job_pb2.STATE_FAILED, "DOCUMENT_TOO_LARGE")
-    growth_mb = {pid: (status(pid)["VmHWM"] - before[pid]) / 1024 for pid in pids}
+    growth_mb = {pid: (status_kb(pid, "VmHWM") - before[pid]) / 1024 for pid in pids}
     print(f"\nzip bomb: replica peak RSS growth {growth_mb} MB; another tenant's GetStatus "
           f"max {max(latencies) * 1000:.0f} ms over {len(latencies)} calls")  # fmt: skip
     assert max(growth_mb.values()) < 50, growth_mb
@@ -201,7 +191,7 @@ def test_a_batch_of_800_mib_never_sits_in_server_memory(stack: LocalStack) -> No
     pids = [child.pid for child in stack.parsers + stack.gateways]
     for pid in pids:
         Path(f"/proc/{pid}/clear_refs").write_text("5")
-    before = {pid: status(pid)["VmRSS"] for pid in pids}
+    before = {pid: status_kb(pid, "VmRSS") for pid in pids}
     size = 8 * 1024 * 1024
     document = make_pdf(1)
     boundary = "hostile-batch-boundary"
@@ -237,7 +227,7 @@ def test_a_batch_of_800_mib_never_sits_in_server_memory(stack: LocalStack) -> No
     connection.close()
     assert reply.status == 400 and "UNSUPPORTED_FORMAT" in answer, (reply.status, answer)
     assert '"file_index": "99"' in answer or "file 99" in answer
-    growth_mb = {pid: (status(pid)["VmHWM"] - before[pid]) / 1024 for pid in pids}
+    growth_mb = {pid: (status_kb(pid, "VmHWM") - before[pid]) / 1024 for pid in pids}
     print(f"\n800 MiB batch: peak RSS growth (MB) {growth_mb}")
     assert max(growth_mb.values()) < 64, growth_mb
     inputs = stack.data_dir / "blobs" / "test" / "inputs"

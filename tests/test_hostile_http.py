@@ -33,7 +33,7 @@ from docparse.waiting import WaitPolicy
 from docparse_server.tenancy import key_digest
 from tests import fixtures
 from tests.conftest import auth_env, make_stack
-from tests.helpers import eventually, make_pdf, rpc_error, stub
+from tests.helpers import eventually, make_pdf, rpc_error, status_kb, stub
 from tests.test_hostile import finished
 
 TOKEN = "internal-secret-for-hostile-http-tests"
@@ -702,7 +702,7 @@ def test_uploads_are_refused_before_their_body_is_read(api_only: LocalStack) -> 
     host, port = api_only.http_addresses[0].rsplit(":", 1)
     gateway_pid = api_only.gateways[0].pid
     Path(f"/proc/{gateway_pid}/clear_refs").write_text("5")
-    before = status_kb(gateway_pid)
+    before = status_kb(gateway_pid, "VmHWM")
     announced = 60 * 1024 * 1024
     cases = [
         ("/v1/jobs?file_name=a.pdf", {}, 401, "API_KEY_MISSING"),
@@ -730,17 +730,9 @@ def test_uploads_are_refused_before_their_body_is_read(api_only: LocalStack) -> 
             connection.close()
         assert (response.status, body["reason"]) == (expected, reason), (path, body)
         assert answered < 5, (path, answered)
-    growth_mb = (status_kb(gateway_pid) - before) / 1024
+    growth_mb = (status_kb(gateway_pid, "VmHWM") - before) / 1024
     print(f"\nrefused uploads: gateway peak RSS growth {growth_mb:.1f} MB")
     assert growth_mb < 16, growth_mb
-
-
-def status_kb(pid: int) -> int:
-    """VmHWM (peak resident memory) of a process, kB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmHWM for {pid}")
 
 
 def test_grpc_calls_without_a_key_are_refused_unread(api_only: LocalStack) -> None:
@@ -750,7 +742,7 @@ def test_grpc_calls_without_a_key_are_refused_unread(api_only: LocalStack) -> No
     gateway = api_only.gateway_addresses[0]
     pid = api_only.gateways[0].pid
     Path(f"/proc/{pid}/clear_refs").write_text("5")
-    before = status_kb(pid)
+    before = status_kb(pid, "VmHWM")
     big = parser_service_pb2.SubmitJobRequest(file_name="a.pdf", content=b"\0" * (50 << 20))
     channel = grpc.insecure_channel(gateway, options=[("grpc.max_send_message_length", 64 << 20)])
     with channel:
@@ -770,7 +762,7 @@ def test_grpc_calls_without_a_key_are_refused_unread(api_only: LocalStack) -> No
             timeout=30,
         )
         assert ok.job.state == job_pb2.STATE_QUEUED
-    growth_mb = (status_kb(pid) - before) / 1024
+    growth_mb = (status_kb(pid, "VmHWM") - before) / 1024
     print(f"\nunauthenticated 50 MB SubmitJob: gateway peak RSS growth {growth_mb:.1f} MB")
     assert growth_mb < 25, growth_mb
 
@@ -794,7 +786,7 @@ def test_a_result_too_big_to_render_is_refused_not_the_gateway(
     assert finished(gateway, small, A).state == job_pb2.STATE_SUCCEEDED
     pid = small_renderer.gateways[0].pid
     Path(f"/proc/{pid}/clear_refs").write_text("5")
-    before = status_kb(pid)
+    before = status_kb(pid, "VmHWM")
     key = {"X-Api-Key": "key-of-a"}
     status, _, body = http_call("GET", f"http://{http}/v1/jobs/{big.job_id}/result", None, key)
     error = json.loads(body)
@@ -809,6 +801,6 @@ def test_a_result_too_big_to_render_is_refused_not_the_gateway(
     assert status == 200 and package
     status, _, body = http_call("GET", f"http://{http}/v1/jobs/{small}/result", None, key)
     assert status == 200 and json.loads(body)["pages"]
-    growth_mb = (status_kb(pid) - before) / 1024
+    growth_mb = (status_kb(pid, "VmHWM") - before) / 1024
     print(f"\nrender refused ({error['reason']}); gateway peak RSS growth {growth_mb:.0f} MB")
     assert growth_mb < 100, growth_mb  # the 13 MB result and its proto answer, not a render
