@@ -260,3 +260,61 @@ def test_the_build_is_up_to_date_and_says_so() -> None:
     assert done.returncode == 0, done.stderr
     assert "ready" in done.stdout
     assert build.TARGET.stat().st_mtime_ns == before
+
+
+def _small_metrics_pdf() -> bytes:
+    """One line of 11 pt Helvetica whose font descriptor says ascent 600, descent -200: a font
+    whose ascender minus descender is below 1 em, as TeX fonts and many subsets have."""
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "Small metrics line of text", fontname="helv", fontsize=11)
+    for xref in range(1, doc.xref_length()):
+        if doc.xref_get_key(xref, "Type")[1] == "/Font":
+            descriptor = doc.get_new_xref()
+            doc.update_object(
+                descriptor,
+                "<< /Type /FontDescriptor /FontName /Helvetica /Flags 32 /ItalicAngle 0 "
+                "/FontBBox [0 -200 1000 600] /Ascent 600 /Descent -200 /CapHeight 600 /StemV 80 >>",
+            )
+            doc.xref_set_key(xref, "FontDescriptor", f"{descriptor} 0 R")
+    return doc.tobytes()
+
+
+# Parses argv[1] in a fresh interpreter after argv[2]'s imports; prints the first block's box
+# and the package's digest.
+_PARSE_AFTER = """
+import hashlib, sys
+from pathlib import Path
+if sys.argv[2] != "parsers-first":
+    import pymupdf  # pymupdf 2 imports pymupdf4llm with it, which stops quad corrections
+    if sys.argv[2] == "corrections-on":
+        pymupdf.TOOLS.unset_quad_corrections(False)  # pymupdf's own default
+from parser_svc.parse_child import parse
+from parser_svc.parsers import ParseOptions
+package = parse("pdf", Path(sys.argv[1]).read_bytes(), lambda *_: None, ParseOptions.defaults())
+box = package.pages[0].blocks[0].bbox
+print(box.y0, box.y1, hashlib.sha256(package.SerializeToString(deterministic=True)).hexdigest())
+"""
+
+
+def test_character_boxes_do_not_depend_on_what_the_process_imported_first(
+    tmp_path: Path,
+) -> None:
+    """The parse child imports the parsers before pymupdf (and skips pymupdf4llm); a test or a
+    library user imports pymupdf first (and pymupdf4llm with it, which switches pymupdf's box
+    corrections off for the whole process). The same document gives the same package either
+    way, and a line's box spans the font's ascent to its descent (72 - 6.6 to 72 + 2.2)."""
+    source = tmp_path / "small-metrics.pdf"
+    source.write_bytes(_small_metrics_pdf())
+    printed = {
+        order: subprocess.run(
+            [sys.executable, "-c", _PARSE_AFTER, str(source), order],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[1],
+        ).stdout.split()
+        for order in ("parsers-first", "pymupdf-first", "corrections-on")
+    }
+    assert printed["parsers-first"] == printed["pymupdf-first"] == printed["corrections-on"]
+    y0, y1 = (float(v) for v in printed["parsers-first"][:2])
+    assert (y0, y1) == pytest.approx((65.4, 74.2), abs=0.01)

@@ -62,6 +62,14 @@ def text_and_rules(page: pymupdf.Page) -> PageRun:
     """The page's text page and, read in the same run, its rules, how many images it draws
     and a text page of those images: what the native module gives, or only the text page
     without it."""
+    # A character's box is the quad mupdf computes from the font's metrics, never pymupdf's
+    # "corrected" one (stretched to the font size where ascender minus descender is below 1 em:
+    # TeX fonts, many embedded subsets). The switch is process-wide: pymupdf corrects by
+    # default, importing pymupdf4llm (which a plain `import pymupdf` does in pymupdf 2) stops
+    # it, and the parse child skips that import (parsers/__init__.py); so the same document's
+    # boxes depended on what the process had imported first. Set for every page, they do not.
+    # It is also the cheaper path (bench/README.md).
+    pymupdf.TOOLS.unset_quad_corrections(True)
     if _native is None:
         return PageRun(page.get_textpage(), None, None, None)
     fz_page = page.this if isinstance(page.this, mupdf.FzPage) else mupdf.FzPage(page.this)
