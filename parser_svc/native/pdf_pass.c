@@ -18,6 +18,9 @@
  * closing line when the path is open; a stroke of exactly the items of the fill just before
  * it is merged into that fill ("fs") and not counted twice.
  *
+ * fill_text and stroke_text are wrapped to hand the text on in DeviceGray black (the package
+ * keeps no colour; see fill_text).
+ *
  * fill_image, fill_image_mask and fill_shade are wrapped too: they count the images the page
  * draws (pymupdf's image list shows shadings as images; a page that draws none of the three
  * needs no image scan), and go on, with the clips, masks, groups and tiles around them, to a
@@ -292,6 +295,30 @@ static void stroke_path(fz_context *ctx, fz_device *dev, const fz_path *path,
         col->inner.stroke_path(ctx, dev, path, stroke, ctm, cs, color, alpha, params);
 }
 
+/* Text reaches the stext device in DeviceGray black. The stext device only turns a text's
+   colour into each character's sRGB value, which the reading package does not keep; from an
+   ICC-based colour space that conversion first builds an lcms colour link, a few ms of CPU
+   per profile in every parse child (a forked child starts without mupdf's link cache). */
+static const float black[FZ_MAX_COLORS] = {0};
+
+static void fill_text(fz_context *ctx, fz_device *dev, const fz_text *text, fz_matrix ctm,
+                      fz_colorspace *cs, const float *color, float alpha, fz_color_params params)
+{
+    collector *col = mine(dev);
+    if (col && col->inner.fill_text)
+        col->inner.fill_text(ctx, dev, text, ctm, fz_device_gray(ctx), black, alpha, params);
+}
+
+static void stroke_text(fz_context *ctx, fz_device *dev, const fz_text *text,
+                        const fz_stroke_state *stroke, fz_matrix ctm, fz_colorspace *cs,
+                        const float *color, float alpha, fz_color_params params)
+{
+    collector *col = mine(dev);
+    if (col && col->inner.stroke_text)
+        col->inner.stroke_text(ctx, dev, text, stroke, ctm, fz_device_gray(ctx), black, alpha,
+                               params);
+}
+
 static void fill_image(fz_context *ctx, fz_device *dev, fz_image *image, fz_matrix ctm,
                        float alpha, fz_color_params params)
 {
@@ -510,6 +537,8 @@ static PyObject *text_and_rules(PyObject *self, PyObject *args)
         col.inner = *dev;
         dev->fill_path = fill_path;
         dev->stroke_path = stroke_path;
+        dev->fill_text = fill_text;
+        dev->stroke_text = stroke_text;
         dev->fill_image = fill_image;
         dev->fill_image_mask = fill_image_mask;
         dev->fill_shade = fill_shade;

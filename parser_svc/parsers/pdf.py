@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pymupdf
+from pymupdf import mupdf
 
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.parsers import (
@@ -113,6 +114,7 @@ def warm_up() -> rp.ReadingPackage:
     from parser_svc.parsers import ocr
 
     ocr.warm_up()
+    _colour_links()
     doc = pymupdf.open()
     page = doc.new_page()
     page.insert_text((72, 72), "Warm-up page 1", fontsize=14)
@@ -125,6 +127,21 @@ def warm_up() -> rp.ReadingPackage:
     data = doc.tobytes()
     doc.close()
     return parse_pdf(data, lambda *_: None, ParseOptions.defaults())
+
+
+def _colour_links() -> None:
+    """mupdf's colour links (lcms transforms) from the device gray, CMYK and Lab colour spaces
+    to sRGB, for single colours and for images, built here once: a page that meets one of them
+    (a gray image, a CMYK line) builds it on first use, which in a forked child means every
+    job (a few ms each: bench/README.md). A document's own ICC profiles still build theirs."""
+    rgb = mupdf.fz_device_rgb()
+    params = mupdf.FzColorParams(mupdf.fz_default_color_params)
+    none = mupdf.FzColorspace()
+    for space in (mupdf.fz_device_gray(), mupdf.fz_device_cmyk(), mupdf.fz_device_lab()):
+        mupdf.fz_convert_color(space, [0.5] * mupdf.fz_colorspace_n(space), rgb, none, params)
+        pixmap = mupdf.fz_new_pixmap(space, 1, 1, mupdf.FzSeparations(), 0)
+        mupdf.fz_clear_pixmap(pixmap)
+        mupdf.fz_convert_pixmap(pixmap, rgb, none, mupdf.FzDefaultColorspaces(), params, 1)
 
 
 class _State:
