@@ -136,7 +136,9 @@ def _run_child(control: socket.socket, job_fd: int, argv: list[str], parent: int
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
         _set_cmdline([sys.executable, "-m", "parser_svc.parse_child", *argv])
         from parser_svc import parse_child
+        from parser_svc.parsers import pdf
 
+        pdf.keep_documents_until_exit()  # this process ends with os._exit below
         parse_child.main(argv, parent=parent, start_kb=_START_KB)
         code = 0
     except SystemExit as exit_:

@@ -19,12 +19,12 @@ import pytest
 
 from parser_svc.native import build
 from parser_svc.parse_child import parse
-from parser_svc.parsers import ParseOptions, pdf_images, pdf_pass
+from parser_svc.parsers import ParseOptions, pdf, pdf_images, pdf_pass
 from parser_svc.parsers.pdf_pass import image_info, rules_of, text_and_rules
 from parser_svc.parsers.pdf_tables import find_tables
 from tests import fixtures
 from tests.fixtures.drawings import PAGES, WORDS, drawing_zoo_pdf, repeated_images_pdf
-from tests.helpers import CORPUS, corpus_pdfs
+from tests.helpers import CORPUS, corpus_pdfs, make_pdf
 
 _MUPDF_WARNINGS = re.compile(r"\(\d+ warnings")
 ZOO = [*PAGES, "rotated", "annotated"]
@@ -318,3 +318,27 @@ def test_character_boxes_do_not_depend_on_what_the_process_imported_first(
     assert printed["parsers-first"] == printed["pymupdf-first"] == printed["corrections-on"]
     y0, y1 = (float(v) for v in printed["parsers-first"][:2])
     assert (y0, y1) == pytest.approx((65.4, 74.2), abs=0.01)
+
+
+def test_a_parse_closes_its_document_unless_its_process_ends_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process that goes on (a test, the fork server's warm-up) gets its document closed; a
+    forked parse child, which ends with os._exit after its parse, keeps it open until then
+    (closing would free mupdf's objects one by one for nothing)."""
+    opened: list[pymupdf.Document] = []
+    real_open = pymupdf.open
+
+    def recording_open(*args: object, **kwargs: object) -> pymupdf.Document:
+        opened.append(real_open(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(pymupdf, "open", recording_open)
+    data = make_pdf(2, "closed")
+    parse("pdf", data, lambda *_: None, ParseOptions.defaults())
+    assert opened[-1].is_closed
+    monkeypatch.setattr(pdf, "_kept_until_exit", None)
+    pdf.keep_documents_until_exit()
+    package = parse("pdf", data, lambda *_: None, ParseOptions.defaults())
+    assert not opened[-1].is_closed and pdf._kept_until_exit == [opened[-1]]
+    assert len(package.pages) == 2

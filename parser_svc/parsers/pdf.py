@@ -12,7 +12,9 @@ file that yields text succeeds with a warning.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,6 +50,31 @@ TEXT_BLOCK = 0
 PDF_PERM_COPY = 1 << 4  # bit 5 of /P: copy or extract text
 
 
+# A forked parse child ends with os._exit right after its one parse (parser_svc.zygote): there
+# the document is kept until the exit instead of closed, because closing frees each object
+# mupdf loaded, one by one (22 ms of CPU for the corpus's 8 files, 14 ms for one 2 MB file
+# with attachments: bench/README.md), and the exit drops the process's memory wholesale
+# anyway. Everywhere else (tests, the fork server's warm-up, a spawned child) it is closed.
+_kept_until_exit: list[pymupdf.Document] | None = None
+
+
+def keep_documents_until_exit() -> None:
+    """For a process that ends with os._exit after its parse: documents stay open."""
+    global _kept_until_exit
+    _kept_until_exit = []
+
+
+@contextlib.contextmanager
+def _opened(doc: pymupdf.Document) -> Iterator[pymupdf.Document]:
+    try:
+        yield doc
+    finally:
+        if _kept_until_exit is None:
+            doc.close()
+        else:
+            _kept_until_exit.append(doc)
+
+
 def parse_pdf(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.ReadingPackage:
     pymupdf.TOOLS.mupdf_warnings(reset=True)
     pymupdf.TOOLS.mupdf_display_errors(False)
@@ -55,7 +82,7 @@ def parse_pdf(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
         doc = pymupdf.open(stream=data, filetype="pdf")
     except Exception as err:
         raise corrupt(f"the PDF cannot be opened: {err}") from err
-    with doc:
+    with _opened(doc):
         package = rp.ReadingPackage(content_type="pdf")
         if doc.needs_pass:
             _authenticate(doc, options.password)
