@@ -246,6 +246,17 @@ def test_a_module_built_for_another_mupdf_is_not_used(
     assert "built for mupdf" in caplog.text and "0.0.1" in caplog.text
 
 
+def test_a_module_older_than_the_parser_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A module built from an older pdf_pass.c (another call signature) is left unused: pages
+    are read twice, and the log says why."""
+    monkeypatch.setattr(pdf_pass, "NATIVE_API", pdf_pass.NATIVE_API + 1)
+    with caplog.at_level(logging.WARNING, logger=pdf_pass.__name__):
+        assert pdf_pass._load() is None
+    assert "older than this parser" in caplog.text
+
+
 def test_the_build_is_up_to_date_and_says_so() -> None:
     """`make setup` runs the build every time: with the module built from this source for this
     mupdf and interpreter it rebuilds nothing."""

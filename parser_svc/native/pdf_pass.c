@@ -11,7 +11,8 @@
  * device's own entry, if it has one), so the text page is exactly what the stext device
  * alone builds. The walk reproduces the items pymupdf's get_cdrawings() reports for the same
  * path (non-extended mode: clip paths are not drawings), reduced to what table detection
- * reads: every item counts toward the page's item total, the "l" and "re" items are returned.
+ * reads: every item counts toward the page's item total, the "l" and "re" items that can be
+ * table rules are returned (on the corpus, one item in eight: most are short or small).
  * In particular: mupdf decomposes a rect into move/line/line/line/close, which becomes one
  * "re" when the three lines are axis-aligned; four consecutive lines of a stroked path that
  * close on their start become one "qu" (not returned); a closepath after a move adds the
@@ -33,6 +34,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <string.h>
 #include <mupdf/fitz.h>
 
@@ -68,6 +70,8 @@ typedef struct {
     /* the previous drawing, for the fill-then-stroke merge */
     item_buf prev;
     int prev_is_fill, have_prev;
+    /* which "l" and "re" items can be table rules (pdf_pass.is_rule_candidate) */
+    double min_rule, thin_line, thin_rect;
     /* what the page returns */
     PyObject *out;      /* list of tuples */
     Py_ssize_t count;   /* items of all kinds, as get_cdrawings would list them */
@@ -200,6 +204,19 @@ static int same_items(const item_buf *x, const item_buf *y)
     return 1;
 }
 
+/* pdf_pass.is_rule_candidate: an axis-aligned line (at most thin_line across) or thin
+   rectangle (at most thin_rect) at least min_rule long, or a rectangle at least min_rule both
+   ways; on the doubles the tuple would carry, as the Python predicate sees them. */
+static int is_rule_candidate(const collector *col, char kind, double ax, double ay, double bx,
+                             double by)
+{
+    double dx = fabs(ax - bx), dy = fabs(ay - by);
+    double thin = kind == 'l' ? col->thin_line : col->thin_rect;
+    if ((dy <= thin && dx >= col->min_rule) || (dx <= thin && dy >= col->min_rule))
+        return 1;
+    return kind == 'r' && dx >= col->min_rule && dy >= col->min_rule;
+}
+
 static void emit(collector *col, int is_fill)
 {
     if (col->failed || col->path.len == 0)
@@ -211,15 +228,12 @@ static void emit(collector *col, int is_fill)
     for (size_t i = 0; i < col->path.len; i++) {
         item_t *it = col->path.items + i;
         col->count += 1;
-        PyObject *tuple = NULL;
-        if (it->kind == 'l')
-            tuple = Py_BuildValue("(sdddd)", "l", (double)it->p[0], (double)it->p[1],
-                                  (double)it->p[2], (double)it->p[3]);
-        else if (it->kind == 'r')
-            tuple = Py_BuildValue("(sdddd)", "re", (double)it->p[0], (double)it->p[1],
-                                  (double)it->p[2], (double)it->p[3]);
-        else
+        if (it->kind != 'l' && it->kind != 'r')
             continue;
+        double ax = it->p[0], ay = it->p[1], bx = it->p[2], by = it->p[3];
+        if (!is_rule_candidate(col, it->kind, ax, ay, bx, by))
+            continue; /* counted, not returned: most items of a page are no rule */
+        PyObject *tuple = Py_BuildValue("(sdddd)", it->kind == 'l' ? "l" : "re", ax, ay, bx, by);
         if (!tuple || PyList_Append(col->out, tuple) < 0) {
             Py_XDECREF(tuple);
             col->failed = 1;
@@ -491,10 +505,12 @@ static void end_tile(fz_context *ctx, fz_device *dev)
     TO_IMAGES(ctx, col, fz_end_tile(ctx, images));
 }
 
-/* text_and_rules(ctx, page, stext_page, flags, images_page) -> (rules, items, drawn, images)
+/* text_and_rules(ctx, page, stext_page, flags, images_page, (min_rule, thin_line, thin_rect))
+ *   -> (rules, items, drawn, images)
  * Fills the empty stext_page from one run of the page with the given stext flags and, when
  * images_page is not 0, the empty images_page with what a text page that keeps images
- * (FZ_STEXT_PRESERVE_IMAGES) holds of them. Returns the page's "l" and "re" items as
+ * (FZ_STEXT_PRESERVE_IMAGES) holds of them. Returns the page's "l" and "re" items that can be
+ * table rules (is_rule_candidate, with the three sizes given) as
  * ("l", ax, ay, bx, by) / ("re", x0, y0, x1, y1), the number of items of every kind, the
  * number of images drawn and whether images_page is complete (False: not asked for, or its
  * device failed). RuntimeError with mupdf's message when the run fails. */
@@ -502,7 +518,9 @@ static PyObject *text_and_rules(PyObject *self, PyObject *args)
 {
     unsigned long long ctx_ptr, page_ptr, stext_ptr, images_ptr;
     int flags;
-    if (!PyArg_ParseTuple(args, "KKKiK", &ctx_ptr, &page_ptr, &stext_ptr, &flags, &images_ptr))
+    double min_rule, thin_line, thin_rect;
+    if (!PyArg_ParseTuple(args, "KKKiK(ddd)", &ctx_ptr, &page_ptr, &stext_ptr, &flags,
+                          &images_ptr, &min_rule, &thin_line, &thin_rect))
         return NULL;
     fz_context *ctx = (fz_context *)(uintptr_t)ctx_ptr;
     fz_page *page = (fz_page *)(uintptr_t)page_ptr;
@@ -514,6 +532,9 @@ static PyObject *text_and_rules(PyObject *self, PyObject *args)
     }
     collector col;
     memset(&col, 0, sizeof col);
+    col.min_rule = min_rule;
+    col.thin_line = thin_line;
+    col.thin_rect = thin_rect;
     col.out = PyList_New(0);
     if (!col.out)
         return NULL;
@@ -594,7 +615,7 @@ static PyObject *text_and_rules(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"text_and_rules", text_and_rules, METH_VARARGS,
-     "text_and_rules(ctx, page, stext_page, flags, images_page) -> "
+     "text_and_rules(ctx, page, stext_page, flags, images_page, sizes) -> "
      "(rules, items, drawn, images_complete)"},
     {NULL, NULL, 0, NULL},
 };
@@ -606,7 +627,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__pdf_pass(void)
 {
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddStringConstant(m, "MUPDF_VERSION", DOCPARSE_MUPDF_VERSION) < 0) {
+    if (m && (PyModule_AddStringConstant(m, "MUPDF_VERSION", DOCPARSE_MUPDF_VERSION) < 0 ||
+              PyModule_AddIntConstant(m, "API", 2) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

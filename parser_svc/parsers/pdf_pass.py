@@ -18,10 +18,20 @@ from typing import Any, NamedTuple
 import pymupdf
 from pymupdf import mupdf
 
-# ("l", ax, ay, bx, by) or ("re", x0, y0, x1, y1); and how many items of every kind the page's
-# drawings have (curves and quads count toward table detection's cut-off).
+# ("l", ax, ay, bx, by) or ("re", x0, y0, x1, y1), the ones that can be table rules; and how many
+# items of every kind the page's drawings have (curves and quads count toward table
+# detection's cut-off).
 Rule = tuple[str, float, float, float, float]
 Rules = tuple[list[Rule], int]
+
+# What can be a table rule (parsers/pdf_tables.py): a line or rectangle at least RULE_MIN_LENGTH
+# long and at most RULE_THIN_LINE (a line) or RULE_THIN_RECT (a rectangle) across, or a
+# rectangle at least RULE_MIN_LENGTH both ways (a cell's box).
+RULE_MIN_LENGTH = 8.0
+RULE_THIN_LINE = 1.0
+RULE_THIN_RECT = 3.0
+# The native module's call signature this file uses (its API constant).
+NATIVE_API = 2
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +40,14 @@ def _load() -> ModuleType | None:
     try:
         from parser_svc.native import _pdf_pass  # type: ignore[attr-defined]
     except ImportError:
+        return None
+    if getattr(_pdf_pass, "API", 1) != NATIVE_API:
+        log.warning(
+            "parser_svc.native is older than this parser (API %s, not %s): PDF pages are read "
+            "twice until `python -m parser_svc.native.build` rebuilds it",
+            getattr(_pdf_pass, "API", 1),
+            NATIVE_API,
+        )
         return None
     if pymupdf.mupdf_version != _pdf_pass.MUPDF_VERSION:
         log.warning(
@@ -86,6 +104,7 @@ def text_and_rules(page: pymupdf.Page) -> PageRun:
             stext.m_internal_value(),
             0,
             images_stext.m_internal_value(),
+            (RULE_MIN_LENGTH, RULE_THIN_LINE, RULE_THIN_RECT),
         )
     finally:
         if rotation:
@@ -115,6 +134,17 @@ def image_info(page: pymupdf.Page, image_page: Any) -> list[dict[str, Any]]:
     return [{k: v for k, v in info.items() if k != "number"} for info in found]
 
 
+def is_rule_candidate(rule: Rule) -> bool:
+    """Whether an "l" or "re" item can be a table rule (the native module's is_rule_candidate
+    is the same test)."""
+    kind, ax, ay, bx, by = rule
+    dx, dy = abs(ax - bx), abs(ay - by)
+    thin = RULE_THIN_LINE if kind == "l" else RULE_THIN_RECT
+    if (dy <= thin and dx >= RULE_MIN_LENGTH) or (dx <= thin and dy >= RULE_MIN_LENGTH):
+        return True
+    return kind == "re" and dx >= RULE_MIN_LENGTH and dy >= RULE_MIN_LENGTH
+
+
 def rules_of(drawings: Iterable[dict[str, Any]]) -> Rules:
     """The same from `page.get_cdrawings()`'s drawings (the two-run path)."""
     rules: list[Rule] = []
@@ -122,10 +152,15 @@ def rules_of(drawings: Iterable[dict[str, Any]]) -> Rules:
     for drawing in drawings:
         for item in drawing.get("items", ()):
             items += 1
+            rule: Rule
             if item[0] == "l":
                 (ax, ay), (bx, by) = item[1], item[2]
-                rules.append(("l", ax, ay, bx, by))
+                rule = ("l", ax, ay, bx, by)
             elif item[0] == "re":
                 x0, y0, x1, y1 = item[1]
-                rules.append(("re", x0, y0, x1, y1))
+                rule = ("re", x0, y0, x1, y1)
+            else:
+                continue
+            if is_rule_candidate(rule):
+                rules.append(rule)
     return rules, items

@@ -14,10 +14,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from parser_svc.parsers.pdf_pass import Rule, Rules
+from parser_svc.parsers.pdf_pass import (
+    RULE_MIN_LENGTH,
+    RULE_THIN_LINE,
+    RULE_THIN_RECT,
+    Rule,
+    Rules,
+)
 
 SNAP = 2.0
-MIN_RULE = 8.0
 MAX_ITEMS = 5000
 
 
@@ -38,19 +43,19 @@ def _segments(rules: Iterable[Rule]) -> tuple[list[_Seg], list[_Seg]]:
     for kind, ax, ay, bx, by in rules:
         if kind == "l":
             dx, dy = abs(ax - bx), abs(ay - by)
-            if dy <= 1 and dx >= MIN_RULE:
+            if dy <= RULE_THIN_LINE and dx >= RULE_MIN_LENGTH:
                 hs.append(((ay + by) / 2, min(ax, bx), max(ax, bx)))
-            elif dx <= 1 and dy >= MIN_RULE:
+            elif dx <= RULE_THIN_LINE and dy >= RULE_MIN_LENGTH:
                 vs.append(((ax + bx) / 2, min(ay, by), max(ay, by)))
         else:  # "re"
             x0, x1 = min(ax, bx), max(ax, bx)
             y0, y1 = min(ay, by), max(ay, by)
             w, h = x1 - x0, y1 - y0
-            if h <= 3 and w >= MIN_RULE:
+            if h <= RULE_THIN_RECT and w >= RULE_MIN_LENGTH:
                 hs.append(((y0 + y1) / 2, x0, x1))
-            elif w <= 3 and h >= MIN_RULE:
+            elif w <= RULE_THIN_RECT and h >= RULE_MIN_LENGTH:
                 vs.append(((x0 + x1) / 2, y0, y1))
-            elif w >= MIN_RULE and h >= MIN_RULE:
+            elif w >= RULE_MIN_LENGTH and h >= RULE_MIN_LENGTH:
                 hs += [(y0, x0, x1), (y1, x0, x1)]
                 vs += [(x0, y0, y1), (x1, y0, y1)]
     return _merge(hs), _merge(vs)
