@@ -3,4 +3,6 @@
 # The version of the parsers, written into every reading package (`parser_version`) and part
 # of the dedupe key: a new parser does not answer with packages made by an old one. It is the
 # server's own, not the client package's (a new SDK release does not invalidate any result).
-PARSER_VERSION = "0.1.0"
+# 0.1.1: PDF text boxes are mupdf's own character boxes in every process (they depended on
+# what the process had imported; production packages had pymupdf's stretched ones).
+PARSER_VERSION = "0.1.1"
