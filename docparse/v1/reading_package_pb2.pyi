@@ -86,7 +86,10 @@ class TextBlock(_message.Message):
     """OCR only: the recogniser's confidence, 0..1."""
     @_builtins.property
     def bbox(self) -> Global___BoundingBox:
-        """Unset where the format has no geometry (Word documents)."""
+        """Unset where the format has no geometry (Word documents). On a PDF page: the union of its
+        characters' boxes as mupdf makes them, from each font's ascent to its descent (not
+        stretched to the font size).
+        """
 
     def __init__(
         self,

@@ -59,7 +59,9 @@ export type TextBlock = Message<"docparse.v1.TextBlock"> & {
   text: string;
 
   /**
-   * Unset where the format has no geometry (Word documents).
+   * Unset where the format has no geometry (Word documents). On a PDF page: the union of its
+   * characters' boxes as mupdf makes them, from each font's ascent to its descent (not
+   * stretched to the font size).
    *
    * @generated from field: docparse.v1.BoundingBox bbox = 2;
    */
