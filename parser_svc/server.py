@@ -15,7 +15,7 @@ import signal
 import grpc
 
 from docparse.errors import DocparseError
-from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
+from docparse.v1 import parser_service_pb2
 from docparse_server import gc_pacing, loops, observability, serving, tracing
 from docparse_server.flow_control import receive_window_options
 from docparse_server.serving import (
@@ -33,7 +33,7 @@ from parser_svc.observability import PARSER_METRICS, refresh_queue_depth
 from parser_svc.pipelined_reads import PipelinedReader
 from parser_svc.queue import JobQueue
 from parser_svc.redis_conn import RedisTarget, check_at_start
-from parser_svc.service import ParserService
+from parser_svc.service import ParserService, add_parser_service
 from parser_svc.settings import Settings
 from parser_svc.store import JobStore, connect
 from parser_svc.webhook_dispatcher import DELIVERIES, Dispatcher
@@ -81,9 +81,7 @@ async def serve(settings: Settings) -> None:
     server = grpc.aio.server(
         interceptors=interceptors, options=[*server_options(settings), serving.EXCLUSIVE_PORT]
     )
-    parser_service_pb2_grpc.add_ParserServiceServicer_to_server(
-        ParserService(settings, store, hub, queue, blobs), server
-    )
+    add_parser_service(ParserService(settings, store, hub, queue, blobs), server)
     health = add_health_and_reflection(server, [SERVICE_NAME])
     # The port first: a replica started on a taken port exits (code 2) before its worker could
     # take a job from the queue and leave it to the lock expiry.

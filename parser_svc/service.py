@@ -7,7 +7,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
@@ -25,6 +25,7 @@ from parser_svc.parsers import mime_for_ext
 from parser_svc.queue import JobQueue
 from parser_svc.records import is_terminal
 from parser_svc.settings import Settings
+from parser_svc.status_answers import EncodedStatus
 from parser_svc.store import JobStore
 from parser_svc.submit import Submitter, invalid
 from parser_svc.uploads import UPLOAD_ACCEPTED, receive_batch_upload
@@ -76,6 +77,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             per_key=lambda limits: 0,  # no per-key override: the replica's memory is what it bounds
         )
         self.listing = JobListing(store, settings)
+        self.status_answers = EncodedStatus()
 
     async def SubmitJob(
         self, request: parser_service_pb2.SubmitJobRequest, context: Context
@@ -138,8 +140,18 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     async def GetStatus(
         self, request: parser_service_pb2.GetStatusRequest, context: Context
     ) -> parser_service_pb2.GetStatusResponse:
+        """The servicer interface's GetStatus; the server answers with `get_status_encoded`."""
+        encoded = await self.get_status_encoded(request, context)
+        return parser_service_pb2.GetStatusResponse.FromString(encoded)
+
+    async def get_status_encoded(
+        self, request: parser_service_pb2.GetStatusRequest, context: Context
+    ) -> bytes:
+        """GetStatus, its answer already encoded (parser_svc/status_answers.py): the server
+        registers this method with no response serializer (server.add_parser_service)."""
         _check_job_id(request.job_id)
-        return parser_service_pb2.GetStatusResponse(job=await self.store.get(request.job_id))
+        record = await self.store.get_record(request.job_id)
+        return self.status_answers.answer(request.job_id, record)
 
     async def WatchJob(
         self, request: parser_service_pb2.WatchJobRequest, context: Context
@@ -321,3 +333,38 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
                 resync_s=self.settings.watch_resync_s,
             ):
                 yield event
+
+
+class _Registrations:
+    """Stands in for the server in the generated registration, to keep its method handlers."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass  # the same handlers as below, looked up another way
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]
+    ) -> None:
+        self.handlers = dict(handlers)
+
+
+def add_parser_service(service: ParserService, server: grpc.aio.Server) -> None:
+    """The generated registration of the service, except that GetStatus answers with the bytes
+    `get_status_encoded` returns (no response serializer)."""
+    registrations = _Registrations()
+    parser_service_pb2_grpc.add_ParserServiceServicer_to_server(
+        service, cast(grpc.aio.Server, registrations)
+    )
+    if "GetStatus" not in registrations.handlers:
+        raise RuntimeError("the generated registration changed: no GetStatus handler kept")
+    handlers = registrations.handlers | {
+        "GetStatus": grpc.unary_unary_rpc_method_handler(
+            service.get_status_encoded,
+            request_deserializer=parser_service_pb2.GetStatusRequest.FromString,
+        )
+    }
+    name = parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    server.add_registered_method_handlers(name, handlers)

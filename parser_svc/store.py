@@ -173,8 +173,13 @@ class JobStore(BatchRecords):
         await self.call(lambda: INDEX_JOBS(self.client, [index], args))
 
     async def get(self, job_id: str) -> job_pb2.Job:
-        """The current record; NOT_FOUND with JOB_EXPIRED when only the tombstone is left.
-        Within a call, another tenant's job answers exactly like one that never existed."""
+        """The current record as a Job; NOT_FOUND with JOB_EXPIRED when only the tombstone is
+        left. Within a call, another tenant's job answers exactly like one that never existed."""
+        return record_to_job(decode_hash(await self.get_record(job_id)))
+
+    async def get_record(self, job_id: str) -> dict[bytes, bytes]:
+        """The current record as Redis holds it (field -> value, bytes), with `get`'s answers
+        when there is none or it is another tenant's."""
         tenant = current_tenant()
 
         async def read() -> tuple[dict[bytes, bytes], bytes | None]:
@@ -197,13 +202,14 @@ class JobStore(BatchRecords):
         if not raw:
             raw, tomb = await self.call(read)
         if raw:
-            record = decode_hash(raw)
-            if tenant is not None and record.get("tenant", DEFAULT_TENANT) != tenant:
+            stored = raw.get(b"tenant")
+            owner_tenant = DEFAULT_TENANT if stored is None else stored.decode()
+            if tenant is not None and owner_tenant != tenant:
                 # The same second read an unknown id costs: how long the answer takes must not
                 # tell another tenant's job from one that never existed.
                 await self.call(read)
                 raise not_found(job_id)
-            return record_to_job(record)
+            return raw
         if tomb is not None:
             expiry, _, owner = tomb.decode().partition(":")
             if tenant is not None and (owner or DEFAULT_TENANT) != tenant:
