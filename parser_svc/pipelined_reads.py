@@ -18,8 +18,12 @@ Failures, which JobStore.call maps as it maps redis-py's (parser_svc/store_error
   is the answer (STATE_STORE_UNAVAILABLE);
 - a read whose caller gave up (its deadline) keeps its place in the line, so the replies after
   it still reach their own readers;
-- a connection whose oldest read has waited longer than the deadline (a Redis that stopped
-  answering on it) is dropped when the next read comes, and that read opens another;
+- the deadline is kept by one timer per connection, not one per read (a timer armed and
+  cancelled per read was about 30 µs of a replica's CPU per GetStatus under load: bench/README.md,
+  GetStatus pass 8): at the oldest waiting read's deadline, the reads sent that long ago fail
+  with redis-py's TimeoutError (STATE_STORE_UNAVAILABLE, "timed out"), the connection is
+  dropped, and the reads behind them are sent once more on a new one (so a read behind a
+  stuck one waits less than twice the deadline in all);
 - error replies raise what redis-py raises for them (LOADING: BusyLoadingError, NOPERM, ...).
 """
 
@@ -33,6 +37,7 @@ import hiredis
 from redis._parsers.base import BaseParser
 from redis.asyncio.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from parser_svc.redis_conn import CLUSTER_SCHEMES, SENTINEL_SCHEMES, RedisTarget
 from parser_svc.settings import Settings
@@ -44,15 +49,22 @@ def _pack(command: tuple[bytes, ...]) -> bytes:
     return packed
 
 
+# A timer may fire up to the loop's clock resolution early: a read that close to its deadline
+# is due.
+_TIMER_SLACK_S = 0.001
+
+
 class _Connection(asyncio.Protocol):
     """One connection: commands written as they come, replies matched to them in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, deadline_s: float) -> None:
         self._parser = hiredis.Reader()
         # The futures of the commands sent and not answered yet, with when each was sent.
         self._waiting: deque[tuple[asyncio.Future[Any], float]] = deque()
         self._transport: asyncio.Transport | None = None
         self._broken: RedisConnectionError | None = None
+        self._deadline_s = deadline_s
+        self._timer: asyncio.TimerHandle | None = None  # armed while reads wait
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but have its methods.
@@ -84,15 +96,37 @@ class _Connection(asyncio.Protocol):
         self._fail(RedisConnectionError(f"the connection to Redis was lost{detail}"))
 
     def send(self, command: bytes) -> asyncio.Future[Any]:
-        """The reply's future; resolved by the reader, or failed when the connection breaks."""
+        """The reply's future; resolved by the reader, failed when the connection breaks or
+        when the read has waited the deadline."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if self._broken is not None or self._transport is None:
             future.set_exception(RedisConnectionError(str(self._broken or "not connected")))
             return future
-        self._waiting.append((future, loop.time()))
+        sent = loop.time()  # nondecreasing along the line: its head is the oldest read
+        self._waiting.append((future, sent))
         self._transport.write(command)
+        if self._timer is None:
+            self._timer = loop.call_at(sent + self._deadline_s, self._at_deadline)
         return future
+
+    def _at_deadline(self) -> None:
+        """The timer: fails the reads that waited the whole deadline and drops the connection
+        (the reads behind them are sent again elsewhere), or waits for the oldest read's."""
+        self._timer = None
+        if not self._waiting:
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time() + _TIMER_SLACK_S - self._deadline_s
+        if self._waiting[0][1] > due:
+            self._timer = loop.call_at(self._waiting[0][1] + self._deadline_s, self._at_deadline)
+            return
+        message = f"Redis did not answer within {self._deadline_s:g} s"
+        while self._waiting and self._waiting[0][1] <= due:
+            future, _ = self._waiting.popleft()
+            if not future.done():
+                future.set_exception(RedisTimeoutError(message))
+        self.abort(RedisConnectionError(f"{message} on this connection"))
 
     def usable(self, now: float, deadline_s: float) -> bool:
         """Open, and its oldest read not waiting past the deadline."""
@@ -109,6 +143,9 @@ class _Connection(asyncio.Protocol):
         """Fails every read waiting, each with an error of its own (one instance raised in
         many calls would collect all their tracebacks)."""
         self._broken = self._broken or err
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         while self._waiting:
             future, _ = self._waiting.popleft()
             if not future.done():
@@ -165,8 +202,8 @@ class PipelinedReader:
         try:
             return await connection.send(command)
         except RedisConnectionError:
-            # A connection that broke since it was opened (a Redis restart): once more on a
-            # new one; a read is harmless to repeat.
+            # A connection that broke since it was opened (a Redis restart), or was dropped at
+            # an older read's deadline: once more on a new one; a read is harmless to repeat.
             return await (await self._connection()).send(command)
 
     async def _connection(self) -> _Connection:
@@ -189,12 +226,17 @@ class PipelinedReader:
 
     async def _open(self) -> _Connection:
         loop = asyncio.get_running_loop()
+        deadline_s = self._timeout_s
+
+        def protocol() -> _Connection:
+            return _Connection(deadline_s)
+
         async with asyncio.timeout(self._timeout_s):
             if self._path is not None:
-                _, connection = await loop.create_unix_connection(_Connection, self._path)
+                _, connection = await loop.create_unix_connection(protocol, self._path)
             else:
                 _, connection = await loop.create_connection(
-                    _Connection,
+                    protocol,
                     self._host,
                     self._port,
                     ssl=self._ssl,

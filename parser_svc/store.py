@@ -93,9 +93,13 @@ class JobStore(BatchRecords):
             "wait_ms": settings.redis_replica_wait_ms,
         }
 
-    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Runs `fn` against Redis with the store's deadline and error mapping."""
+    async def call(self, fn: Callable[[], Awaitable[T]], *, timed: bool = True) -> T:
+        """Runs `fn` against Redis with the store's deadline and error mapping. `timed` False:
+        `fn` keeps the same deadline itself (the pipelined reader: one timer per connection
+        instead of one per call)."""
         try:
+            if not timed:
+                return await fn()
             async with asyncio.timeout(self.settings.redis_timeout_s):
                 return await fn()
         except (*UNAVAILABLE_ERRORS, RedisClusterException, RuntimeError, AttributeError) as err:
@@ -198,7 +202,7 @@ class JobStore(BatchRecords):
         # Hot path: one HGETALL (about 30 us less CPU per call than the MULTI/EXEC pipeline,
         # see bench/README.md). Only when the record is missing are record and tombstone read
         # together, atomically, so a concurrent create never reads as JOB_EXPIRED.
-        raw, tomb = await self.call(read_record), None
+        raw, tomb = await self.call(read_record, timed=self._reads is None), None
         if not raw:
             raw, tomb = await self.call(read)
         if raw:

@@ -8,6 +8,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -44,6 +45,14 @@ def records(url: str, count: int) -> dict[str, dict[bytes, bytes]]:
             client.hset(key, mapping=fields)
             made[key] = fields
     return made
+
+
+def store_reading_through_it(url: str, **settings: Any) -> tuple[JobStore, PipelinedReader]:
+    """A JobStore reading records through a PipelinedReader, in an env of its own."""
+    config = Settings(redis_url=url, env=f"reads{uuid.uuid4().hex[:6]}", **settings)
+    reads = PipelinedReader.of(config)
+    assert reads is not None
+    return JobStore(connect(config), config, reads), reads
 
 
 def hgetall(key: str) -> Callable[[Command], bool]:
@@ -121,8 +130,8 @@ async def test_a_connection_that_stops_answering_is_replaced(
     isolated_proxy: FaultProxy, isolated_redis: EmbeddedRedis
 ) -> None:
     """A reply held 30 s (a Redis that stopped answering on that connection): its caller
-    gives up, and the first read once the held one is older than the reader's deadline (0.2 s;
-    the caller waited 0.3 s) opens a new connection instead of queueing behind it."""
+    gives up after 0.1 s; a read sent then queues behind the held one until the reader's
+    deadline (0.2 s) drops the connection, and is answered on a new one; so is the next."""
     made = records(isolated_redis.url, 2)
     stuck, fine = made
     reads = reader(isolated_proxy.url, connections=1, timeout_s=0.2)
@@ -130,13 +139,60 @@ async def test_a_connection_that_stops_answering_is_replaced(
         await reads.hgetall(fine)
         isolated_proxy.arm("delay", hgetall(stuck), delay_s=30.0)
         with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.3):
+            async with asyncio.timeout(0.1):
                 await reads.hgetall(stuck)
         async with asyncio.timeout(2):
+            assert await reads.hgetall(fine) == made[fine]
             assert await reads.hgetall(fine) == made[fine]
     finally:
         isolated_proxy.calm()
         await reads.aclose()
+
+
+async def test_a_read_nobody_answers_fails_at_the_deadline_and_the_reads_behind_it_get_theirs(
+    isolated_proxy: FaultProxy, isolated_redis: EmbeddedRedis
+) -> None:
+    """No caller deadline this time: the reader's own (0.5 s) ends a read whose reply is held
+    30 s, with redis-py's TimeoutError, and the reads sent 0.2 s later behind it on the same
+    connection are sent once more on a new one and get their own records. Through JobStore
+    the held read is UNAVAILABLE / STATE_STORE_UNAVAILABLE, "timed out", after the deadline."""
+    made = records(isolated_redis.url, 4)
+    stuck, *fine = made
+    reads = reader(isolated_proxy.url, connections=1, timeout_s=0.5)
+    try:
+        await reads.hgetall(fine[0])
+        isolated_proxy.arm("delay", hgetall(stuck), delay_s=30.0)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        held = asyncio.ensure_future(reads.hgetall(stuck))
+        await asyncio.sleep(0.2)  # reads behind it with time left at its deadline
+        behind = [asyncio.ensure_future(reads.hgetall(key)) for key in fine]
+        with pytest.raises(redis.TimeoutError) as late:
+            await held
+        waited = loop.time() - started
+        assert 0.5 <= waited < 2.0, waited
+        assert is_unavailable(late.value)
+        assert await asyncio.gather(*behind) == [made[key] for key in fine]
+    finally:
+        isolated_proxy.calm()
+        await reads.aclose()
+
+    store, reads = store_reading_through_it(isolated_proxy.url, redis_timeout_s=0.5)
+    job_id = uuid.uuid4().hex
+    try:
+        await store.create(job_id, {"file_name": "late.pdf"})
+        isolated_proxy.arm("delay", hgetall(store.keys.job(job_id)), delay_s=30.0)
+        started = loop.time()
+        with pytest.raises(DocparseError) as answer:
+            await store.get(job_id)
+        assert 0.5 <= loop.time() - started < 2.0
+        assert answer.value.code == grpc.StatusCode.UNAVAILABLE
+        assert answer.value.reason == "STATE_STORE_UNAVAILABLE"
+        assert "timed out" in str(answer.value)
+    finally:
+        isolated_proxy.calm()
+        await reads.aclose()
+        await store.client.aclose()
 
 
 async def test_redis_down_fails_at_once_and_reads_resume_when_it_is_back(tmp_path: Path) -> None:
@@ -248,10 +304,7 @@ def test_sentinel_and_cluster_urls_and_the_switch_read_through_the_pool() -> Non
 async def test_the_store_reads_records_through_it(redis_server: EmbeddedRedis) -> None:
     """JobStore.get with a reader answers the record from the reader's own connection (named
     docparse-reads in CLIENT LIST), and NOT_FOUND for a job that never existed."""
-    settings = Settings(redis_url=redis_server.url, env=f"reads{uuid.uuid4().hex[:6]}")
-    reads = PipelinedReader.of(settings)
-    assert reads is not None
-    store = JobStore(connect(settings), settings, reads)
+    store, reads = store_reading_through_it(redis_server.url)
     job_id = uuid.uuid4().hex
     try:
         await store.create(job_id, {"file_name": "read.pdf"})
