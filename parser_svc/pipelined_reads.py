@@ -63,6 +63,9 @@ class _Connection(asyncio.Protocol):
         self._waiting: deque[tuple[asyncio.Future[Any], float]] = deque()
         self._transport: asyncio.Transport | None = None
         self._broken: RedisConnectionError | None = None
+        # Its loop, asked for once: on Python 3.11 asyncio.get_running_loop() is a getpid()
+        # system call each time.
+        self.loop = asyncio.get_running_loop()
         self._deadline_s = deadline_s
         self._timer: asyncio.TimerHandle | None = None  # armed while reads wait
 
@@ -98,7 +101,7 @@ class _Connection(asyncio.Protocol):
     def send(self, command: bytes) -> asyncio.Future[Any]:
         """The reply's future; resolved by the reader, failed when the connection breaks or
         when the read has waited the deadline."""
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         future: asyncio.Future[Any] = loop.create_future()
         if self._broken is not None or self._transport is None:
             future.set_exception(RedisConnectionError(str(self._broken or "not connected")))
@@ -116,7 +119,7 @@ class _Connection(asyncio.Protocol):
         self._timer = None
         if not self._waiting:
             return
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         due = loop.time() + _TIMER_SLACK_S - self._deadline_s
         if self._waiting[0][1] > due:
             self._timer = loop.call_at(self._waiting[0][1] + self._deadline_s, self._at_deadline)
@@ -210,8 +213,7 @@ class PipelinedReader:
         """The next connection in turn, opened (again) when it is closed, broken or stuck."""
         slot = self._turn = (self._turn + 1) % len(self._slots)
         connection = self._slots[slot]
-        now = asyncio.get_running_loop().time()
-        if connection is not None and connection.usable(now, self._timeout_s):
+        if connection is not None and connection.usable(connection.loop.time(), self._timeout_s):
             return connection
         async with self._opening[slot]:  # one opening per slot, however many reads wait
             connection = self._slots[slot]

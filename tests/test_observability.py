@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -323,3 +324,24 @@ def test_access_lines_without_a_log_record_read_as_with_one(
     finally:
         logging.root.handlers[:] = saved[0]
         logging.root.setLevel(saved[1])
+
+
+def test_a_forked_child_writes_its_own_pid_on_its_access_lines() -> None:
+    """The pid on a line comes from a value kept per process (no system call per line): a
+    child forked after the parent wrote lines (the zygote's children do) writes its own."""
+    formatter = JsonFormatter("parser_svc")
+    parent = json.loads(formatter.format_now(logging.INFO, "docparse.access", "m", {}))
+    assert parent["pid"] == os.getpid()
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's side
+        try:
+            line = formatter.format_now(logging.INFO, "docparse.access", "m", {})
+            os.write(write_end, line.encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        said = json.loads(pipe.read())
+    os.waitpid(child, 0)
+    assert said["pid"] == child != parent["pid"]
