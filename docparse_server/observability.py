@@ -342,6 +342,9 @@ class RpcObserver(WrappingInterceptor):
         super().__init__()
         self.service = service
         self._raw_requests, self._raw_responses = raw_parsers(raw_services)
+        # A server that forwards raw bytes is a proxy: only its trailers can name another
+        # process (the replica that answered); another server's name only itself.
+        self._proxy = bool(self._raw_requests or self._raw_responses)
         self._tenant = tenant
         self._me = served_by()
 
@@ -416,7 +419,7 @@ class RpcObserver(WrappingInterceptor):
             if caller is None:
                 return
             reason = ""
-            trailers = trailing_metadata(context)
+            trailers = trailing_metadata(context) if self._proxy else ()
         else:
             trailers = trailing_metadata(context)
             reason = error_reason(trailers)
