@@ -19,7 +19,7 @@ Failures, which JobStore.call maps as it maps redis-py's (parser_svc/store_error
 - a read whose caller gave up (its deadline) keeps its place in the line, so the replies after
   it still reach their own readers;
 - the deadline is kept by one timer per connection, not one per read (a timer armed and
-  cancelled per read was about 30 µs of a replica's CPU per GetStatus under load: bench/README.md,
+  cancelled per read was about 25 µs of a replica's CPU per GetStatus under load: bench/README.md,
   GetStatus pass 8): at the oldest waiting read's deadline, the reads sent that long ago fail
   with redis-py's TimeoutError (STATE_STORE_UNAVAILABLE, "timed out"), the connection is
   dropped, and the reads behind them are sent once more on a new one (so a read behind a

@@ -21,6 +21,7 @@ ENTRY_POINTS = [
     "bench.capacity",
     "bench.parse.split",
     "bench.bench_batch_watch",
+    "bench.spine.parts",
 ]
 
 
