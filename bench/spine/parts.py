@@ -57,6 +57,8 @@ VARIANTS = {
     "read_encoded": "read + EncodedStatus (parser_svc's handler without its layers)",
     "layers": "read_encoded + parser_svc's interceptor chain, access line to a file",
     "layers_no_access": "layers with the access log off",
+    "proxy": "forwards the bytes to `bare` over one grpc.aio channel (the gateway's floor)",
+    "proxy_no_retries": "proxy, its channel with grpc.enable_retries 0",
 }
 Handler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
 
@@ -103,9 +105,21 @@ def _handler(variant: str, reads: PipelinedReader) -> tuple[Handler, bool]:
     return handlers.get(variant, (read_encoded, False))
 
 
-async def serve(variant: str, port: int, redis_url: str) -> None:
+def _forward(upstream: str, retries: bool) -> Handler:
+    channel = grpc.aio.insecure_channel(upstream, options=[("grpc.enable_retries", int(retries))])
+    call: Any = channel.unary_unary(f"/{SERVICE}/GetStatus")
+
+    async def forward(request: Any, context: Any) -> Any:
+        return await call(request, timeout=10)
+
+    return forward
+
+
+async def serve(variant: str, port: int, redis_url: str, upstream: str) -> None:
     reads = PipelinedReader(RedisTarget(redis_url), connections=2, timeout_s=5.0)
     fn, registered = _handler(variant, reads)
+    if variant.startswith("proxy"):
+        fn = _forward(upstream, retries=variant == "proxy")
     interceptors: list[grpc.aio.ServerInterceptor] = []
     if variant.startswith("layers"):
         access_log = variant == "layers"
@@ -124,14 +138,15 @@ async def serve(variant: str, port: int, redis_url: str) -> None:
             request_deserializer=request.FromString,
             response_serializer=parser_service_pb2.GetStatusResponse.SerializeToString,
         )
-    elif variant == "bare":
+    elif variant == "bare" or variant.startswith("proxy"):  # bytes in, bytes out
         method = grpc.unary_unary_rpc_method_handler(fn)
     else:
         method = grpc.unary_unary_rpc_method_handler(fn, request_deserializer=request.FromString)
     server = grpc.aio.server(interceptors=interceptors)
     handlers = {"GetStatus": method}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-    if variant != "bare":  # as parser_svc's generated registration does
+    generic = variant == "bare" or variant.startswith("proxy")  # as bare and the gateway
+    if not generic:  # as parser_svc's generated registration does
         server.add_registered_method_handlers(SERVICE, handlers)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
@@ -145,14 +160,17 @@ def start_servers(
     variants: list[str], redis_url: str, work: Path
 ) -> dict[str, tuple[subprocess.Popen[bytes], int]]:
     """One server process per variant, each with its port; its stderr (access lines) in
-    `work`."""
-    servers = {}
+    `work`. The proxies forward to `bare`, started first."""
+    servers: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
+    if any(v.startswith("proxy") for v in variants):
+        variants = ["bare", *(v for v in variants if v != "bare")]
     for variant in variants:
+        upstream = f"127.0.0.1:{servers['bare'][1]}" if "bare" in servers else ""
         port = free_port()
         with (work / f"{variant}.log").open("wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "bench.spine.parts", "--serve", variant,
-                 "--port", str(port), "--redis-url", redis_url],
+                 "--port", str(port), "--redis-url", redis_url, "--upstream", upstream],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
             )  # fmt: skip
         servers[variant] = proc, port
@@ -207,9 +225,10 @@ def main() -> None:
     parser.add_argument("--serve", choices=list(VARIANTS), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--redis-url", help=argparse.SUPPRESS)
+    parser.add_argument("--upstream", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        loops.run(serve(args.serve, args.port, args.redis_url), "uvloop")
+        loops.run(serve(args.serve, args.port, args.redis_url, args.upstream), "uvloop")
         return
     unknown = set(args.variants) - set(VARIANTS)
     if unknown:
