@@ -37,7 +37,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     port, port_note = pick_ports(args.port, DEFAULT_PORT, args.gateways, "--port")
     http_port, http_note = pick_ports(args.http_port, DEFAULT_HTTP_PORT, 1, "--http-port")
-    extra_env: dict[str, str] = {}
+    # A developer's stack: every call in the logs (servers default to leaving successful polls
+    # out), as the demo's "replicas that answered" come from them; the environment may say less.
+    extra_env = {
+        name: "all"
+        for name in ("DOCPARSE_ACCESS_LOG", "DOCPARSE_GATEWAY_ACCESS_LOG")
+        if name not in os.environ
+    }
     if args.api_keys_file is not None:
         keys = args.api_keys_file.resolve()
         if not keys.is_file():

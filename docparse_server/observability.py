@@ -212,7 +212,8 @@ def setup_logging(
     service: str, fmt: str = "json", level: str = "INFO", *, access_log: bool = True
 ) -> None:
     """Replaces the root handlers with one stderr handler in the chosen format. Without
-    `access_log`, the per-RPC lines (logger docparse.access) are dropped; job events stay."""
+    `access_log` (`DOCPARSE_ACCESS_LOG=off`), the per-RPC lines (logger docparse.access) are
+    dropped; job events stay. Which calls get one otherwise: `RpcObserver`'s `quiet_reads`."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter(service))
@@ -280,6 +281,13 @@ def start_metrics_server(listen: str, collectors: Iterable[Collector] = ()) -> i
 _QUIET_SERVICES = ("grpc.health.v1.", "grpc.reflection.")
 
 
+def is_quiet_read(method: str, handler: Handler) -> bool:
+    """A unary read of the docparse API (GetStatus, GetBatch, ListJobs): what clients poll."""
+    name = method.rpartition("/")[2]
+    unary = not handler.request_streaming and not handler.response_streaming
+    return unary and method.startswith("/docparse.") and name.startswith(("Get", "List"))
+
+
 class _Method:
     """What the observer needs for one method, computed when its handler is first wrapped:
     labels, log level, raw parsers and the metric children (no `labels()` lookup per call)."""
@@ -290,6 +298,7 @@ class _Method:
         "level",
         "parse_raw",
         "parse_raw_response",
+        "quiet_ok",
         "seconds",
         "totals",
     )
@@ -300,9 +309,12 @@ class _Method:
         level: int,
         parse_raw: Callable[[bytes], Message] | None,
         parse_raw_response: Callable[[bytes], Message] | None,
+        quiet_ok: bool = False,
     ) -> None:
         self.labels = labels
         self.level = level
+        # No access line when the call succeeds (a quiet read): its peer is not read either.
+        self.quiet_ok = quiet_ok
         self.parse_raw = parse_raw
         self.parse_raw_response = parse_raw_response
         self.in_flight = RPC_IN_FLIGHT.labels(*labels)
@@ -322,7 +334,10 @@ class _Method:
 class RpcObserver(WrappingInterceptor):
     """Counts, times and logs every call of a grpc.aio server.
 
-    `service` names the server in metrics and logs ("parser_svc", "gateway"). `raw_services`:
+    `service` names the server in metrics and logs ("parser_svc", "gateway"). `quiet_reads`:
+    no access line for a successful unary read (`is_quiet_read`: the polls, which are most of
+    a busy server's calls and about a sixth of its CPU per call with their line; bench/README.md,
+    GetStatus pass 8); a failed one still gets its line, without the peer. `raw_services`:
     for a server whose handlers get raw bytes (the gateway), the services whose requests may be
     decoded, cheaply, to log their job_id/batch_id. `tenant`: returns the caller's tenant after
     the handler ran (a context variable an inner interceptor set), or None.
@@ -338,9 +353,11 @@ class RpcObserver(WrappingInterceptor):
         *,
         raw_services: Iterable[ServiceDescriptor] = (),
         tenant: Callable[[], str | None] | None = None,
+        quiet_reads: bool = False,
     ) -> None:
         super().__init__()
         self.service = service
+        self._quiet_reads = quiet_reads
         self._raw_requests, self._raw_responses = raw_parsers(raw_services)
         # A server that forwards raw bytes is a proxy: only its trailers can name another
         # process (the replica that answered); another server's name only itself.
@@ -356,13 +373,15 @@ class RpcObserver(WrappingInterceptor):
             level,
             self._raw_requests.get(method),
             self._raw_responses.get(method),
+            quiet_ok=self._quiet_reads and is_quiet_read(method, handler),
         )
         observe = self._observe
+        read_peer = not m.quiet_ok
 
         def unary(fn: Any) -> Any:
             async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 start = time.perf_counter()
-                caller = peer(context) if log.isEnabledFor(level) else None
+                caller = peer(context) if read_peer and log.isEnabledFor(level) else None
                 m.in_flight.inc()
                 error: BaseException | None = None
                 response = None
@@ -425,7 +444,9 @@ class RpcObserver(WrappingInterceptor):
             reason = error_reason(trailers)
             RPC_ERRORS.labels(*labels, code, reason).inc()
             if caller is None:
-                return
+                if not (m.quiet_ok and log.isEnabledFor(m.level)):
+                    return
+                caller = {}  # a quiet read that failed: its line, without the peer
         found = m.ids(request)
         if not found and response is not _NO_RESPONSE:
             found = response_ids(response, m.parse_raw_response)

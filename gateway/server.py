@@ -55,7 +55,11 @@ async def serve(settings: GatewaySettings) -> None:
     server = grpc.aio.server(
         interceptors=[
             InterceptorChain(
-                observability.RpcObserver("gateway", raw_services=SERVICES),
+                observability.RpcObserver(
+                    "gateway",
+                    raw_services=SERVICES,
+                    quiet_reads=settings.access_log == "quiet_reads",
+                ),
                 ServedByInterceptor(),
             )
         ],
@@ -138,8 +142,9 @@ def check_auth(settings: GatewaySettings) -> None:
 
 def main() -> None:
     settings = GatewaySettings()
+    access_log = settings.access_log != "off"
     observability.setup_logging(
-        "gateway", settings.log_format, settings.log_level, access_log=settings.access_log
+        "gateway", settings.log_format, settings.log_level, access_log=access_log
     )
     check_auth(settings)
     tracing.setup("gateway")  # on only when an OTLP endpoint is configured

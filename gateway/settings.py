@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from pydantic import field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from docparse_server.access_log import AccessLog, access_log_setting
 from docparse_server.flow_control import DEFAULT_RECEIVE_WINDOW_BYTES
 
 
@@ -80,7 +82,11 @@ class GatewaySettings(BaseSettings):
     # Logs on stderr: "json" (one object per line, see parser_svc's DOCPARSE_LOG_FORMAT) or "text".
     log_format: Literal["json", "text"] = "json"
     log_level: str = "INFO"
-    # One INFO line per RPC (method, code, reason, duration, job id, the replica that answered).
-    access_log: bool = True
+    # One INFO line per RPC (method, code, reason, duration, job id, the replica that
+    # answered): for every call but the successful polls (GetStatus, GetBatch, ListJobs;
+    # `quiet_reads`), for every call (`all`, or `true`) or none (`off`, or `false`).
+    # docparse_server/access_log.py.
+    access_log: AccessLog = "quiet_reads"
+    _access_log = field_validator("access_log", mode="before")(access_log_setting)
     # host:port of the Prometheus endpoint (GET /metrics), e.g. "0.0.0.0:9464"; "" turns it off.
     metrics_listen: str = ""

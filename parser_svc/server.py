@@ -72,7 +72,11 @@ async def serve(settings: Settings) -> None:
     queue = JobQueue(settings)
     interceptors = [
         InterceptorChain(
-            observability.RpcObserver("parser_svc", tenant=current_tenant),
+            observability.RpcObserver(
+                "parser_svc",
+                tenant=current_tenant,
+                quiet_reads=settings.access_log == "quiet_reads",
+            ),
             ServedByInterceptor(),
             CallerInterceptor(settings.internal_token),
             ErrorInterceptor(),  # innermost: the others see the status it sets
@@ -159,8 +163,9 @@ def check_identity(settings: Settings) -> None:
 
 def main() -> None:
     settings = Settings()
+    access_log = settings.access_log != "off"
     observability.setup_logging(
-        "parser_svc", settings.log_format, settings.log_level, access_log=settings.access_log
+        "parser_svc", settings.log_format, settings.log_level, access_log=access_log
     )
     check_identity(settings)
     try:

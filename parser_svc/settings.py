@@ -7,9 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from docparse_server.access_log import AccessLog, access_log_setting
 from docparse_server.flow_control import DEFAULT_RECEIVE_WINDOW_BYTES
 from parser_svc.cpus import usable_cpus
 from parser_svc.parsers import ParseOptions
@@ -202,9 +203,11 @@ class Settings(BaseSettings):
     # and the event's fields such as job_id, tenant, method, code, duration_ms) or "text".
     log_format: Literal["json", "text"] = "json"
     log_level: str = "INFO"
-    # One INFO line per RPC (method, code, reason, duration, job id, tenant); about 20 us of CPU
-    # per call: turn off on replicas serving thousands of calls a second if that matters.
-    access_log: bool = True
+    # One INFO line per RPC (method, code, reason, duration, job id, tenant): for every
+    # call but the successful polls (GetStatus, GetBatch, ListJobs; `quiet_reads`), for every
+    # call (`all`, or `true`) or none (`off`, or `false`). docparse_server/access_log.py.
+    access_log: AccessLog = "quiet_reads"
+    _access_log = field_validator("access_log", mode="before")(access_log_setting)
     # host:port of the Prometheus endpoint (GET /metrics), e.g. "0.0.0.0:9464"; "" turns it off.
     metrics_listen: str = ""
     # docparse_queue_jobs is refreshed this often (one BullMQ count call per period).

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +33,10 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    s = make_stack(tmp_path_factory.mktemp("observability"), replicas=3, gateways=1)
+    every_call = {"DOCPARSE_ACCESS_LOG": "all", "DOCPARSE_GATEWAY_ACCESS_LOG": "all"}
+    s = make_stack(
+        tmp_path_factory.mktemp("observability"), replicas=3, gateways=1, extra_env=every_call
+    )
     s.start()
     yield s
     s.stop()
@@ -156,6 +160,42 @@ def _log_lines(stack: LocalStack) -> list[dict[str, Any]]:
             if raw.startswith("{"):
                 lines.append(json.loads(raw))
     return lines
+
+
+def test_by_default_a_successful_poll_has_no_access_line_and_everything_else_has(
+    big_stack: LocalStack,
+) -> None:
+    """DOCPARSE_ACCESS_LOG / DOCPARSE_GATEWAY_ACCESS_LOG unset (`quiet_reads`): the submit and
+    a failed GetStatus get their lines, with the reason; successful polls, through the gateway
+    or straight to a replica, none (the `all` stack above logs them)."""
+    gateway = big_stack.gateway_addresses[0]
+    job, _ = _submit(gateway, make_pdf(1, "quiet polls"), "quiet.pdf")
+    for address in (gateway, *big_stack.parser_addresses):
+        _poll(address, job.job_id)
+    missing = uuid.uuid4().hex
+    _not_found(gateway, missing)
+
+    def lines() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        rpc = [x for x in _log_lines(big_stack) if x.get("event") == "rpc"]
+        return (
+            [x for x in rpc if x.get("job_id") == job.job_id],
+            [x for x in rpc if x.get("job_id") == missing],
+        )
+
+    def logged() -> bool:
+        mine, failed = lines()
+        submits = {x["service"] for x in mine if x["method"] == "SubmitJob"}
+        return submits == {"gateway", "parser_svc"} and len(failed) == 2
+
+    eventually(logged, 10, "the submit's and the failed poll's access lines")
+    mine, failed = lines()
+    assert [x for x in mine if x["method"] == "GetStatus"] == []
+    assert {(x["service"], x["code"], x["reason"]) for x in failed} == {
+        ("gateway", "NOT_FOUND", "JOB_NOT_FOUND"),
+        ("parser_svc", "NOT_FOUND", "JOB_NOT_FOUND"),
+    }
+    assert all("peer" not in x for x in failed)  # read only for calls that always get a line
+    assert all("peer" in x for x in mine)
 
 
 def test_logs_tell_which_pid_created_a_job_and_which_answered_each_poll(
@@ -345,3 +385,26 @@ def test_a_forked_child_writes_its_own_pid_on_its_access_lines() -> None:
         said = json.loads(pipe.read())
     os.waitpid(child, 0)
     assert said["pid"] == child != parent["pid"]
+
+
+def test_the_access_log_setting_reads_its_old_on_off_values_and_refuses_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pydantic import ValidationError
+
+    from gateway.settings import GatewaySettings
+    from parser_svc.settings import Settings
+
+    modes = {"": "quiet_reads", "true": "all", "1": "all", "all": "all", "false": "off",
+             "OFF": "off", "quiet_reads": "quiet_reads"}  # fmt: skip
+    for value, mode in modes.items():
+        for name in ("DOCPARSE_ACCESS_LOG", "DOCPARSE_GATEWAY_ACCESS_LOG"):
+            if value:
+                monkeypatch.setenv(name, value)
+            else:
+                monkeypatch.delenv(name, raising=False)
+        assert Settings().access_log == mode, value
+        assert GatewaySettings().access_log == mode, value
+    monkeypatch.setenv("DOCPARSE_ACCESS_LOG", "some")
+    with pytest.raises(ValidationError):
+        Settings()
