@@ -63,9 +63,9 @@ class Costs:
     redis_us_stream_s: float
     redis_commands_stream_s: float  # resync reads: 1 / DOCPARSE_WATCH_RESYNC_S
     # One GetStatus through the gateway (bench/README.md, the spine benchmark, GetStatus pass
-    # 5: pipelined record reads, uvloop, medians of two runs).
-    parser_svc_us_call: float = 555.0
-    gateway_us_call: float = 680.0
+    # 8: encoded answers, no access line for a successful poll; medians of three runs).
+    parser_svc_us_call: float = 401.0
+    gateway_us_call: float = 537.0
     redis_us_call: float = 32.0
     # Redis Cluster: the CPU per job of the node that owns BullMQ's one-slot queue beyond an
     # ordinary node's share (bench/bench_cluster.py, docs/scaling.md): one shard carries it.
