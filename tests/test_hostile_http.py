@@ -63,6 +63,8 @@ def api_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
             "DOCPARSE_ROLE": "api",
             "DOCPARSE_MAX_STREAMS_PER_TENANT": str(REPLICA_STREAMS),
             "DOCPARSE_GATEWAY_HTTP_MAX_EVENT_STREAMS_PER_TENANT": str(GATEWAY_STREAMS),
+            # Every call in the replica's log: a test counts the SDK's successful polls there.
+            "DOCPARSE_ACCESS_LOG": "all",
         },
     ) as running:
         yield running
