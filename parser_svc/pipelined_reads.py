@@ -30,6 +30,7 @@ Failures, which JobStore.call maps as it maps redis-py's (parser_svc/store_error
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from typing import Any, cast
 
@@ -131,11 +132,12 @@ class _Connection(asyncio.Protocol):
                 future.set_exception(RedisTimeoutError(message))
         self.abort(RedisConnectionError(f"{message} on this connection"))
 
-    def usable(self, now: float, deadline_s: float) -> bool:
-        """Open, and its oldest read not waiting past the deadline."""
+    def usable(self) -> bool:
+        """Open, and its oldest read not waiting past the deadline (the moment between the
+        deadline and its timer's turn on the loop)."""
         if self._broken is not None or self._transport is None or self._transport.is_closing():
             return False
-        return not self._waiting or now - self._waiting[0][1] <= deadline_s
+        return not self._waiting or self.loop.time() - self._waiting[0][1] <= self._deadline_s
 
     def abort(self, err: RedisConnectionError) -> None:
         self._fail(err)
@@ -213,12 +215,11 @@ class PipelinedReader:
         """The next connection in turn, opened (again) when it is closed, broken or stuck."""
         slot = self._turn = (self._turn + 1) % len(self._slots)
         connection = self._slots[slot]
-        if connection is not None and connection.usable(connection.loop.time(), self._timeout_s):
+        if connection is not None and connection.usable():
             return connection
         async with self._opening[slot]:  # one opening per slot, however many reads wait
             connection = self._slots[slot]
-            now = asyncio.get_running_loop().time()
-            if connection is not None and connection.usable(now, self._timeout_s):
+            if connection is not None and connection.usable():
                 return connection
             if connection is not None:
                 connection.abort(RedisConnectionError("Redis stopped answering on it"))
@@ -228,11 +229,7 @@ class PipelinedReader:
 
     async def _open(self) -> _Connection:
         loop = asyncio.get_running_loop()
-        deadline_s = self._timeout_s
-
-        def protocol() -> _Connection:
-            return _Connection(deadline_s)
-
+        protocol = functools.partial(_Connection, self._timeout_s)
         async with asyncio.timeout(self._timeout_s):
             if self._path is not None:
                 _, connection = await loop.create_unix_connection(protocol, self._path)
