@@ -54,7 +54,7 @@ RUN pip wheel --no-deps --wheel-dir /wheels . \
  && pip --python /opt/venv/bin/python install --no-index --find-links /wheels "docparse[server]" \
  && pip --python /opt/venv/bin/python uninstall -y opencv-python \
  && pip --python /opt/venv/bin/python install --no-index --find-links /wheels --no-deps opencv-python-headless \
- && /opt/venv/bin/python -m parser_svc.native.build \
+ && /opt/venv/bin/python -m parser_svc.parsers.native.build \
  && /opt/venv/bin/python -c "import cv2, onnxruntime, rapidocr_onnxruntime, tesserocr, pymupdf, parser_svc.server, gateway.server" \
  && /opt/venv/bin/python -c "from parser_svc.parsers import pdf_pass; assert pdf_pass.native()" \
  && ls /opt/venv/lib/python3.11/site-packages/rapidocr_onnxruntime/models/*.onnx

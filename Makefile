@@ -11,10 +11,10 @@ PROTOS := $(wildcard protos/docparse/v1/*.proto)
 
 setup: $(STAMP) native
 
-# The parse child's one-run PDF page reader (parser_svc/native): rebuilt when its source or the
+# The parse child's one-run PDF page reader (parser_svc/parsers/native): rebuilt when its source or the
 # installed mupdf changes; without a compiler PDF pages are read twice (same output, slower).
 native: $(STAMP)
-	@$(BIN)/python -m parser_svc.native.build >/dev/null || true
+	@$(BIN)/python -m parser_svc.parsers.native.build >/dev/null || true
 
 $(STAMP): pyproject.toml
 	@test -d $(VENV) || $(PY) -m venv $(VENV)

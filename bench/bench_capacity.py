@@ -40,8 +40,8 @@ from bench.harness.redis_stats import subscription_bytes
 from bench.harness.stacks import ENV_NAME, bench_stack, running, running_async
 from bench.scaling.job_costs import job_costs
 from bench.spine.watch import STACK_ENV, add_watch_options, bench_watch
-from parser_svc.keys import Keys
 from parser_svc.settings import Settings
+from parser_svc.state.keys import Keys
 
 ROLES = ("parser_svc", "gateway", "redis")
 

@@ -29,7 +29,7 @@ from bench.harness.jobs import run_job
 from bench.harness.output import log, write_text
 from bench.harness.stacks import ENV_NAME, bench_stack, running
 from docparse.v1 import job_pb2, parser_service_pb2
-from parser_svc.keys import Keys
+from parser_svc.state.keys import Keys
 from tests.helpers import make_pdf
 from tests.redis_servers import Server, redis_cluster, sentinel_set
 

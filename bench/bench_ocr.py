@@ -52,7 +52,7 @@ from bench.harness.jobs import run_job
 from bench.harness.output import OUT_DIR, write_text
 from bench.harness.stacks import bench_stack
 from docparse.v1 import job_pb2, parser_service_pb2
-from parser_svc.parse_child import parse
+from parser_svc.child.parse_child import parse
 from parser_svc.parsers import ParseOptions, ocr
 from parser_svc.parsers.ocr_rapid import rapidocr_lines
 from tests.fixtures.scans import NO_SPACES, TEXTS, Scan, cer, scan, scans_pdf, wer

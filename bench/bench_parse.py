@@ -1,7 +1,7 @@
 """Parse benchmark: run with `.venv/bin/python -m bench.bench_parse [--rounds N]`.
 
 Two local stacks run side by side, identical but for how parse children start
-(DOCPARSE_PARSE_LAUNCH): `fork_server` (forked from the pre-imported parser_svc.zygote) and
+(DOCPARSE_PARSE_LAUNCH): `fork_server` (forked from the pre-imported parser_svc.child.zygote) and
 `spawn` (a fresh interpreter per job, the way before issue 9). Each has 2 parser_svc replicas
 (2 concurrent parses each), 1 gateway and its own embedded Redis. Per round, alternating the
 order of the stacks:
@@ -146,7 +146,7 @@ def main() -> None:
             add("package_book", pages / seconds)
             add("package_corpus_vs_raw", rates["package_corpus"][-1] / rates["raw_corpus"][-1])
             add("package_book_vs_raw", rates["package_book"][-1] / rates["raw_book"][-1])
-            # The same without parser_svc/native: each page run twice (text, then drawings).
+            # The same without parser_svc/parsers/native: each page run twice (text, then drawings).
             for name, paths in (("corpus", texts), ("book", [book])):
                 pages, seconds = in_process(paths, 1, tables, single_pass=False)
                 add(f"package_{name}_two_runs_vs_raw", pages / seconds / rates[f"raw_{name}"][-1])

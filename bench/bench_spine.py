@@ -16,7 +16,7 @@
 2. WatchJob delivery with N (1,000) open streams on ONE parser_svc replica. Watch clients run in
    separate processes (one process per `--watch-clients`, several channels each); each stream
    watches its own job. This process then writes state straight into Redis through
-   parser_svc.store.JobStore (claim, progress, ..., finish, with the fencing token) at a fixed
+   parser_svc.state.store.JobStore (claim, progress, ..., finish, with the fencing token) at a fixed
    rate; latency = client receive time - time the Lua write returned ("commit acknowledged")
    and, more conservatively, - time the write was issued. Every stream must receive its
    terminal record. Next to it, raw Redis pub/sub on the same Redis: a redis-py asyncio

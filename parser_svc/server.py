@@ -26,19 +26,19 @@ from docparse_server.serving import (
     set_serving,
 )
 from docparse_server.tenancy import DEFAULT_TENANT
-from parser_svc.blobs import BlobStore
-from parser_svc.callers import CallerInterceptor, current_tenant
-from parser_svc.events import EventHub
+from parser_svc.api.callers import CallerInterceptor, current_tenant
+from parser_svc.api.service import ParserService, add_parser_service
 from parser_svc.observability import PARSER_METRICS, refresh_queue_depth
-from parser_svc.pipelined_reads import PipelinedReader
-from parser_svc.queue import JobQueue
-from parser_svc.redis_conn import RedisTarget, check_at_start
-from parser_svc.service import ParserService, add_parser_service
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
-from parser_svc.webhook_dispatcher import DELIVERIES, Dispatcher
-from parser_svc.webhooks import check_config
-from parser_svc.worker import ParseWorker
+from parser_svc.state.events import EventHub
+from parser_svc.state.pipelined_reads import PipelinedReader
+from parser_svc.state.redis_conn import RedisTarget, check_at_start
+from parser_svc.state.store import JobStore, connect
+from parser_svc.webhooks.callbacks import check_config
+from parser_svc.webhooks.dispatcher import DELIVERIES, Dispatcher
+from parser_svc.work.blobs import BlobStore
+from parser_svc.work.queue import JobQueue
+from parser_svc.work.worker import ParseWorker
 
 log = logging.getLogger("parser_svc")
 SERVICE_NAME = parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"].full_name

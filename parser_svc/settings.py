@@ -12,8 +12,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from docparse_server.access_log import AccessLog, access_log_setting
 from docparse_server.flow_control import DEFAULT_RECEIVE_WINDOW_BYTES
-from parser_svc.cpus import usable_cpus
 from parser_svc.parsers import ParseOptions
+from parser_svc.work.cpus import usable_cpus
 
 MB = 1024 * 1024
 
@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     # `redis_timeout_s`, instead of failing (redis-py's own pool refuses call 101 at once).
     redis_max_connections: int = 100
     # A job's record (GetStatus, WatchJob's snapshots and resyncs) is read on connections of
-    # its own that carry any number of reads at once (parser_svc/pipelined_reads.py): about
+    # its own that carry any number of reads at once (parser_svc/state/pipelined_reads.py): about
     # a third less CPU per GetStatus than through the pool. One Redis only (redis://,
     # rediss://, unix://); Sentinel and Cluster URLs read through the pool. false: the pool.
     redis_pipelined_reads: bool = True
@@ -50,14 +50,16 @@ class Settings(BaseSettings):
     # 0 (default): the primary's acknowledgement is enough (the loss window of a failover).
     redis_min_replicas_ack: int = 0
     redis_replica_wait_ms: int = 500
-    # TLS to Redis (a rediss:// or rediss+sentinel:// URL; URL forms in parser_svc/redis_conn.py):
+    # TLS to Redis (a rediss:// or rediss+sentinel:// URL; URL forms in
+    # parser_svc/state/redis_conn.py):
     # the CA certificates that sign the server's (unset: the system's), and a client
     # certificate and its key for a server that requires one. Set with a plaintext URL, or
     # unreadable, they stop the start (exit 2). The server's name or IP in the URL is checked.
     redis_tls_ca_file: Path | None = None
     redis_tls_cert_file: Path | None = None
     redis_tls_key_file: Path | None = None
-    # Redis Cluster (a redis+cluster:// URL): the cells jobs are placed in (parser_svc/keys.py),
+    # Redis Cluster (a redis+cluster:// URL): the cells jobs are placed in
+    # (parser_svc/state/keys.py),
     # each one hash slot. Fixed for a deployment's life: another number moves where a
     # request_id's retry looks for its first job. A few per shard spread the load evenly.
     redis_cells: int = Field(default=16, ge=1, le=4096)
@@ -111,17 +113,17 @@ class Settings(BaseSettings):
     # Parse children. What a child is told comes from the settings below through
     # `parse_options`, on its stdin with the job, never from its environment; only its CPU and
     # memory limits are on its command line: process limits it sets on itself as it starts,
-    # before any parser runs (parser_svc.parse_child.main). The worker keeps the wall clock.
+    # before any parser runs (parser_svc.child.parse_child.main). The worker keeps the wall clock.
     # Testing and demo aid: the parse child pauses this long after each page. Keep 0.
     parse_page_delay_ms: int = 0
     # Fault injection for tests: a parse child whose document contains these bytes kills
     # itself with SIGSEGV (exercises the real crash path). Keep empty.
     fault_segv_marker: str = ""
     # How each parse subprocess starts: "fork_server" forks it from a pre-imported process the
-    # worker keeps (parser_svc.zygote: a few ms per job); "spawn" starts a fresh interpreter
+    # worker keeps (parser_svc.child.zygote: a few ms per job); "spawn" starts a fresh interpreter
     # per job (~0.3 s of CPU each). Isolation, limits and failure reasons are the same.
     parse_launch: Literal["fork_server", "spawn"] = "fork_server"
-    # The fork server's memory as transparent huge pages (parser_svc.huge_pages; Linux 6.1+):
+    # The fork server's memory as transparent huge pages (parser_svc.child.huge_pages; Linux 6.1+):
     # a fork and an exit cost ~3 ms instead of 6-14. Off: 4 KB pages, as before.
     fork_server_huge_pages: bool = True
     # Fault injection for tests: a parse child whose document contains these bytes leaks
@@ -213,7 +215,8 @@ class Settings(BaseSettings):
     # docparse_queue_jobs is refreshed this often (one BullMQ count call per period).
     queue_metrics_interval_s: float = 10.0
 
-    # Webhooks (SubmitJobRequest.callback; parser_svc/webhooks.py). The secrets every tenant
+    # Webhooks (SubmitJobRequest.callback; parser_svc/webhooks/callbacks.py). The secrets every
+    # tenant
     # registered, a JSON file {"<tenant>": {"<secret name>": "whsec_<base64>"}}: a callback
     # names one of its tenant's secrets, never the secret itself. Unset: every callback is
     # refused (CALLBACK_SECRET_UNKNOWN). A file that cannot be read stops the start (exit 2);

@@ -1,4 +1,4 @@
-"""A batch follower's snapshots on a real Redis (parser_svc/batch_watch.py): each one is the
+"""A batch follower's snapshots on a real Redis (parser_svc/api/batch_watch.py): each one is the
 batch at its version, even when another file's write lands between the event the follower woke
 for and its read of the files that event named (a CI run once saw `completed 3` over two ended
 files in a WatchBatch stream)."""
@@ -12,12 +12,12 @@ from typing import Any
 
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import parser_service_pb2
-from parser_svc.batch_watch import BatchFollowers, Follower, RawBatch
-from parser_svc.events import EventHub
-from parser_svc.keys import batch_file_id
-from parser_svc.records import is_terminal
+from parser_svc.api.batch_watch import BatchFollowers, Follower, RawBatch
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
+from parser_svc.state.events import EventHub
+from parser_svc.state.keys import batch_file_id
+from parser_svc.state.records import is_terminal
+from parser_svc.state.store import JobStore, connect
 
 FILES = 6
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from parser_svc.parse_child import WORKER_GONE_EXIT
+from parser_svc.child.parse_child import WORKER_GONE_EXIT
 from tests.helpers import make_pdf
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +25,7 @@ def _argv(tmp_path: Path) -> list[str]:
 
 def test_a_spawned_child_exits_quietly_when_its_stdout_is_closed(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "parser_svc.parse_child", *_argv(tmp_path)],
+        [sys.executable, "-m", "parser_svc.child.parse_child", *_argv(tmp_path)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -41,7 +41,7 @@ def test_a_spawned_child_exits_quietly_when_its_stdout_is_closed(tmp_path: Path)
 async def test_a_forked_child_exits_quietly_when_its_stdout_is_closed(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from parser_svc.zygote import ForkServer
+    from parser_svc.child.zygote import ForkServer
 
     server = ForkServer()
     server.start()

@@ -4,7 +4,7 @@ its `redis+cluster://` URL. What a user checks, as on one Redis: any replica ans
 job, watches see every version in order, a request_id makes one job and refuses other bytes,
 the same bytes submitted while their job runs join it, batches count their files, ListJobs lists
 newest first and a queued job can be cancelled; and the jobs' keys are spread over the
-primaries (the cells of parser_svc/keys.py), not piled on one.
+primaries (the cells of parser_svc/state/keys.py), not piled on one.
 
 The last test is tests/test_failover.py's run on a cluster: 2 replicas per primary, each node
 refusing writes as a primary without a replica (`min-replicas-to-write 1`), the stack waiting
@@ -37,13 +37,13 @@ from docparse.errors import DocparseError
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.waiting import TERMINAL
-from parser_svc.blobs import BlobStore
-from parser_svc.keys import Keys
-from parser_svc.queue import JobQueue
 from parser_svc.settings import Settings
-from parser_svc.sharded_pubsub import ShardedPubSub
-from parser_svc.store import JobStore, connect
-from parser_svc.sweeper import Sweeper
+from parser_svc.state.keys import Keys
+from parser_svc.state.sharded_pubsub import ShardedPubSub
+from parser_svc.state.store import JobStore, connect
+from parser_svc.work.blobs import BlobStore
+from parser_svc.work.queue import JobQueue
+from parser_svc.work.sweeper import Sweeper
 from tests.conftest import make_stack
 from tests.helpers import Recorder, eventually, make_pdf, stub, submit, wait_terminal
 from tests.redis_servers import (

@@ -74,7 +74,7 @@ def runner_of(stack: LocalStack, job_id: str) -> Child:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            if b"parser_svc.parse_child" in cmdline and any(
+            if b"parser_svc.child.parse_child" in cmdline and any(
                 arg.endswith(f"inputs/{job_id}".encode()) for arg in cmdline
             ):
                 parent = int(stat.rsplit(")", 1)[1].split()[1])

@@ -31,9 +31,9 @@ from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
 from docparse.waiting import TERMINAL
-from parser_svc.keys import Keys
-from parser_svc.queue import JobQueue, bullmq_options
 from parser_svc.settings import Settings
+from parser_svc.state.keys import Keys
+from parser_svc.work.queue import JobQueue, bullmq_options
 from tests.conftest import make_stack
 from tests.helpers import Recorder, eventually, make_pdf
 from tests.redis_servers import SentinelSet, sentinel_set

@@ -251,7 +251,7 @@ def test_batch_watchers_cost_what_the_batch_changes_cost(api_only: LocalStack) -
     """20 watchers over two replicas on a 300-file batch while every file is cancelled: all
     of it stays under 20,000 Redis commands (script-internal ones counted), and the watchers
     add little to what the cancels alone cost, because the watchers of a batch on a replica
-    share one follower that re-reads only the files that changed (parser_svc/batch_watch.py).
+    share one follower that re-reads only the files that changed (parser_svc/api/batch_watch.py).
     Before: about 808,000 commands and 59 s."""
     stack = api_only
     import concurrent.futures

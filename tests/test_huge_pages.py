@@ -1,5 +1,5 @@
-"""The fork server's memory as transparent huge pages (parser_svc.huge_pages): which ranges are
-collapsed, and that a running fork server has them while its children still parse."""
+"""The fork server's memory as transparent huge pages (parser_svc.child.huge_pages): which ranges
+are collapsed, and that a running fork server has them while its children still parse."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from parser_svc.huge_pages import MADV_COLLAPSE, anonymous_ranges
-from parser_svc.zygote import ForkServer
+from parser_svc.child.huge_pages import MADV_COLLAPSE, anonymous_ranges
+from parser_svc.child.zygote import ForkServer
 from tests.helpers import make_pdf
 
 MB2 = 2 * 1024 * 1024

@@ -38,9 +38,9 @@ from redis.asyncio.cluster import RedisCluster
 
 from docparse.local.embedded_redis import EmbeddedRedis
 from gateway.settings import GatewaySettings
-from parser_svc.keys import Keys
-from parser_svc.queue import JobQueue, bullmq_options
 from parser_svc.settings import Settings
+from parser_svc.state.keys import Keys
+from parser_svc.work.queue import JobQueue, bullmq_options
 from tests.redis_servers import redis_cluster
 from tests.test_cluster import redis_major
 

@@ -1,5 +1,5 @@
-"""The key layout (parser_svc/keys.py): unchanged on one Redis; on Redis Cluster every job placed
-in a cell whose tag is in its id, the cells spread over the slot space, and the Lua side
+"""The key layout (parser_svc/state/keys.py): unchanged on one Redis; on Redis Cluster every job
+placed in a cell whose tag is in its id, the cells spread over the slot space, and the Lua side
 (lua/lib/tags.lua) naming the same keys as the Python side for every kind of id."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from docparse.local.embedded_redis import EmbeddedRedis
-from parser_svc.keys import Keys, batch_file_id, cell_of, cell_tags
-from parser_svc.lua_scripts import LuaScript
+from parser_svc.state.keys import Keys, batch_file_id, cell_of, cell_tags
+from parser_svc.state.lua_scripts import LuaScript
 
 CELLS = 16
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.detect import sniff
-from parser_svc.parse_child import parse
+from parser_svc.api.submit import unsupported
+from parser_svc.child.parse_child import parse
 from parser_svc.parsers import ParseFailure, ParseOptions
+from parser_svc.parsers.detect import sniff
 from parser_svc.parsers.doc import antiword_path
-from parser_svc.submit import unsupported
 from tests import fixtures
 
 TEXT = "Minutes of the meeting: the committee approved the budget for Straße 5."

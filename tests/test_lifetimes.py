@@ -1,6 +1,6 @@
 """TTL rules and re-run answers of the job scripts, on a real Redis through JobStore: what a
 retry after an unknown outcome gets back, and that no record expires while it still matters
-(parser_svc/lifetimes.py)."""
+(parser_svc/state/lifetimes.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import redis.asyncio as aioredis
 
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2
-from parser_svc.batches import Batches
-from parser_svc.keys import batch_file_id
+from parser_svc.api.batches import Batches
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
+from parser_svc.state.keys import batch_file_id
+from parser_svc.state.store import JobStore, connect
 
 QUEUED_S, RUNNING_S, RETENTION_S = 5000, 300, 2000
 

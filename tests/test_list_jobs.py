@@ -1,7 +1,7 @@
-"""ListJobs on a real Redis, through the store and the listing (parser_svc/listing.py): newest
+"""ListJobs on a real Redis, through the store and the listing (parser_svc/api/listing.py): newest
 first, pages that neither skip nor repeat (also across the ties of a batch's files), filters by
 state and batch, page tokens bound to their tenant and filters, and an index that forgets jobs
-whose records are gone and lives as long as any job it lists (parser_svc/lifetimes.py)."""
+whose records are gone and lives as long as any job it lists (parser_svc/state/lifetimes.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import pytest
 from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2, parser_service_pb2
-from parser_svc.keys import batch_file_id
-from parser_svc.lifetimes import Lifetimes, now_ms
-from parser_svc.listing import JobListing
+from parser_svc.api.listing import JobListing
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
+from parser_svc.state.keys import batch_file_id
+from parser_svc.state.lifetimes import Lifetimes, now_ms
+from parser_svc.state.store import JobStore, connect
 
 ListJobsRequest = parser_service_pb2.ListJobsRequest
 

@@ -23,7 +23,7 @@ from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
-from parser_svc.lua_scripts import CREATE_BATCH, CREATE_JOB, UPDATE_JOB
+from parser_svc.state.lua_scripts import CREATE_BATCH, CREATE_JOB, UPDATE_JOB
 from tests.conftest import make_stack
 from tests.faultproxy import Command, FaultProxy
 from tests.helpers import eventually, make_pdf, stub, wait_terminal
@@ -132,9 +132,9 @@ def test_sweeper_enqueues_a_job_a_dead_replica_never_queued(
     """Point 1, the replica that died between create and enqueue: the record exists, the
     upload is stored, the queue has nothing. The sweeper enqueues it; it runs. An upload
     whose job was never created is deleted."""
-    from parser_svc.blobs import BlobStore
     from parser_svc.settings import Settings
-    from parser_svc.store import JobStore, connect
+    from parser_svc.state.store import JobStore, connect
+    from parser_svc.work.blobs import BlobStore
 
     settings = Settings(redis_url=isolated_redis.url, env="test")
     blobs = BlobStore(stack.data_dir / "blobs", "test")

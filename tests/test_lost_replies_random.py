@@ -33,7 +33,7 @@ import redis
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
-from parser_svc.lua_scripts import LEASE
+from parser_svc.state.lua_scripts import LEASE
 from tests.conftest import make_stack
 from tests.faultproxy import Command, FaultProxy, any_write
 from tests.helpers import eventually, make_pdf

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from docparse.render import to_markdown, to_text
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.parse_child import parse
+from parser_svc.child.parse_child import parse
 from parser_svc.parsers import ParseOptions
 from tests import fixtures
 from tests.fixtures.scans import scan

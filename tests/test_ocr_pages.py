@@ -9,7 +9,7 @@ import threading
 import pymupdf
 
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.parse_child import parse
+from parser_svc.child.parse_child import parse
 from parser_svc.parsers import ParseOptions
 from tests.fixtures.scans import cer, scan, unmapped_font_pdf
 

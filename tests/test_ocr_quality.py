@@ -11,7 +11,7 @@ import unicodedata
 import pytest
 
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.parse_child import parse
+from parser_svc.child.parse_child import parse
 from parser_svc.parsers import ParseOptions
 from parser_svc.parsers.ocr import check_languages, installed_languages, model_for
 from tests.fixtures.scans import TEXTS, cer, scan, unmapped_font_pdf, wer

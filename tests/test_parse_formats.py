@@ -13,9 +13,9 @@ import pymupdf
 import pytest
 
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.detect import detect_type
-from parser_svc.parse_child import count_chars, parse
+from parser_svc.child.parse_child import count_chars, parse
 from parser_svc.parsers import ParseFailure, ParseOptions
+from parser_svc.parsers.detect import detect_type
 from parser_svc.parsers.doc import antiword_path
 from parser_svc.parsers.password import candidates, saslprep
 from parser_svc.settings import Settings
@@ -315,7 +315,7 @@ def test_encrypted_pptx_without_password() -> None:
 
 
 def test_detection_by_content_not_name() -> None:
-    from parser_svc.detect import describe
+    from parser_svc.parsers.detect import describe
 
     assert detect_type(make_pdf(1)) == "pdf"
     assert detect_type(fixtures.docx_full()) == "docx"

@@ -86,7 +86,7 @@ def _parse_children(parent: int) -> list[int]:
         except OSError:
             continue
         ppid = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:"))
-        if int(ppid) == parent and b"parser_svc.parse_child" in cmdline:
+        if int(ppid) == parent and b"parser_svc.child.parse_child" in cmdline:
             found.append(int(entry.name))
     return found
 

@@ -17,8 +17,8 @@ from docparse.client import Client
 from docparse.errors import DocparseError
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
-from parser_svc.blobs import BlobStore
 from parser_svc.parsers.doc import antiword_path
+from parser_svc.work.blobs import BlobStore
 from tests import fixtures
 from tests.conftest import make_stack
 from tests.helpers import make_pdf, rpc_error, stub, wait_terminal

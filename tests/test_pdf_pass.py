@@ -1,5 +1,6 @@
 """One run of a PDF page for its text and its rules (parser_svc/parsers/pdf_pass.py, the native
-module parser_svc/native/pdf_pass.c) reads exactly what two runs read: the text page, the "l"
+module parser_svc/parsers/native/pdf_pass.c) reads exactly what two runs read: the text page,
+the "l"
 and "re" items and the item count of page.get_cdrawings(), hence the same tables. Checked on
 generated pages drawn every way the walk has a rule for (tests/fixtures/drawings.py), on the
 format tests' table page and on every page of the shared corpus' PDFs when present. A page the
@@ -17,9 +18,9 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from parser_svc.native import build
-from parser_svc.parse_child import parse
+from parser_svc.child.parse_child import parse
 from parser_svc.parsers import ParseOptions, pdf, pdf_images, pdf_pass
+from parser_svc.parsers.native import build
 from parser_svc.parsers.pdf_pass import image_info, rules_of, text_and_rules
 from parser_svc.parsers.pdf_tables import find_tables
 from tests import fixtures
@@ -38,8 +39,10 @@ def _native_when_it_can_be() -> None:
         try:
             build.build()
         except RuntimeError as err:
-            pytest.skip(f"parser_svc.native cannot be built here ({err}): pages are read twice")
-        pytest.fail("parser_svc.native can be built here but is not: run make setup")
+            pytest.skip(
+                f"parser_svc.parsers.native cannot be built here ({err}): pages are read twice"
+            )
+        pytest.fail("parser_svc.parsers.native can be built here but is not: run make setup")
 
 
 def _compare(page: pymupdf.Page) -> tuple[pdf_pass.Rules, list[object]]:
@@ -262,7 +265,7 @@ def test_the_build_is_up_to_date_and_says_so() -> None:
     mupdf and interpreter it rebuilds nothing."""
     before = build.TARGET.stat().st_mtime_ns
     done = subprocess.run(
-        [sys.executable, "-m", "parser_svc.native.build"],
+        [sys.executable, "-m", "parser_svc.parsers.native.build"],
         capture_output=True,
         text=True,
         check=False,
@@ -299,7 +302,7 @@ if sys.argv[2] != "parsers-first":
     import pymupdf  # pymupdf 2 imports pymupdf4llm with it, which stops quad corrections
     if sys.argv[2] == "corrections-on":
         pymupdf.TOOLS.unset_quad_corrections(False)  # pymupdf's own default
-from parser_svc.parse_child import parse
+from parser_svc.child.parse_child import parse
 from parser_svc.parsers import ParseOptions
 package = parse("pdf", Path(sys.argv[1]).read_bytes(), lambda *_: None, ParseOptions.defaults())
 box = package.pages[0].blocks[0].bbox

@@ -24,7 +24,7 @@ import pytest
 from docparse.client import Client
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
-from parser_svc.parse_child import parse
+from parser_svc.child.parse_child import parse
 from parser_svc.parsers import (
     ParseFailure,
     ParseOptions,

@@ -1,4 +1,4 @@
-"""parser_svc/pipelined_reads.py, the state store's hot read path, against real Redis servers:
+"""parser_svc/state/pipelined_reads.py, the state store's hot read path, against real Redis servers:
 every caller gets its own record whatever happens to the calls around it; broken, stuck and
 refused connections read as redis-py's errors do (JobStore maps them to UNAVAILABLE)."""
 
@@ -17,11 +17,11 @@ from redis.exceptions import AuthenticationError, ResponseError
 
 from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
-from parser_svc.pipelined_reads import PipelinedReader
-from parser_svc.redis_conn import RedisTarget
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
-from parser_svc.store_errors import is_unavailable
+from parser_svc.state.pipelined_reads import PipelinedReader
+from parser_svc.state.redis_conn import RedisTarget
+from parser_svc.state.store import JobStore, connect
+from parser_svc.state.store_errors import is_unavailable
 from tests.faultproxy import Command, FaultProxy
 from tests.helpers import eventually
 from tests.redis_servers import Server

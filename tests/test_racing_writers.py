@@ -11,11 +11,11 @@ from multiprocessing.synchronize import Barrier
 
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2
-from parser_svc.events import EventHub
-from parser_svc.records import is_terminal
+from parser_svc.api.watch import watch_job
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
-from parser_svc.watch import watch_job
+from parser_svc.state.events import EventHub
+from parser_svc.state.records import is_terminal
+from parser_svc.state.store import JobStore, connect
 
 WRITERS = 4
 UPDATES_PER_WRITER = 50  # 200 progress updates in all

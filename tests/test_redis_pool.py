@@ -14,10 +14,10 @@ import pytest
 import redis
 
 from docparse.local.embedded_redis import EmbeddedRedis
-from parser_svc.redis_conn import RedisTarget
-from parser_svc.redis_sentinel import PrimaryConnection
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
+from parser_svc.state.redis_conn import RedisTarget
+from parser_svc.state.redis_sentinel import PrimaryConnection
+from parser_svc.state.store import JobStore, connect
 
 
 @pytest.fixture

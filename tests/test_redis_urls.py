@@ -1,4 +1,4 @@
-"""Managed-Redis URLs (parser_svc/redis_conn.py) against real local servers: a TLS-only
+"""Managed-Redis URLs (parser_svc/state/redis_conn.py) against real local servers: a TLS-only
 redis-server that requires client certificates (generated here), an ACL user limited to
 docparse's keys and channels, and a Sentinel trio in front of a primary and a replica. A stack
 (parser_svc + gateway as child processes) submits and parses a job through each; what only an
@@ -32,12 +32,12 @@ from docparse.errors import DocparseError
 from docparse.local.embedded_redis import free_port, redis_server_binary
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
-from parser_svc.keys import Keys
-from parser_svc.pipelined_reads import PipelinedReader
-from parser_svc.redis_conn import RedisTarget, RedisUrlError
-from parser_svc.redis_sentinel import PrimaryConnection, PrimarySSLConnection
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
+from parser_svc.state.keys import Keys
+from parser_svc.state.pipelined_reads import PipelinedReader
+from parser_svc.state.redis_conn import RedisTarget, RedisUrlError
+from parser_svc.state.redis_sentinel import PrimaryConnection, PrimarySSLConnection
+from parser_svc.state.store import JobStore, connect
 from tests.conftest import make_stack
 from tests.helpers import make_pdf, submit, wait_terminal
 from tests.redis_servers import SentinelSet, Server, sentinel_set
@@ -294,7 +294,7 @@ async def test_credentials_refused_while_running_answer_unavailable_in_words(
 ) -> None:
     """A password rotated under a running replica: every call answers UNAVAILABLE
     STATE_STORE_UNAVAILABLE (retry, never NOT_FOUND), saying why; the same whether the record
-    is read through the pool or the record reader (parser_svc/pipelined_reads.py)."""
+    is read through the pool or the record reader (parser_svc/state/pipelined_reads.py)."""
     settings = Settings(
         redis_url=acl_url(acl_server.port, "rotated"), env="acl", redis_pipelined_reads=pipelined
     )

@@ -20,7 +20,7 @@ import redis
 from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis, free_port, redis_server_binary
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
+from parser_svc.state.store import JobStore, connect
 from tests.helpers import eventually
 from tests.redis_servers import Server
 

@@ -23,13 +23,13 @@ from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import parser_service_pb2 as ps
 from docparse.v1 import parser_service_pb2_grpc
 from docparse_server.serving import ErrorInterceptor, InterceptorChain, ServedByInterceptor
-from parser_svc.blobs import BlobStore
-from parser_svc.events import EventHub
-from parser_svc.queue import JobQueue
-from parser_svc.redis_conn import RedisTarget
-from parser_svc.service import ParserService
+from parser_svc.api.service import ParserService
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
+from parser_svc.state.events import EventHub
+from parser_svc.state.redis_conn import RedisTarget
+from parser_svc.state.store import JobStore, connect
+from parser_svc.work.blobs import BlobStore
+from parser_svc.work.queue import JobQueue
 
 UNKNOWN = uuid.uuid4().hex
 

@@ -1,6 +1,6 @@
 """A stateful property test of the job scripts on a real Redis: duplicated, reordered, stale
 and re-run writes (a retry after a lost reply) from several workers never break the record's
-rules, and after every step each key lives exactly as long as parser_svc/lifetimes.py says."""
+rules, and after every step each key lives exactly as long as parser_svc/state/lifetimes.py says."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from hypothesis.stateful import (
 from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2
-from parser_svc.lifetimes import now_ms
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
+from parser_svc.state.lifetimes import now_ms
+from parser_svc.state.store import JobStore, connect
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 STATE_NAMES = {

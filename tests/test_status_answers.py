@@ -1,4 +1,4 @@
-"""GetStatus answers are encoded once per state of a job's record (parser_svc/status_answers.py)
+"""GetStatus answers are encoded once per state of a job's record (parser_svc/api/status_answers.py)
 and never differ from the record Redis holds at the time of the call."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import redis
 
 from docparse.local.stack import LocalStack
 from docparse.v1 import parser_service_pb2
-from parser_svc.keys import Keys
-from parser_svc.records import decode_hash, record_to_job
-from parser_svc.status_answers import EncodedStatus
+from parser_svc.api.status_answers import EncodedStatus
+from parser_svc.state.keys import Keys
+from parser_svc.state.records import decode_hash, record_to_job
 from tests.helpers import make_pdf, stub, submit, wait_terminal
 
 

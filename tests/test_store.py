@@ -15,7 +15,7 @@ from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import job_pb2
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
+from parser_svc.state.store import JobStore, connect
 
 
 def new_store(redis_server: EmbeddedRedis, **overrides: object) -> JobStore:

@@ -1,4 +1,4 @@
-"""Warm parse workers (parser_svc.zygote): each job still gets a process of its own, forked
+"""Warm parse workers (parser_svc.child.zygote): each job still gets a process of its own, forked
 from a pre-imported fork server. What a user relies on: a job that leaks or corrupts its
 process's state leaves later jobs untouched; a killed fork server or a killed child costs at
 most that job's attempt; a worker that has run 1,000 jobs has not grown; the default number
@@ -22,8 +22,8 @@ import redis
 from docparse.client import Client
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
-from parser_svc.cpus import cgroup_quota, usable_cpus
-from parser_svc.progress_writer import PROGRESS_WRITE_INTERVAL_S
+from parser_svc.work.cpus import cgroup_quota, usable_cpus
+from parser_svc.work.progress_writer import PROGRESS_WRITE_INTERVAL_S
 from tests.conftest import make_stack
 from tests.helpers import eventually, make_pdf, submit, wait_terminal
 
@@ -65,7 +65,7 @@ def _children(parent: int) -> dict[int, bytes]:
 def _zygote(stack: LocalStack) -> int:
     def find() -> int | None:
         kids = _children(stack.parsers[0].pid)
-        return next((pid for pid, cmd in kids.items() if b"parser_svc.zygote" in cmd), None)
+        return next((pid for pid, cmd in kids.items() if b"parser_svc.child.zygote" in cmd), None)
 
     return eventually(find, 30, "the replica's fork server")
 
@@ -217,7 +217,7 @@ def test_cpu_quota_bounds_the_default_concurrency(tmp_path: Path) -> None:
 
 def test_cpu_affinity_bounds_the_default_concurrency() -> None:
     """A process pinned to one CPU (taskset, or a CPU-manager pod) counts one."""
-    code = "from parser_svc.cpus import usable_cpus; print(usable_cpus())"
+    code = "from parser_svc.work.cpus import usable_cpus; print(usable_cpus())"
     pinned = subprocess.run(
         [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{0}}); {code}"],
         capture_output=True, text=True, cwd=ROOT, check=True,
@@ -229,7 +229,7 @@ async def test_a_launch_cancelled_mid_answer_does_not_mix_up_the_next_job(tmp_pa
     """A worker task cancelled while the fork server answers must not leave that answer to be
     read as the next job's: the next parse gets its own child, on its own document."""
     from docparse.v1 import reading_package_pb2 as rp
-    from parser_svc.zygote import ForkServer
+    from parser_svc.child.zygote import ForkServer
 
     first, second = tmp_path / "first.pdf", tmp_path / "second.pdf"
     first.write_bytes(make_pdf(1, "first"))

@@ -18,11 +18,11 @@ from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from docparse.v1.parser_service_pb2 import WatchJobResponse
-from parser_svc.events import EventHub
-from parser_svc.records import is_terminal
+from parser_svc.api.watch import watch_job
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
-from parser_svc.watch import watch_job
+from parser_svc.state.events import EventHub
+from parser_svc.state.records import is_terminal
+from parser_svc.state.store import JobStore, connect
 from tests.faultproxy import FaultProxy
 from tests.helpers import make_pdf, submit
 

@@ -33,10 +33,10 @@ from docparse.errors import DocparseError
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.v1.parser_service_pb2 import Callback
-from parser_svc.lua_scripts import CREATE_JOB
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
-from parser_svc.webhook_outbox import Hook, Outbox
+from parser_svc.state.lua_scripts import CREATE_JOB
+from parser_svc.state.store import JobStore, connect
+from parser_svc.webhooks.outbox import Hook, Outbox
 from tests.conftest import make_stack
 from tests.faultproxy import FaultProxy
 from tests.helpers import eventually, make_pdf, stub, wait_terminal

@@ -17,10 +17,10 @@ import pytest
 from bullmq.custom_errors import UnrecoverableError
 
 from docparse.local.embedded_redis import EmbeddedRedis
-from parser_svc.blobs import BlobStore
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
-from parser_svc.worker import ParseWorker
+from parser_svc.state.store import JobStore, connect
+from parser_svc.work.blobs import BlobStore
+from parser_svc.work.worker import ParseWorker
 from tests.helpers import make_pdf
 
 ON_LOOP: list[str] = []
@@ -57,7 +57,7 @@ def worker(
     redis_server: EmbeddedRedis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> ParseWorker:
     monkeypatch.setattr(
-        "parser_svc.worker.tempfile", SimpleNamespace(TemporaryDirectory=GuardedScratch)
+        "parser_svc.work.worker.tempfile", SimpleNamespace(TemporaryDirectory=GuardedScratch)
     )
     settings = Settings(
         redis_url=redis_server.url,  # type: ignore[arg-type]

@@ -17,8 +17,8 @@ import statistics
 import time
 from pathlib import Path
 
-from parser_svc.zygote import MODULES
-from parser_svc.zygote import warm_up as zygote_warm_up
+from parser_svc.child.zygote import MODULES
+from parser_svc.child.zygote import warm_up as zygote_warm_up
 
 HUGE_MALLOC = "glibc.malloc.hugetlb=1"
 

@@ -1,6 +1,6 @@
 """Parsing in this process: raw pymupdf get_text against the reading package (the parse
 child's `parse` with its ParseOptions), and one parse launched alone through
-parser_svc.sandbox.run_parse, forked from a fork server and spawned fresh."""
+parser_svc.child.sandbox.run_parse, forked from a fork server and spawned fresh."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ import pymupdf
 from bench.harness.output import ROOT
 from bench.harness.procfs import cpu_seconds
 from bench.parse.fork_cost import HUGE_MALLOC
-from parser_svc.parse_child import parse
+from parser_svc.child.parse_child import parse
+from parser_svc.child.sandbox import Limits, run_parse
+from parser_svc.child.zygote import ForkServer
 from parser_svc.parsers import ParseOptions, pdf_pass
-from parser_svc.sandbox import Limits, run_parse
-from parser_svc.zygote import ForkServer
 from tests.helpers import make_pdf
 
 
@@ -42,7 +42,7 @@ def raw_extraction(paths: list[Path], rounds: int) -> tuple[int, float]:
 def in_process(
     paths: list[Path], rounds: int, tables: bool, single_pass: bool = True
 ) -> tuple[int, float]:
-    """`single_pass` False: as without parser_svc/native (each PDF page run twice)."""
+    """`single_pass` False: as without parser_svc/parsers/native (each PDF page run twice)."""
     pages = 0
     native = pdf_pass._native
     if not single_pass:
@@ -64,7 +64,7 @@ def in_process(
 
 
 def launch_costs(work: Path, jobs: int) -> dict[str, float]:
-    """One one-page PDF parsed `jobs` times through parser_svc.sandbox.run_parse, one at a
+    """One one-page PDF parsed `jobs` times through parser_svc.child.sandbox.run_parse, one at a
     time, forked from a fork server and spawned fresh: wall ms per parse and the children's
     CPU ms per parse (start-up or fork, the parse, exit); plus a bare fork + exit of the
     fork server's process size, to split the fork from the parse."""
@@ -90,7 +90,7 @@ def launch_costs(work: Path, jobs: int) -> dict[str, float]:
         return statistics.median(walls) * 1000, cpu / jobs * 1000
 
     async def both() -> dict[str, float]:
-        # The default fork server, and one without huge pages (parser_svc.huge_pages): the
+        # The default fork server, and one without huge pages (parser_svc.child.huge_pages): the
         # fork server's own CPU per job (the fork) is counted for both.
         servers = {"fork_server": ForkServer(), "fork_server_small_pages": ForkServer(False)}
         for server in servers.values():

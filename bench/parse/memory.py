@@ -22,7 +22,7 @@ def peak_memory_mb(xlsx: Path) -> tuple[float, float, str]:
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "parser_svc.parse_child", "xlsx", str(xlsx),
+            [sys.executable, "-m", "parser_svc.child.parse_child", "xlsx", str(xlsx),
              str(Path(tmp) / "out.pb"), "300", "2048"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT,
         )  # fmt: skip
@@ -38,7 +38,7 @@ def replica_memory(stack: LocalStack) -> list[dict[str, int]]:
     out = []
     for child in stack.parsers:
         rss, _ = rss_kb(child.pid)
-        zygotes = [p for p, cmd in children(child.pid).items() if b"parser_svc.zygote" in cmd]
+        zygotes = [p for p, cmd in children(child.pid).items() if b"parser_svc.child.zygote" in cmd]
         zygote_rss = rss_kb(zygotes[0])[0] if zygotes else 0
         out.append({"parser_svc_kb": rss, "fork_server_kb": zygote_rss})
     return out
@@ -58,7 +58,7 @@ class ChildSampler:
         while not self._stop.is_set():
             for parent in self.parents:
                 for pid, cmd in children(parent).items():
-                    if b"parser_svc.parse_child" in cmd:
+                    if b"parser_svc.child.parse_child" in cmd:
                         rss, private = rss_kb(pid)
                         old = self.peaks.get(pid, (0, 0))
                         self.peaks[pid] = (max(old[0], rss), max(old[1], private))

@@ -17,7 +17,7 @@ def stack_cpu_seconds(stack: LocalStack) -> float:
     for child in stack.parsers:
         total += cpu_seconds(child.pid) + reaped_children_cpu_seconds(child.pid)
         for pid, cmd in children(child.pid).items():
-            if b"parser_svc.zygote" in cmd:
+            if b"parser_svc.child.zygote" in cmd:
                 total += cpu_seconds(pid)
     for child in stack.gateways:
         total += cpu_seconds(child.pid)

@@ -22,8 +22,8 @@ from bench.spine.summary import summarize_get_status
 from docparse.local.embedded_redis import free_port
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
-from parser_svc.keys import Keys
-from parser_svc.records import record_to_job
+from parser_svc.state.keys import Keys
+from parser_svc.state.records import record_to_job
 
 
 @dataclass
@@ -166,7 +166,7 @@ async def serve_bare(port: int, response: bytes) -> None:
 async def serve_floor(port: int, redis_url: str, key: str) -> None:
     """The least a GetStatus that reads Redis can do: grpc.aio's registered protobuf method
     (request decoded, response encoded), one HGETALL of the job's record with redis-py and the
-    record made a Job (parser_svc.records), on parser_svc's default loop; no interceptor, no
+    record made a Job (parser_svc.state.records), on parser_svc's default loop; no interceptor, no
     access line, no metrics, no error mapping. What parser_svc costs above it is its own."""
     client = aioredis.Redis.from_url(redis_url, decode_responses=True)
 

@@ -32,11 +32,11 @@ from docparse.local.embedded_redis import EmbeddedRedis, free_port
 from docparse.v1 import parser_service_pb2
 from docparse_server import loops, observability
 from docparse_server.serving import ErrorInterceptor, InterceptorChain, ServedByInterceptor
-from parser_svc.callers import CallerInterceptor, current_tenant
-from parser_svc.pipelined_reads import PipelinedReader
-from parser_svc.records import decode_hash, record_to_job
-from parser_svc.redis_conn import RedisTarget
-from parser_svc.status_answers import EncodedStatus
+from parser_svc.api.callers import CallerInterceptor, current_tenant
+from parser_svc.api.status_answers import EncodedStatus
+from parser_svc.state.pipelined_reads import PipelinedReader
+from parser_svc.state.records import decode_hash, record_to_job
+from parser_svc.state.redis_conn import RedisTarget
 
 JOB_ID = "0123456789abcdef0123456789abcdef"
 KEY = f"docparse:bench:job:{JOB_ID}"

@@ -1,5 +1,5 @@
 """WatchJob delivery: one stream per job on one parser_svc replica, opened by watch client
-processes; this process writes the jobs' states through parser_svc.store.JobStore at a fixed
+processes; this process writes the jobs' states through parser_svc.state.store.JobStore at a fixed
 rate and the latency is client receive time minus the write's (see bench/README.md)."""
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from bench.harness.timing import paced
 from bench.spine.settings import CHANNEL_OPTIONS, CHILDREN, FENCE, TIMELINE_S
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
-from parser_svc.lua_scripts import WriteResult
 from parser_svc.settings import Settings
-from parser_svc.store import JobStore, connect
+from parser_svc.state.lua_scripts import WriteResult
+from parser_svc.state.store import JobStore, connect
 
 # What a stack needs for `bench_watch`: one tenant opens every stream (no per-tenant limit), and
 # the jobs, created straight in Redis and never queued, must not be queued (and run) by the

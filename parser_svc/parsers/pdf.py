@@ -50,7 +50,7 @@ TEXT_BLOCK = 0
 PDF_PERM_COPY = 1 << 4  # bit 5 of /P: copy or extract text
 
 
-# A forked parse child ends with os._exit right after its one parse (parser_svc.zygote): there
+# A forked parse child ends with os._exit right after its one parse (parser_svc.child.zygote): there
 # the document is kept until the exit instead of closed, because closing frees each object
 # mupdf loaded, one by one (22 ms of CPU for the corpus's 8 files, 14 ms for one 2 MB file
 # with attachments: bench/README.md), and the exit drops the process's memory wholesale
@@ -134,7 +134,7 @@ def parse_pdf(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
 
 def warm_up() -> rp.ReadingPackage:
     """The package of a small PDF made here (base-14 text, a ruled table): run once by the fork
-    server (parser_svc.zygote) so that its children start with mupdf set up, and with the OCR
+    server (parser_svc.child.zygote) so that its children start with mupdf set up, and with the OCR
     models for Latin script loaded (~0.5 s a job saved; ~60 MB shared copy-on-write; no
     threads). The fork server counts a child's memory limit from where a spawned child would
     apply it, so what is preloaded here gives no child extra room."""

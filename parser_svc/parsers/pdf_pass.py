@@ -1,7 +1,7 @@
 """A PDF page's text page and its rules for table detection, from one run of the page.
 
-With the native module (parser_svc/native, compiled at setup for the installed mupdf) the page
-is interpreted once: mupdf's stext device builds the text page while the page's paths are
+With the native module (parser_svc/parsers/native, compiled at setup for the installed mupdf)
+the page is interpreted once: mupdf's stext device builds the text page while the page's paths are
 walked for the "l" and "re" items `page.get_cdrawings()` would list. Without it (no compiler,
 another mupdf), the text page comes from `page.get_textpage()` and the rules from
 `page.get_cdrawings()` when asked for: two runs, same output (tests/test_pdf_pass.py).
@@ -38,21 +38,21 @@ log = logging.getLogger(__name__)
 
 def _load() -> ModuleType | None:
     try:
-        from parser_svc.native import _pdf_pass  # type: ignore[attr-defined]
+        from parser_svc.parsers.native import _pdf_pass  # type: ignore[attr-defined]
     except ImportError:
         return None
     if getattr(_pdf_pass, "API", 1) != NATIVE_API:
         log.warning(
-            "parser_svc.native is older than this parser (API %s, not %s): PDF pages are read "
-            "twice until `python -m parser_svc.native.build` rebuilds it",
+            "parser_svc.parsers.native is older than this parser (API %s, not %s): PDF pages are "
+            "read twice until `python -m parser_svc.parsers.native.build` rebuilds it",
             getattr(_pdf_pass, "API", 1),
             NATIVE_API,
         )
         return None
     if pymupdf.mupdf_version != _pdf_pass.MUPDF_VERSION:
         log.warning(
-            "parser_svc.native was built for mupdf %s, pymupdf has %s: PDF pages are read "
-            "twice until `python -m parser_svc.native.build` rebuilds it",
+            "parser_svc.parsers.native was built for mupdf %s, pymupdf has %s: PDF pages are read "
+            "twice until `python -m parser_svc.parsers.native.build` rebuilds it",
             _pdf_pass.MUPDF_VERSION,
             pymupdf.mupdf_version,
         )

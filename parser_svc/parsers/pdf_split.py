@@ -160,7 +160,7 @@ def fork_sibling(pages: range, read_range: Callable[[range, ProgressFn], Part]) 
 def _sibling_main(fd: int, pages: range, read_range: Callable[[range, ProgressFn], Part]) -> None:
     code = 0
     try:
-        from parser_svc.parse_child import MEMORY_HIGH_FRACTION, die_with_parent, vm_size_kb
+        from parser_svc.child.parse_child import MEMORY_HIGH_FRACTION, die_with_parent, vm_size_kb
 
         die_with_parent()
         # The child's stdin and stdout are its socket to the worker, which reads events until

@@ -1,0 +1,370 @@
+"""The docparse.v1.ParserService servicer. Holds no job state of its own: every call reads or
+writes the shared store, so any replica answers any call."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import grpc
+
+from docparse.errors import DocparseError, check_request_id
+from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc, reading_package_pb2
+from docparse_server import tracing
+from docparse_server.tenancy import DEFAULT_TENANT, Caller, StreamSlots
+from parser_svc import observability
+from parser_svc.api.batches import Batches
+from parser_svc.api.callers import current_caller, current_tenant
+from parser_svc.api.listing import JobListing
+from parser_svc.api.status_answers import EncodedStatus
+from parser_svc.api.submit import Submitter, invalid
+from parser_svc.api.uploads import UPLOAD_ACCEPTED, receive_batch_upload
+from parser_svc.api.watch import watch_job
+from parser_svc.parsers import mime_for_ext
+from parser_svc.settings import Settings
+from parser_svc.state.events import EventHub
+from parser_svc.state.records import is_terminal
+from parser_svc.state.store import JobStore
+from parser_svc.work.blobs import BlobStore
+from parser_svc.work.queue import JobQueue
+
+log = logging.getLogger(__name__)
+Context = grpc.aio.ServicerContext[Any, Any]
+CHUNK_BYTES = 64 * 1024
+# Assets are named <32 hex digits>.<extension>: png, jpeg, jp2, ...
+MAX_ASSET_EXT = 8
+
+
+def _check_job_id(job_id: str) -> None:
+    if not job_id or len(job_id) > 64 or not all(c.isalnum() or c in "-_" for c in job_id):
+        raise invalid("INVALID_JOB_ID", f"not a job id: {job_id[:80]!r}")
+
+
+async def _checked_header(
+    requests: AsyncIterator[parser_service_pb2.UploadBatchRequest],
+) -> AsyncIterator[parser_service_pb2.UploadBatchRequest]:
+    """An upload's messages, its header's request_id bounded before anything is stored."""
+    async for request in requests:
+        if request.HasField("header"):
+            check_request_id(request.header.request_id)
+        yield request
+
+
+class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
+    def __init__(
+        self,
+        settings: Settings,
+        store: JobStore,
+        hub: EventHub,
+        queue: JobQueue,
+        blobs: BlobStore,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.hub = hub
+        self.queue = queue
+        self.blobs = blobs
+        self.submitter = Submitter(settings, store, queue, blobs)
+        self.batches = Batches(store, hub, self.submitter)
+        self.streams = StreamSlots(settings.max_streams_per_tenant, "watch streams on this replica")
+        self.uploads = StreamSlots(
+            settings.max_uploads_per_tenant,
+            "uploads on this replica",
+            reason="TOO_MANY_UPLOADS",
+            per_key=lambda limits: 0,  # no per-key override: the replica's memory is what it bounds
+        )
+        self.listing = JobListing(store, settings)
+        self.status_answers = EncodedStatus()
+
+    async def SubmitJob(
+        self, request: parser_service_pb2.SubmitJobRequest, context: Context
+    ) -> parser_service_pb2.SubmitJobResponse:
+        check_request_id(request.request_id)
+        with tracing.span(
+            "docparse.v1.ParserService/SubmitJob",
+            parent=tracing.carrier_from(context.invocation_metadata() or ()),
+            kind="server",
+        ) as current:
+            job = await self.submitter.submit(request)  # the record keeps this span's context
+            tracing.set_attributes(current, {"docparse.job_id": job.job_id})
+        if request.wait_timeout_ms and not is_terminal(job):
+            job = await self._wait_in_slot(job, request.wait_timeout_ms / 1000, context)
+        return parser_service_pb2.SubmitJobResponse(job=job)
+
+    async def _wait_in_slot(
+        self, job: job_pb2.Job, budget_s: float, context: Context
+    ) -> job_pb2.Job:
+        """A sync wait watches the job like a stream, so it takes one of the tenant's stream
+        slots; a tenant that has none free gets the async answer at once (never an error: the
+        job is made)."""
+        try:
+            with self.streams.slot(current_caller.get() or Caller()):
+                return await self._wait(job, budget_s, context)
+        except DocparseError as err:
+            if err.reason != "TOO_MANY_STREAMS":
+                raise
+            return job
+
+    async def _wait(self, job: job_pb2.Job, budget_s: float, context: Context) -> job_pb2.Job:
+        remaining = context.time_remaining()
+        if remaining is not None:
+            budget_s = min(budget_s, max(0.0, remaining - 0.2))
+        latest = job
+        try:
+            async with asyncio.timeout(budget_s):
+                async for event in self._watch(job.job_id, job.version):
+                    if event.HasField("job"):
+                        latest = event.job
+        except TimeoutError:
+            pass  # the async answer: the job is still queued or running
+        except DocparseError as err:
+            if err.reason != "SERVER_SHUTTING_DOWN":
+                raise
+        return latest
+
+    def _watch(
+        self, job_id: str, after_version: int
+    ) -> AsyncIterator[parser_service_pb2.WatchJobResponse]:
+        return watch_job(
+            self.store,
+            self.hub,
+            job_id,
+            after_version,
+            resync_s=self.settings.watch_resync_s,
+            heartbeat_s=self.settings.watch_heartbeat_s,
+        )
+
+    async def GetStatus(
+        self, request: parser_service_pb2.GetStatusRequest, context: Context
+    ) -> parser_service_pb2.GetStatusResponse:
+        """The servicer interface's GetStatus; the server answers with `get_status_encoded`."""
+        encoded = await self.get_status_encoded(request, context)
+        return parser_service_pb2.GetStatusResponse.FromString(encoded)
+
+    async def get_status_encoded(
+        self, request: parser_service_pb2.GetStatusRequest, context: Context
+    ) -> bytes:
+        """GetStatus, its answer already encoded (parser_svc/api/status_answers.py): the server
+        registers this method with no response serializer (server.add_parser_service)."""
+        _check_job_id(request.job_id)
+        record = await self.store.get_record(request.job_id)
+        return self.status_answers.answer(request.job_id, record)
+
+    async def WatchJob(
+        self, request: parser_service_pb2.WatchJobRequest, context: Context
+    ) -> AsyncIterator[parser_service_pb2.WatchJobResponse]:
+        with self.streams.slot(current_caller.get() or Caller()):
+            _check_job_id(request.job_id)
+            # Headers now, not with the first message: the stream is taken (the gateway's SSE
+            # answers 200 only then, and an HTTP error for a refusal before it).
+            await context.send_initial_metadata(())
+            async for event in self._watch(request.job_id, request.after_version):
+                yield event
+
+    async def GetResult(
+        self, request: parser_service_pb2.GetResultRequest, context: Context
+    ) -> AsyncIterator[parser_service_pb2.GetResultResponse]:
+        _check_job_id(request.job_id)
+        job = await self.store.get(request.job_id)
+        data = await self._result_bytes(job)
+        for offset in range(0, max(len(data), 1), CHUNK_BYTES):
+            message = parser_service_pb2.GetResultResponse(
+                chunk=data[offset : offset + CHUNK_BYTES], offset=offset
+            )
+            if offset == 0:
+                message.result.CopyFrom(job.result)
+            yield message
+
+    async def _result_bytes(self, job: job_pb2.Job) -> bytes:
+        if job.state != job_pb2.STATE_SUCCEEDED:
+            state = job_pb2.State.Name(job.state)
+            raise DocparseError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "RESULT_NOT_READY" if not is_terminal(job) else "JOB_NOT_SUCCEEDED",
+                f"job {job.job_id} is {state}; only SUCCEEDED jobs have a result",
+                {"job_id": job.job_id, "state": state},
+            )
+        if job.result.storage == job_pb2.RESULT_STORAGE_INLINE:
+            data = await self.store.get_inline_result(job.job_id)
+        else:
+            try:
+                data = await asyncio.to_thread(self.blobs.read_result, job.result.blob_key)
+            except OSError:
+                data = None
+        if data is None:
+            raise DocparseError(
+                grpc.StatusCode.NOT_FOUND,
+                "RESULT_EXPIRED",
+                f"the result of job {job.job_id} is no longer stored",
+                {"job_id": job.job_id},
+            )
+        return data
+
+    async def GetAsset(
+        self, request: parser_service_pb2.GetAssetRequest, context: Context
+    ) -> AsyncIterator[parser_service_pb2.GetAssetResponse]:
+        """Streams one asset of a SUCCEEDED job from this deployment's blob store."""
+        try:
+            _check_job_id(request.job_id)
+            asset = await self._asset(request)
+            data = await asyncio.to_thread(self.blobs.read_asset, request.job_id, asset.asset_id)
+        except OSError as err:  # missing, or unreadable: the path stays in the server's log
+            if not isinstance(err, FileNotFoundError):
+                log.warning("asset unreadable: %s", err, extra={"job_id": request.job_id})
+            raise DocparseError(
+                grpc.StatusCode.NOT_FOUND,
+                "ASSET_NOT_FOUND",
+                f"job {request.job_id} has no asset {request.asset_id!r}",
+                {"job_id": request.job_id, "asset_id": request.asset_id},
+            ) from err
+        asset.size_bytes = len(data)
+        asset.sha256 = hashlib.sha256(data).hexdigest()
+        for offset in range(0, max(len(data), 1), CHUNK_BYTES):
+            message = parser_service_pb2.GetAssetResponse(
+                chunk=data[offset : offset + CHUNK_BYTES], offset=offset
+            )
+            if offset == 0:
+                message.asset.CopyFrom(asset)
+            yield message
+
+    async def _asset(self, request: parser_service_pb2.GetAssetRequest) -> Any:
+        env = self.settings.env
+        if request.deployment and request.deployment != env:
+            raise DocparseError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "ASSET_OTHER_DEPLOYMENT",
+                f"the asset belongs to deployment {request.deployment[:80]!r}; this is {env!r}: "
+                "ask that deployment",
+                {"deployment": request.deployment[:80], "this_deployment": env},
+            )
+        name = request.asset_id
+        stem, _, ext = name.partition(".")
+        if (
+            len(stem) != 32
+            or not all(c in "0123456789abcdef" for c in stem)
+            or not (ext.isascii() and ext.isalnum() and len(ext) <= MAX_ASSET_EXT)
+        ):
+            raise invalid(
+                "INVALID_ASSET_ID",
+                f"not an asset id: {name[:80]!r} (32 hex digits, a dot, an extension)",
+            )
+        job = await self.store.get(request.job_id)
+        if job.state != job_pb2.STATE_SUCCEEDED:
+            await self._result_bytes(job)  # raises the precise FAILED_PRECONDITION
+        return reading_package_pb2.Asset(
+            asset_id=name,
+            mime_type=mime_for_ext(ext),
+            deployment=env,
+            job_id=request.job_id,
+        )
+
+    async def ListJobs(
+        self, request: parser_service_pb2.ListJobsRequest, context: Context
+    ) -> parser_service_pb2.ListJobsResponse:
+        """The caller's jobs, newest first, a page at a time (parser_svc/api/listing.py)."""
+        return await self.listing.page(current_tenant() or DEFAULT_TENANT, request)
+
+    async def CancelJob(
+        self, request: parser_service_pb2.CancelJobRequest, context: Context
+    ) -> parser_service_pb2.CancelJobResponse:
+        _check_job_id(request.job_id)
+        job = await self.store.get(request.job_id)
+        result = await self.store.cancel(request.job_id) if not is_terminal(job) else None
+        if result is None or result.status == "TERMINAL":
+            job = await self.store.get(request.job_id)
+            state = job_pb2.State.Name(job.state)
+            raise DocparseError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "JOB_ALREADY_ENDED",
+                f"job {job.job_id} already ended {state}; nothing to cancel",
+                {"job_id": job.job_id, "state": state},
+            )
+        await self.queue.discard(request.job_id)
+        # Its upload and password file go now; a running parse already has the file open
+        # and stops at its next page write, which is refused.
+        await asyncio.to_thread(self.blobs.delete_upload, request.job_id)
+        observability.job_finished(request.job_id, "CANCELLED")
+        return parser_service_pb2.CancelJobResponse(job=await self.store.get(request.job_id))
+
+    async def CreateBatch(
+        self, request: parser_service_pb2.CreateBatchRequest, context: Context
+    ) -> parser_service_pb2.CreateBatchResponse:
+        check_request_id(request.request_id)
+        batch = await self.batches.create(
+            request.files, request.request_id, list(request.languages)
+        )
+        return parser_service_pb2.CreateBatchResponse(batch=batch)
+
+    async def UploadBatch(
+        self,
+        request_iterator: AsyncIterator[parser_service_pb2.UploadBatchRequest],
+        context: Context,
+    ) -> parser_service_pb2.UploadBatchResponse:
+        with self.uploads.slot(current_caller.get() or Caller()):
+            batch_id, request_id, files = await receive_batch_upload(
+                _checked_header(request_iterator),
+                self.batches.new_id,
+                self.submitter,
+                accepted=lambda: context.send_initial_metadata(UPLOAD_ACCEPTED),
+            )
+            batch = await self.batches.create_stored(batch_id, files, request_id)
+        return parser_service_pb2.UploadBatchResponse(batch=batch)
+
+    async def GetBatch(
+        self, request: parser_service_pb2.GetBatchRequest, context: Context
+    ) -> parser_service_pb2.GetBatchResponse:
+        _check_job_id(request.batch_id)
+        return parser_service_pb2.GetBatchResponse(batch=await self.batches.get(request.batch_id))
+
+    async def WatchBatch(
+        self, request: parser_service_pb2.WatchBatchRequest, context: Context
+    ) -> AsyncIterator[parser_service_pb2.WatchBatchResponse]:
+        with self.streams.slot(current_caller.get() or Caller()):
+            _check_job_id(request.batch_id)
+            # As WatchJob: headers once the stream is taken.
+            await context.send_initial_metadata(())
+            async for event in self.batches.watch(
+                request.batch_id,
+                request.after_version,
+                heartbeat_s=self.settings.watch_heartbeat_s,
+                resync_s=self.settings.watch_resync_s,
+            ):
+                yield event
+
+
+class _Registrations:
+    """Stands in for the server in the generated registration, to keep its method handlers."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass  # the same handlers as below, looked up another way
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]
+    ) -> None:
+        self.handlers = dict(handlers)
+
+
+def add_parser_service(service: ParserService, server: grpc.aio.Server) -> None:
+    """The generated registration of the service, except that GetStatus answers with the bytes
+    `get_status_encoded` returns (no response serializer)."""
+    registrations = _Registrations()
+    parser_service_pb2_grpc.add_ParserServiceServicer_to_server(
+        service, cast(grpc.aio.Server, registrations)
+    )
+    if "GetStatus" not in registrations.handlers:
+        raise RuntimeError("the generated registration changed: no GetStatus handler kept")
+    handlers = registrations.handlers | {
+        "GetStatus": grpc.unary_unary_rpc_method_handler(
+            service.get_status_encoded,
+            request_deserializer=parser_service_pb2.GetStatusRequest.FromString,
+        )
+    }
+    name = parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    server.add_registered_method_handlers(name, handlers)

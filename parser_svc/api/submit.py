@@ -1,0 +1,279 @@
+"""SubmitJob's write path: validate, deduplicate, store the upload, create, enqueue.
+
+Two gates make "exactly one job" hold for racing submits (BRIEF §7): an in-process lock per
+upload identity (requests to the same replica queue up instead of all hitting Redis), then one
+atomic Lua script across replicas that answers REPLAY / CONFLICT / JOINED or creates the job.
+Content dedupe is active-only: once a job has ended, the same upload makes a new job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+
+from docparse.errors import DocparseError
+from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server import tracing
+from docparse_server.tenancy import DEFAULT_TENANT
+from parser_svc import PARSER_VERSION, observability
+from parser_svc.api.callers import current_caller
+from parser_svc.parsers import ocr
+from parser_svc.parsers.detect import sniff
+from parser_svc.settings import Settings
+from parser_svc.state.store import JobStore
+from parser_svc.webhooks.callbacks import Callbacks
+from parser_svc.work.blobs import BlobStore
+from parser_svc.work.queue import JobQueue
+
+log = logging.getLogger(__name__)
+
+
+def invalid(reason: str, message: str) -> DocparseError:
+    return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
+
+
+def unsupported(label: str) -> DocparseError:
+    return invalid(
+        "UNSUPPORTED_FORMAT",
+        f"the content is {label} (by its bytes, whatever its name); "
+        "supported: PDF, DOCX, DOC, XLSX, XLS, PPTX",
+    )
+
+
+# Language hints per job at most, and the longest tag accepted (BCP-47 tags are short).
+MAX_LANGUAGES = 8
+MAX_LANGUAGE_TAG = 35
+
+
+def check_languages(tags: list[str]) -> list[str]:
+    """The OCR language hints, each installed in this image; INVALID_ARGUMENT otherwise."""
+    if not tags:
+        return []
+    if len(tags) > MAX_LANGUAGES or any(len(t) > MAX_LANGUAGE_TAG or "," in t for t in tags):
+        raise invalid(
+            "LANGUAGE_NOT_INSTALLED",
+            f"at most {MAX_LANGUAGES} language tags of at most {MAX_LANGUAGE_TAG} characters",
+        )
+    try:
+        return ocr.check_languages(tags)
+    except ValueError as err:
+        raise invalid("LANGUAGE_NOT_INSTALLED", str(err)) from err
+
+
+class KeyedLocks:
+    """One asyncio.Lock per key, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+class Submitter:
+    def __init__(
+        self, settings: Settings, store: JobStore, queue: JobQueue, blobs: BlobStore
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.queue = queue
+        self.blobs = blobs
+        self._gates = KeyedLocks()
+        self.callbacks = Callbacks(settings, store)
+
+    def check_size(self, content: bytes) -> None:
+        """The precise error for an empty or too large upload. Costs nothing: it runs before
+        the rate limit."""
+        if not content:
+            raise invalid("EMPTY_CONTENT", "the upload is empty")
+        self.check_announced(len(content))
+
+    def check_announced(self, size: int, file_name: str = "") -> None:
+        """DOCUMENT_TOO_LARGE when `size` bytes are over the service's or the caller's tenant's
+        limit (checked before the bytes are received, for streamed uploads)."""
+        limit = self.settings.max_upload_bytes
+        caller = current_caller.get()
+        if caller and caller.limits.max_upload_bytes:
+            limit = min(limit, caller.limits.max_upload_bytes)
+        if size > limit:
+            named = f"{file_name[:200]!r} has" if file_name else "the upload has"
+            raise DocparseError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "DOCUMENT_TOO_LARGE",
+                f"{named} {size} bytes; the limit is {limit}",
+                {"limit_bytes": str(limit)},
+            )
+
+    @staticmethod
+    def content_type(content: bytes) -> str:
+        """The detected content type, or UNSUPPORTED_FORMAT. Sniffing is bounded (a few KB of
+        any zip member, see detect.py) but still reads the upload: it runs after the rate
+        limit."""
+        detected = sniff(content)
+        if detected.kind is None:
+            raise unsupported(detected.label)
+        return detected.kind
+
+    async def check_rate(self, files: int = 1) -> None:
+        """Per-tenant submits per minute, counted in Redis so every replica shares the count."""
+        caller = current_caller.get()
+        if not caller or not caller.limits.submits_per_minute:
+            return
+        used = await self.store.count_submits(caller.tenant, int(time.time() // 60), files)
+        if used > caller.limits.submits_per_minute:
+            retry_after = 60 - int(time.time()) % 60
+            raise DocparseError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "RATE_LIMITED",
+                f"tenant {caller.tenant} may submit {caller.limits.submits_per_minute} "
+                f"documents a minute; retry in {retry_after} s",
+                {"retry_after_s": str(retry_after)},
+            )
+
+    async def submit(self, request: parser_service_pb2.SubmitJobRequest) -> job_pb2.Job:
+        """Creates the job (or answers with the job an earlier request made) and enqueues it.
+
+        Every step is safe to retry after an unknown outcome (docs/operations.md, "Retry
+        semantics"): the create script recognises its own job on a re-run; enqueueing is
+        idempotent (the queue job id is the job id) and is repeated whenever a submit answers
+        with a job that is still QUEUED; what a lost reply or a dead replica left unqueued, the
+        sweeper enqueues (parser_svc/work/sweeper.py); an upload whose create may or may not
+        have run is kept for the sweeper to enqueue or delete.
+        """
+        caller = current_caller.get()
+        tenant = caller.tenant if caller else DEFAULT_TENANT
+        content = request.content
+        self.check_size(content)
+        await self.check_rate()
+        content_type = self.content_type(content)
+        languages = check_languages(list(request.languages))
+        callback = await self.callbacks.check(request, tenant)
+        sha256 = hashlib.sha256(content).hexdigest()
+        keys = self.store.keys
+        # Password-protected uploads are never joined: another caller's password may differ.
+        # Other language hints are another parse.
+        hints = ",".join(languages)
+        identity = f"{PARSER_VERSION}\0{content_type}\0{sha256}" + (f"\0{hints}" if hints else "")
+        # Redis Cluster: the job's cell follows its upload, so the same bytes meet their running
+        # job there and a retry (same request_id, same bytes) finds its first job there. One
+        # Redis: ''.
+        cell = keys.place(tenant, identity)
+        request_key = keys.request(tenant, request.request_id, cell) if request.request_id else ""
+        if request.request_id and keys.cells:
+            await self.check_request_content(tenant, request.request_id, sha256)
+        dedupe_key = "" if request.password else keys.active_upload(tenant, identity, cell)
+        fields = {
+            "file_name": request.file_name[:512],
+            "content_sha256": sha256,
+            "content_type": content_type,
+            "size_bytes": str(len(content)),
+            "tenant": tenant,
+            "batch_id": "",
+        }
+        if hints:
+            fields["languages"] = hints
+        fields.update(tracing.current_carrier())  # a worker continues this trace (worker.py)
+        async with self._gates.hold(dedupe_key or request_key or sha256):
+            job_id = keys.new_id(cell)
+            if callback:
+                # Before the create: a job with a callback never exists without its delivery
+                # (parser_svc/webhooks/callbacks.py); one whose create does not happen is dropped.
+                await self.callbacks.outbox.add(job_id, tenant, callback)
+            await asyncio.to_thread(self.blobs.put_input, job_id, content)
+            if request.password:
+                # Beside the input, owner-only; never in the record. Deleted when the parse ends.
+                await asyncio.to_thread(self.blobs.put_secret, job_id, request.password)
+            try:
+                created = await self.store.create(
+                    job_id, fields, request_key=request_key, dedupe_key=dedupe_key
+                )
+            except DocparseError as err:
+                if err.code != grpc.StatusCode.UNAVAILABLE:
+                    await asyncio.to_thread(self.blobs.delete_upload, job_id)
+                    if callback:
+                        await self.callbacks.outbox.discard(job_id, callback)
+                # UNAVAILABLE: the create may have run. Keep the upload; the sweeper enqueues
+                # the job if it exists, or deletes the upload if it does not.
+                raise
+            if not created.created:
+                await asyncio.to_thread(self.blobs.delete_upload, job_id)
+                if callback:  # the callback goes with the job this submit answers with
+                    if created.status != "CONFLICT":
+                        await self.callbacks.outbox.add(created.job_id, tenant, callback)
+                    await self.callbacks.outbox.discard(job_id, callback)
+                if created.status == "CONFLICT":
+                    raise invalid(
+                        "REQUEST_ID_REUSED",
+                        f"request_id {request.request_id!r} was used for other content "
+                        f"(job {created.job_id})",
+                    )
+                log.info(
+                    "submit answered with job %s (%s)",
+                    created.job_id,
+                    created.status,
+                    extra={"event": "job.joined", "job_id": created.job_id, "tenant": tenant},
+                )
+                job = await self.store.get(created.job_id)
+                if job.state == job_pb2.STATE_QUEUED:
+                    # Its first submit may have lost the reply before enqueueing: enqueue again
+                    # (a no-op when the queue has it).
+                    await self.enqueue([job.job_id])
+                return job
+        observability.job_created(
+            job_id,
+            tenant=tenant,
+            content_type=content_type,
+            size_bytes=len(content),
+            batch_id="",
+            file_name=fields["file_name"],
+        )
+        await self.enqueue([job_id])
+        # The create's own record (QUEUED, version 1); a re-run of the create that found it
+        # (EXISTS, after a lost reply) reads it.
+        return created.record or await self.store.get(job_id)
+
+    async def check_request_content(self, tenant: str, request_id: str, sha256: str) -> None:
+        """Redis Cluster: the request_id's first content is kept in the request's own cell
+        (SET NX: the first submit's bytes win); other bytes under it are REQUEST_ID_REUSED, as
+        the create script says on one Redis (there the job's cell, the upload's, would not
+        see another upload's request). A lost reply is harmless: the retry finds its own."""
+        key = self.store.keys.request_content(tenant, request_id)
+        ttl_ms = self.store.ttl.request_ms
+        first = await self.store.call(
+            lambda: self.store.client.set(key, sha256, nx=True, px=ttl_ms, get=True)
+        )
+        if first is not None and (first.decode() if isinstance(first, bytes) else first) != sha256:
+            raise invalid(
+                "REQUEST_ID_REUSED", f"request_id {request_id!r} was used for other content"
+            )
+
+    async def enqueue(self, job_ids: list[str]) -> None:
+        """Adds the jobs to the queue; idempotent. A failure is left to the sweeper, which
+        enqueues every created job the queue does not have: the job exists and will run."""
+        for job_id in job_ids:
+            try:
+                await self.queue.enqueue(job_id)
+            except DocparseError as err:
+                log.warning(
+                    "enqueue of job %s failed (%s); the sweeper will enqueue it",
+                    job_id,
+                    err.reason,
+                    extra={"event": "job.enqueue_deferred", "job_id": job_id},
+                )

@@ -1,0 +1,1 @@
+"""The process that runs parsers: the sandbox (limits), the fork server, the parse child."""

@@ -1,0 +1,192 @@
+"""Runs one parse in a child process with CPU, memory and wall-clock limits.
+
+The child is a process of its own per job, so a crash, a runaway document or a leak kills only
+the child; the worker and its event loop carry on. It is forked from the worker's fork server
+(parser_svc.child.zygote: pre-imported, a few ms per child) or, with `fork_server=None` or where
+forking is not possible, a fresh interpreter (`python -m parser_svc.child.parse_child`, ~0.3 s of
+CPU per child). Either way it runs parse_child.main with the same limits and protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import resource
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from parser_svc.child.zygote import ForkServer
+from parser_svc.parsers import ParseOptions
+
+ProgressCallback = Callable[[int, int, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_s: float
+    cpu_s: int
+    memory_mb: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """`reason` is empty on success; then `pages` and `chars` describe the package."""
+
+    reason: str = ""
+    message: str = ""
+    pages: int = 0
+    chars: int = 0
+    # Processes that read the document's pages (parsers/pdf_split.py): 1 but for long PDFs.
+    processes: int = 1
+
+
+def apply_limits(cpu_s: int, memory_mb: int) -> None:
+    """Called by the child on itself before it reads the document (no preexec_fn: forking a
+    threaded gRPC process with Python code between fork and exec is unsafe)."""
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
+    memory = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class ParseProcess(Protocol):
+    """A running parse child: its event lines, its input (sent once, then closed), its end."""
+
+    stdout: asyncio.StreamReader
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def send(self, data: bytes) -> None: ...
+    async def wait(self) -> int: ...
+    def kill(self) -> None: ...
+
+
+class SpawnedChild:
+    """A fresh interpreter running `python -m parser_svc.child.parse_child ARGV`."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        self._proc = proc
+        self.stdout = proc.stdout
+
+    @classmethod
+    async def start(cls, argv: list[str]) -> SpawnedChild:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "parser_svc.child.parse_child", *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        return cls(proc)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    async def send(self, data: bytes) -> None:
+        stdin = self._proc.stdin
+        assert stdin is not None
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            stdin.write(data)
+            await stdin.drain()
+        stdin.close()
+
+    async def wait(self) -> int:
+        return await self._proc.wait()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self._proc.kill()
+
+
+async def run_parse(
+    content_type: str,
+    input_path: Path,
+    output_path: Path,
+    limits: Limits,
+    on_progress: ProgressCallback,
+    options: ParseOptions | None = None,
+    fork_server: ForkServer | None = None,
+    on_done: Callable[[], Awaitable[None]] | None = None,
+) -> Outcome:
+    """`options` (the password among them; None: Settings' defaults) reach the child as JSON on
+    its stdin: never on its command line, in its environment or on disk. Its command line holds
+    the CPU and memory limits, which the child sets on itself before it reads the document.
+    `on_done` is awaited when the child says it is done, while it exits: what it wrote may be
+    read then, but the parse succeeded only if the Outcome says so (exit status 0)."""
+    argv = [
+        content_type,
+        str(input_path),
+        str(output_path),
+        str(limits.cpu_s),
+        str(limits.memory_mb),
+    ]
+    forked = await fork_server.launch(argv) if fork_server is not None else None
+    proc: ParseProcess = forked if forked is not None else await SpawnedChild.start(argv)
+    await proc.send((options.to_json() if options is not None else "{}").encode())
+    final: dict[str, object] = {}
+
+    async def read_events() -> None:
+        async for line in proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") == "progress":
+                await on_progress(int(event["done"]), int(event["total"]), str(event["stage"]))
+            else:
+                final.update(event)
+                if event.get("event") == "done" and on_done is not None:
+                    await on_done()
+        await proc.wait()
+
+    try:
+        async with asyncio.timeout(limits.timeout_s):
+            await read_events()
+    except TimeoutError:
+        return Outcome("PARSE_TIMEOUT", f"the parse took longer than {limits.timeout_s:g} s")
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+    return _outcome(proc.returncode, final)
+
+
+def _outcome(returncode: int | None, final: dict[str, object]) -> Outcome:
+    if final.get("event") == "done" and returncode == 0:
+        return Outcome(
+            pages=int(str(final["pages"])),
+            chars=int(str(final["chars"])),
+            processes=int(str(final.get("processes", 1))),
+        )
+    if final.get("event") == "failed":
+        return Outcome(str(final["reason"]), str(final["message"]))
+    if final.get("event") == "memory_high" and returncode != 0:
+        # The child said it was close to its memory limit, then died without a word: C code
+        # (mupdf, upb, lxml, OpenBLAS) that met a failed allocation crashes instead of raising.
+        return Outcome(
+            "DOCUMENT_TOO_LARGE",
+            f"the parse ran out of memory (it reached {final.get('vm_mb')} MB of its "
+            f"{final.get('limit_mb')} MB limit, then died: {_death(returncode)})",
+        )
+    if returncode is not None and returncode < 0:
+        sig = signal.Signals(-returncode).name
+        if -returncode in (signal.SIGXCPU, signal.SIGKILL):
+            return Outcome(
+                "PARSE_TIMEOUT" if -returncode == signal.SIGXCPU else "PARSER_CRASHED",
+                f"the parser was killed by {sig}",
+            )
+        return Outcome("PARSER_CRASHED", f"the parser died of {sig}")
+    return Outcome("PARSER_CRASHED", f"the parser exited with status {returncode}")
+
+
+def _death(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        return signal.Signals(-returncode).name
+    return f"exit status {returncode}"

@@ -1,0 +1,374 @@
+"""The fork server ("zygote"): parse children without interpreter start-up.
+
+A fresh `python -m parser_svc.child.parse_child` costs about 0.3 s of CPU before it reads a byte of
+the document (the interpreter, pymupdf, the parsers, protobuf). The worker instead starts this
+process once: `python -m parser_svc.child.zygote`, a fresh interpreter (fork + exec, like any
+subprocess) that imports all of that, freezes it out of the collector's view, and then only
+forks: one child per job, each a copy of the warm process, a few milliseconds apart.
+
+Each child is still what the per-job child was: its own process with its own CPU, memory and
+wall-clock limits, PDEATHSIG, the memory-high signal and its options (the password) on a pipe
+from the worker; it exits when its job ends, so nothing of a document outlives the job, and a
+crash, a leak or a corrupted global touches only that job.
+
+The children are the *worker's* children, not the zygote's: the zygote forks with
+clone(CLONE_PARENT), so the kernel makes the worker their parent. The worker waits for them
+itself (a pidfd, then waitpid: the exit status or the signal, as with any child), they die
+with the worker (PDEATHSIG names the worker), and a zygote that dies takes no running parse
+with it: the worker starts a new one for the next job.
+
+Protocol (one SOCK_SEQPACKET socket pair, one request at a time): the worker sends a JSON
+request {"argv": [...], "parent": pid} with one file descriptor attached, one end of a fresh
+socket pair that becomes the child's stdin and stdout (the worker writes the options to it and
+reads the child's events from it, exactly as from a spawned child's pipes); the zygote answers
+{"pid": N} or {"error": "..."}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import gc
+import importlib
+import io
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import traceback
+
+from parser_svc.child import huge_pages
+
+log = logging.getLogger(__name__)
+
+CLONE_PARENT = 0x00008000
+# clone(2)'s number per architecture; elsewhere the worker spawns a fresh child per job.
+SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine, 0)
+# The child rewrites its command line (in place, in the memory the kernel shows as
+# /proc/PID/cmdline) to what a spawned child's would be, so `ps` names each job's document.
+# The zygote is started with this much blank room for it.
+ARGV_ROOM = " " * 1024
+MODULES = (
+    "parser_svc.child.parse_child",
+    "parser_svc.parsers.detect",
+    "parser_svc.parsers.pdf",
+    "parser_svc.parsers.docx",
+    "parser_svc.parsers.xlsx",
+    "parser_svc.parsers.pptx",
+    "parser_svc.parsers.xls",
+    "parser_svc.parsers.doc",
+    "parser_svc.parsers.office",
+)
+REPLY_TIMEOUT_S = 30.0
+
+
+# --- the zygote process ------------------------------------------------------------------
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def _clone_parent() -> int:
+    """fork(), except that the child's parent is our parent (the worker).
+
+    Forking is safe here, and only here: this process was exec'd fresh, runs no thread (checked
+    before every fork: `_threads() == 1`), no event loop, no gRPC, and holds no lock another
+    thread could own. The server process, which runs grpc's threads, never forks: it starts
+    this one with fork + exec (subprocess), as it started every parse child before.
+
+    The raw syscall skips glibc's fork() wrapper, so CPython's own fork hooks are called around
+    it exactly as os.fork() calls them (the import lock, the GIL, os.register_at_fork hooks:
+    `random` reseeds, `threading` resets). PyDLL keeps the GIL held across the call, as os.fork
+    does. glibc's cached thread id stays the zygote's in the child; glibc only uses it for
+    mutex ownership (consistent within one process) and its raise()/pthread_kill on itself
+    asks the kernel for the real id (which is what lets a child raise signals at itself).
+    """
+    libc = ctypes.PyDLL(None, use_errno=True)
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    ctypes.pythonapi.PyOS_BeforeFork()
+    pid = syscall(
+        ctypes.c_long(SYS_CLONE),
+        ctypes.c_ulong(CLONE_PARENT | signal.SIGCHLD),
+        ctypes.c_void_p(0),
+        ctypes.c_void_p(0),
+        ctypes.c_void_p(0),
+        ctypes.c_ulong(0),
+    )
+    if pid == 0:
+        ctypes.pythonapi.PyOS_AfterFork_Child()
+        return 0
+    errno = ctypes.get_errno()
+    ctypes.pythonapi.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(errno, f"clone(CLONE_PARENT) failed: {os.strerror(errno)}")
+    return int(pid)
+
+
+def _set_cmdline(argv: list[str]) -> None:
+    """Writes `argv` over this process's original argument strings (what ps and
+    /proc/PID/cmdline show), truncated to the room they had."""
+    with open("/proc/self/stat", "rb") as stat:
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48 and 49)
+    room = end - start
+    data = b"\0".join(arg.encode() for arg in argv)[: room - 1]
+    ctypes.memmove(start, data.ljust(room, b"\0"), room)
+
+
+_START_KB = 0
+
+
+def _run_child(control: socket.socket, job_fd: int, argv: list[str], parent: int) -> None:
+    """In the forked child: becomes the job's parse child and never returns."""
+    code = 1
+    try:
+        control.close()
+        os.dup2(job_fd, 0)
+        os.dup2(job_fd, 1)
+        os.close(job_fd)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
+        _set_cmdline([sys.executable, "-m", "parser_svc.child.parse_child", *argv])
+        from parser_svc.child import parse_child
+        from parser_svc.parsers import pdf
+
+        pdf.keep_documents_until_exit()  # this process ends with os._exit below
+        parse_child.main(argv, parent=parent, start_kb=_START_KB)
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(control: socket.socket) -> None:
+    while True:
+        message, fds, _flags, _addr = socket.recv_fds(control, 65536, 1)
+        if not message:
+            return  # the worker closed its end: it is stopping
+        reply: dict[str, object]
+        try:
+            request = json.loads(message)
+            if len(fds) != 1:
+                raise ValueError(f"expected one file descriptor, got {len(fds)}")
+            if _threads() != 1:
+                raise RuntimeError(f"the fork server runs {_threads()} threads; it must run one")
+            pid = _clone_parent()
+            if pid == 0:
+                _run_child(control, fds[0], [str(a) for a in request["argv"]], request["parent"])
+            reply = {"pid": pid}
+        except Exception as err:
+            reply = {"error": f"{type(err).__name__}: {err}"}
+        finally:
+            for fd in fds:
+                os.close(fd)
+        control.send(json.dumps(reply).encode())
+
+
+def warm_up() -> None:
+    """mupdf's lazy set-up (font library, built-in fonts, caches) happens once, here, on a
+    PDF made here, instead of in every child: about 7 ms of CPU less per one-page job. It is
+    no job's document, so nothing of a user's document is in what the children inherit."""
+    from parser_svc.parsers import pdf
+
+    pdf.warm_up().SerializeToString()
+
+
+def main() -> None:
+    global _START_KB
+    control_fd, parent = int(sys.argv[1]), int(sys.argv[2])
+    from parser_svc.child.parse_child import die_with_parent, vm_size_kb
+
+    die_with_parent(parent)
+    # What a spawned child has mapped when it applies its limits: parse_child imported, no
+    # parser yet. A forked child's memory limit is counted from there, like a spawned one's.
+    _START_KB = vm_size_kb()
+    # As in a spawned child: numpy (OCR, imported by a child only when it needs it) would size
+    # OpenBLAS buffers per core against the memory limit.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    for module in MODULES:
+        importlib.import_module(module)
+    warm_up()
+    # What the imports allocated is shared copy-on-write with every child: keep the collector
+    # from touching it (a collection writes to every object header it walks, which would copy
+    # the pages into each child).
+    gc.collect()
+    gc.freeze()
+    if sys.argv[3] == "huge":
+        huge_pages.collapse()  # a fork and an exit copy 2 MB page entries, not 4 KB ones
+    control = socket.socket(fileno=control_fd)
+    serve(control)
+
+
+# --- the worker's side -------------------------------------------------------------------
+
+
+class ForkedChild:
+    """A parse child forked by the zygote: the worker's own child, with the same surface as
+    the spawned one (`stdout`, `send`, `wait`, `kill`, `returncode`)."""
+
+    def __init__(
+        self, pid: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.pid = pid
+        self.stdout = reader
+        self._writer = writer
+        self.returncode: int | None = None
+        # A pidfd names this very process even after it exits (it is not reaped until
+        # waitpid below, so its pid cannot be reused meanwhile either).
+        self._pidfd = os.pidfd_open(pid)
+
+    async def send(self, data: bytes) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._writer.write(data)
+            await self._writer.drain()
+            self._writer.write_eof()
+
+    async def wait(self) -> int:
+        if self.returncode is not None:
+            return self.returncode
+        loop = asyncio.get_running_loop()
+        exited: asyncio.Future[None] = loop.create_future()
+
+        def ready() -> None:
+            if not exited.done():
+                exited.set_result(None)
+
+        loop.add_reader(self._pidfd, ready)
+        try:
+            await exited
+        finally:
+            loop.remove_reader(self._pidfd)
+        # It has exited (the pidfd said so): WNOHANG, and the status is there.
+        _, status = os.waitpid(self.pid, os.WNOHANG)  # noqa: ASYNC222
+        self.returncode = os.waitstatus_to_exitcode(status)
+        os.close(self._pidfd)
+        self._writer.close()
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
+
+class ForkServer:
+    """The worker's handle on its zygote: started on first use (or by `start`), restarted when
+    it is found dead. `launch` returns None when forking is not possible here (another
+    architecture, clone refused): the caller then spawns a fresh child."""
+
+    def __init__(self, huge_pages: bool = True) -> None:
+        self._huge_pages = huge_pages  # parser_svc.child.huge_pages
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        self._lock = asyncio.Lock()
+        self.unavailable = "" if SYS_CLONE else f"no clone(2) number for {os.uname().machine}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> None:
+        """fork + exec of a fresh interpreter (subprocess's safe path from a threaded process);
+        it imports the parsers in the background while the worker goes on."""
+        self._reap()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "parser_svc.child.zygote", str(theirs.fileno()),
+                 str(os.getpid()), "huge" if self._huge_pages else "small", ARGV_ROOM],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+            )  # fmt: skip
+        ours.setblocking(False)
+        self._control = ours
+
+    async def launch(self, argv: list[str]) -> ForkedChild | None:
+        """A forked child running parse_child with `argv`, or None: spawn one instead."""
+        if self.unavailable:
+            return None
+        async with self._lock:
+            for _attempt in (1, 2):
+                if self._control is None:
+                    self.start()
+                try:
+                    return await self._fork(argv)
+                except (OSError, TimeoutError, ValueError) as err:
+                    log.warning("the parse fork server failed (%s); starting a new one", err)
+                    self._stop_zygote()
+        # Twice in a row: this job's child is spawned (the next job tries a fork server again),
+        # so a broken fork server never costs a job an attempt.
+        log.error("the parse fork server failed twice in a row; spawning this parse instead")
+        return None
+
+    async def _fork(self, argv: list[str]) -> ForkedChild | None:
+        assert self._control is not None
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with theirs:
+                request = json.dumps({"argv": argv, "parent": os.getpid()}).encode()
+                socket.send_fds(self._control, [request], [theirs.fileno()])
+            async with asyncio.timeout(REPLY_TIMEOUT_S):
+                reply_bytes = await loop.sock_recv(self._control, 65536)
+            if not reply_bytes:
+                raise ConnectionResetError("the fork server exited")
+            reply = json.loads(reply_bytes)
+            if "error" in reply:
+                self.unavailable = str(reply["error"])
+                log.warning("parse children are spawned, not forked: %s", self.unavailable)
+                ours.close()
+                return None
+            ours.setblocking(False)
+            reader, writer = await asyncio.open_unix_connection(sock=ours)
+        except BaseException as err:
+            ours.close()
+            if not isinstance(err, (OSError, TimeoutError, ValueError)):
+                # Cancelled while the fork server was answering: its reply would be read as the
+                # next request's. That fork server is done; the next launch starts a new one.
+                self._stop_zygote()
+            raise
+        return ForkedChild(int(reply["pid"]), reader, writer)
+
+    def _stop_zygote(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+        self._reap()
+
+    def _reap(self) -> None:
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
+            self._proc = None
+
+    def close(self) -> None:
+        """The zygote exits when its control socket closes (and is killed if it does not)."""
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._reap()
+
+
+if __name__ == "__main__":
+    main()

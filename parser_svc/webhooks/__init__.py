@@ -1,0 +1,3 @@
+"""Webhooks: callbacks registered at submit, the outbox in Redis, the dispatcher, SSRF-safe
+egress, signatures.
+"""

@@ -1,0 +1,200 @@
+"""Webhook egress, SSRF-safe: a callback URL must be http(s) with a host; the host is resolved
+by us, every address it resolves to must be public (or listed in `webhook_allow_cidrs`), and the
+connection goes to the addresses checked (aiohttp connects to what our resolver returns, no
+second lookup); no proxy from the environment, no redirect followed, a timeout, and at most
+`webhook_max_response_bytes` read. The rest of the webhook path:
+parser_svc/webhooks/callbacks.py."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import aiohttp
+import grpc
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from docparse.errors import DocparseError
+from parser_svc.settings import Settings
+from parser_svc.webhooks.signing import config_error
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+MAX_URL = 2048
+
+
+def invalid(reason: str, message: str) -> DocparseError:
+    return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
+
+
+def parse_cidrs(text: str) -> tuple[IPNetwork, ...]:
+    """DOCPARSE_WEBHOOK_ALLOW_CIDRS: comma separated networks; WEBHOOK_CONFIG_INVALID if one
+    does not parse."""
+    try:
+        return tuple(ipaddress.ip_network(part.strip()) for part in text.split(",") if part.strip())
+    except ValueError as err:
+        raise config_error(f"DOCPARSE_WEBHOOK_ALLOW_CIDRS: {err}") from err
+
+
+class AddressPolicy:
+    """Which addresses a webhook may reach: public ones, and what the allow-list names."""
+
+    def __init__(self, allow: tuple[IPNetwork, ...]) -> None:
+        self.allow = allow
+
+    def allowed(self, address: IPAddress) -> bool:
+        if any(address.version == net.version and address in net for net in self.allow):
+            return True
+        if isinstance(address, ipaddress.IPv6Address):
+            embedded = address.ipv4_mapped or address.sixtofour
+            if embedded is None and address in _NAT64:
+                embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+            if embedded is not None:
+                return self.allowed(embedded)
+        return address.is_global and not address.is_multicast
+
+    def check(self, host: str, addresses: list[str]) -> None:
+        """CALLBACK_NOT_ALLOWED naming the first address the policy refuses."""
+        for text in addresses:
+            address = ipaddress.ip_address(text.split("%", 1)[0])
+            if not self.allowed(address):
+                raise invalid(
+                    "CALLBACK_NOT_ALLOWED",
+                    f"the callback host {host!r} is {address}, a private, loopback, link-local, "
+                    "multicast or reserved address; DOCPARSE_WEBHOOK_ALLOW_CIDRS does not list it",
+                )
+
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def ip_literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    host: str
+    port: int
+
+
+def parse_url(url: str) -> Target:
+    """CALLBACK_INVALID unless `url` is an http(s) URL with a host, no credentials, at most
+    MAX_URL characters."""
+    if len(url) > MAX_URL:
+        raise invalid("CALLBACK_INVALID", f"the callback URL is over {MAX_URL} characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as err:
+        raise invalid("CALLBACK_INVALID", f"the callback URL does not parse: {err}") from err
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise invalid("CALLBACK_INVALID", "the callback must be an http:// or https:// URL")
+    if parts.username is not None or parts.password is not None:
+        raise invalid("CALLBACK_INVALID", "the callback URL may not carry user:password")
+    if any(c.isspace() or ord(c) < 0x20 for c in url):
+        raise invalid("CALLBACK_INVALID", "the callback URL contains spaces or control bytes")
+    return Target(url, parts.hostname, port or (443 if parts.scheme == "https" else 80))
+
+
+async def resolve(host: str, port: int) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+class RefusedAddress(OSError):
+    """A name resolved to an address the policy refuses (aiohttp reports it as a DNS error)."""
+
+
+class CheckedResolver(AbstractResolver):
+    """aiohttp's resolver for webhooks: every address of the name is checked and only checked
+    addresses are returned, so the connection goes where the check looked."""
+
+    def __init__(self, policy: AddressPolicy) -> None:
+        self.policy = policy
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, family=family)
+        out: list[ResolveResult] = []
+        for fam, _, proto, _, sockaddr in infos:
+            address = str(sockaddr[0])
+            try:
+                self.policy.check(host, [address])
+            except DocparseError as err:
+                raise RefusedAddress(err.message) from None
+            out.append(
+                ResolveResult(
+                    hostname=host,
+                    host=address,
+                    port=int(sockaddr[1]),
+                    family=fam,
+                    proto=proto,
+                    flags=socket.AI_NUMERICHOST,
+                )
+            )
+        if not out:
+            raise OSError(f"{host} resolves to no address")
+        return out
+
+    async def close(self) -> None:
+        return None
+
+
+class DeliveryFailed(Exception):
+    """An attempt that got no 2xx answer; the message is kept as the delivery's last error."""
+
+
+class Egress:
+    """POSTs one webhook: SSRF-checked, bounded in time and in what it reads."""
+
+    def __init__(self, settings: Settings, policy: AddressPolicy) -> None:
+        self.policy = policy
+        self.timeout = aiohttp.ClientTimeout(total=settings.webhook_timeout_s)
+        self.max_response = settings.webhook_max_response_bytes
+        self.concurrency = max(1, settings.webhook_concurrency)
+        self._session: aiohttp.ClientSession | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                resolver=CheckedResolver(self.policy),
+                use_dns_cache=False,
+                force_close=True,
+                limit=self.concurrency,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=self.timeout, trust_env=False
+            )
+        return self._session
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> int:
+        """The answer's status; DeliveryFailed when there is none (refused, timed out)."""
+        try:
+            target = parse_url(url)
+            literal = ip_literal(target.host)
+            if literal is not None:  # aiohttp does not ask the resolver about IP literals
+                self.policy.check(target.host, [str(literal)])
+            async with self.session().post(
+                url, data=body, headers=headers, allow_redirects=False
+            ) as response:
+                await response.content.read(self.max_response)
+                return response.status
+        except DocparseError as err:
+            raise DeliveryFailed(err.message) from None
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            raise DeliveryFailed(f"{type(err).__name__}: {err}"[:500] or "no answer") from None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

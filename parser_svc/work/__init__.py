@@ -1,0 +1,3 @@
+"""Running jobs: the durable queue, the workers that claim and run them, progress writes, the
+sweeper, the blob store, job tracing.
+"""

@@ -1,0 +1,428 @@
+"""Queue workers: take jobs from BullMQ, claim them in the state store, run the parse in a
+subprocess, report progress per page and store the result.
+
+BullMQ renews its locks on this event loop, so nothing here blocks it: the parse runs in a child
+process, and every file this touches (the shared volume's blobs, the parse's scratch directory)
+is read, written and deleted in a thread. Every state write carries the fencing token this
+worker got at claim time (BullMQ's lock token: the worker's uuid and a counter of its fetches,
+unique to this execution); once another worker has taken the job over, or the job was
+cancelled, this one's writes are refused and it stops the parse.
+
+Failures: a crashed parser (or a lost worker, seen as a job claimed again) is retried with
+backoff up to `max_attempts` executions; a document failure (corrupt, password, too large,
+timeout) ends the job at once. Either way the final failure also lands in BullMQ's failed set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+from bullmq import Worker
+from bullmq.custom_errors import UnrecoverableError
+
+from docparse.errors import DocparseError
+from docparse.v1 import job_pb2
+from docparse_server import tracing
+from parser_svc import observability
+from parser_svc.child.sandbox import Limits, Outcome, run_parse
+from parser_svc.child.zygote import ForkServer
+from parser_svc.parsers import ParseOptions
+from parser_svc.settings import Settings
+from parser_svc.state.store import JobStore
+from parser_svc.work.blobs import BlobStore
+from parser_svc.work.cpus import usable_cpus
+from parser_svc.work.job_tracing import job_span, trace_parent
+from parser_svc.work.progress_writer import PROGRESS_WRITE_INTERVAL_S, LostOwnership, ProgressWriter
+from parser_svc.work.queue import JobQueue, bullmq_options
+from parser_svc.work.sweeper import Sweeper
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+RETRYABLE_REASONS = frozenset({"PARSER_CRASHED", "WORKER_LOST"})
+# A PDF smaller than this is not asked about page ranges (its pages are too few or too light
+# to repay a second process): no queue read for the common small job.
+SPLIT_MIN_BYTES = 32 * 1024
+
+
+class RetryableFailure(Exception):
+    """Raised to BullMQ so it schedules another attempt with backoff."""
+
+
+class ParseWorker:
+    def __init__(self, settings: Settings, store: JobStore, blobs: BlobStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.blobs = blobs
+        self._worker: Worker | None = None
+        self._queue: JobQueue | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        # Parse children are forked from this (parser_svc.child.zygote), not the server process.
+        self._fork_server = (
+            ForkServer(settings.fork_server_huge_pages)
+            if settings.parse_launch == "fork_server"
+            else None
+        )
+        # Parses running now: a new one reads its OCR pages on the cores they leave free.
+        self._parsing = 0
+        # Jobs between their claim and the end of their parse (the ones preparing included).
+        self._active = 0
+        self._page_threads = settings.ocr_page_threads or usable_cpus()
+
+    def start(self) -> None:
+        s = self.settings
+        if self._fork_server is not None:
+            self._fork_server.start()  # it imports the parsers while the worker starts
+        opts: dict[str, Any] = {
+            **bullmq_options(s),
+            "concurrency": s.worker_concurrency or usable_cpus(),
+            "lockDuration": s.lock_duration_ms,
+            "stalledInterval": s.lock_duration_ms,
+            # Stalls are counted on the record (attempt), which ends poison jobs itself.
+            "maxStalledCount": s.max_attempts,
+            "runRetryDelay": 1000,
+        }
+        self._worker = Worker(s.queue_name, self._process, opts)
+        self._queue = JobQueue(s)
+        sweeper = Sweeper(s, self.store, self._queue, self.blobs)
+        self._sweeper = asyncio.get_running_loop().create_task(sweeper.run())
+
+    async def close(self, timeout_s: float) -> None:
+        """Stops taking jobs and waits up to `timeout_s` for in-flight ones; what is still
+        running then is abandoned to the lock expiry, and another replica takes it over."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        if self._queue is not None:
+            await self._queue.close()
+        if self._worker is not None:
+            try:
+                await asyncio.wait_for(self._worker.close(), timeout_s)
+            except TimeoutError:
+                log.warning("jobs still running at shutdown; their locks will expire")
+                await self._worker.close(force=True)
+        if self._fork_server is not None:
+            await asyncio.to_thread(self._fork_server.close)
+
+    async def _process(self, queue_job: Any, token: str) -> str:
+        job_id = str(queue_job.data["job_id"])
+        # The fence is the lock token alone: it is new for every fetch of every worker, so no
+        # attempt number is needed to tell executions apart. The record's `attempt` (counted by
+        # the claim script) is the one attempt counter of the job; BullMQ's attemptsMade only
+        # says whether BullMQ would run this job again (last_try).
+        fence = token
+        lock_key = self.store.keys.queue_lock(self.settings.queue_name, job_id)
+        attempts = int(queue_job.opts.get("attempts") or self.settings.max_attempts)
+        # BullMQ runs the job again only if this execution fails and was not its last.
+        last_try = queue_job.attemptsMade + 1 >= attempts
+        try:
+            return await self._execute(job_id, fence, lock_key, token, last_try)
+        except (RetryableFailure, UnrecoverableError):
+            raise
+        except Exception as err:
+            if last_try:
+                # The queue gives up on the job after this: its record must end too, or it
+                # would read QUEUED or RUNNING until it expires.
+                await self._give_up(job_id, fence, lock_key, token, err)
+            raise
+
+    async def _give_up(
+        self, job_id: str, fence: str, lock_key: str, token: str, err: Exception
+    ) -> None:
+        reason = err.reason if isinstance(err, DocparseError) else "WORKER_FAILED"
+        message = f"the queue gave up on the job after its last attempt failed: {err}"
+        try:
+            result = await self._retrying(
+                lambda: self.store.give_up(
+                    job_id, fence, reason, message[:500], lock_key=lock_key, lock_token=token
+                )
+            )
+        except DocparseError as final:
+            log.error("job %s: could not record that the queue gave up: %s", job_id, final)
+            return
+        if result.status == "OK":
+            await asyncio.to_thread(self.blobs.delete_upload, job_id)
+            observability.job_finished(job_id, "FAILED", reason)
+
+    async def _execute(
+        self, job_id: str, fence: str, lock_key: str, token: str, last_try: bool
+    ) -> str:
+        # The claim is retried through a blip (a re-run of a claim that went in answers DONE),
+        # so a slow Redis reply never costs the job an attempt.
+        # Quiet: the claim publishes nothing; the progress writer's first write or the
+        # terminal write publishes the record (ProgressWriter).
+        claim = await self._retrying(
+            lambda: self.store.claim(job_id, fence, lock_key=lock_key, lock_token=token, quiet=True)
+        )
+        if not claim.ok:
+            log.info("job %s not claimed: %s", job_id, claim.status, extra={"job_id": job_id})
+            if claim.status in ("TERMINAL", "NOT_FOUND"):  # ended (cancelled) before any parse
+                await asyncio.to_thread(self.blobs.delete_upload, job_id)
+            return claim.status
+        record = claim.record
+        if record is None:  # not expected: a claim that is in answers with its record
+            record = await self._retrying(lambda: self.store.get(job_id))
+        writer = ProgressWriter(self.store, job_id, fence, PROGRESS_WRITE_INTERVAL_S)
+        writer.start()
+        try:
+            with job_span(job_id, record, await trace_parent(self.store, job_id)):
+                return await self._run_claimed(job_id, fence, record, last_try, writer)
+        finally:
+            await writer.close()
+
+    async def _run_claimed(
+        self,
+        job_id: str,
+        fence: str,
+        record: job_pb2.Job,
+        last_try: bool,
+        writer: ProgressWriter,
+    ) -> str:
+        observability.job_claimed(job_id, record.attempt)
+        if record.attempt > 1:
+            await asyncio.to_thread(self.blobs.discard_results, job_id)
+        try:
+            if record.attempt > self.settings.max_attempts:
+                # Claimed again and again: workers keep dying on it (a poison document).
+                outcome = Outcome(
+                    "WORKER_LOST",
+                    f"the job was taken over {record.attempt - 1} times after workers stopped "
+                    "while parsing it",
+                )
+            else:
+                self._active += 1
+                try:
+                    outcome = await self._parse(
+                        job_id, fence, record, list(record.languages), writer
+                    )
+                finally:
+                    self._active -= 1
+            created_ms = record.create_time.ToMilliseconds()
+            if not outcome.reason:
+                observability.job_finished(
+                    job_id, "SUCCEEDED", attempt=record.attempt, create_ms=created_ms
+                )
+                return "SUCCEEDED"
+            retry = record.attempt < self.settings.max_attempts and not last_try
+            if outcome.reason in RETRYABLE_REASONS and retry:
+                await writer.close()  # no progress write after the job is handed back
+                if (await self._retrying(lambda: self.store.release(job_id, fence))).ok:
+                    observability.job_retried(job_id, record.attempt, outcome.reason)
+                    raise RetryableFailure(f"{outcome.reason}: {outcome.message}")
+                raise LostOwnership("release refused")
+            await self._finish_failed(job_id, fence, outcome, writer)
+            observability.job_finished(
+                job_id, "FAILED", outcome.reason, attempt=record.attempt, create_ms=created_ms
+            )
+            raise UnrecoverableError(f"{outcome.reason}: {outcome.message}")
+        except LostOwnership as lost:
+            log.warning("job %s: %s", job_id, lost, extra={"event": "job.lost", "job_id": job_id})
+            return "LOST"
+
+    def _prepare(
+        self, job_id: str, languages: list[str]
+    ) -> tuple[Path, int, tempfile.TemporaryDirectory[str], ParseOptions] | None:
+        """The stored upload and its size, a scratch directory for the package and the assets,
+        and the options for the child (the password is read from beside the upload); None when
+        the upload is gone. Blocking (the shared volume): one trip to a thread for all three,
+        since each trip waits for the loop and the fork waits for all of them. The child's OCR
+        pages are read on the cores the replica's other parses leave free (at least one): a
+        lone long scan uses them all, a full replica does not oversubscribe its CPUs."""
+        input_path = self.blobs.path(self.blobs.input_key(job_id))
+        try:
+            size = input_path.stat().st_size
+        except FileNotFoundError:
+            return None
+        scratch = tempfile.TemporaryDirectory(prefix="docparse-")
+        options = self.settings.parse_options(
+            password=self.blobs.read_secret(job_id),
+            job_id=job_id,
+            assets_dir=Path(scratch.name) / "assets",
+            languages=languages,
+            ocr_page_threads=max(1, self._page_threads - self._parsing),
+        )
+        return input_path, size, scratch, options
+
+    async def _page_processes(self, content_type: str, size: int) -> int:
+        """How many processes may read this job's pages (parsers/pdf_split.py): the cores the
+        replica's other parses leave free, for a PDF big enough to be long, when no job waits
+        in the queue. A waiting job would take a free core the moment this parse starts, and
+        a split costs CPU of its own (a fork, objects and fonts read in each process): it
+        pays only on cores that stay idle. One queue read, for such PDFs only."""
+        free = self._page_threads - (self._active - 1)  # the cores the others leave
+        if content_type != "pdf" or free <= 1 or not self.settings.pdf_split_min_pages:
+            return 1
+        if size < SPLIT_MIN_BYTES:
+            return 1
+        waiting = await self._queue.waiting() if self._queue is not None else None
+        return free if waiting == 0 else 1
+
+    async def _parse(
+        self,
+        job_id: str,
+        fence: str,
+        record: job_pb2.Job,
+        languages: list[str],
+        writer: ProgressWriter,
+    ) -> Outcome:
+        prepared = await asyncio.to_thread(self._prepare, job_id, languages)
+        if prepared is None:
+            return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
+        input_path, size, scratch, options = prepared
+        content_type = record.content_type
+        options.page_processes = await self._page_processes(content_type, size)
+
+        async def lost(err: LostOwnership) -> LostOwnership:
+            if err.status != "FENCED":  # the job ended (cancelled) mid-parse
+                await asyncio.to_thread(self.blobs.delete_upload, job_id)
+            return err
+
+        async def on_progress(done: int, total: int, stage: str) -> None:
+            # each report of the child is an event of its span (parse.child, below)
+            tracing.add_current_event("parse.progress", done=done, total=total, stage=stage)
+            try:
+                await writer.report(done, total, stage)
+            except LostOwnership as err:
+                raise await lost(err) from None
+
+        s = self.settings
+        limits = Limits(s.parse_timeout_s, s.parse_cpu_s, s.parse_memory_mb)
+        output_path = Path(scratch.name) / "package.pb"
+        assets_dir = Path(scratch.name) / "assets"
+        collected: list[tuple[bytes, str]] = []
+
+        def collect() -> tuple[bytes, str]:
+            return self._collect(job_id, assets_dir, output_path)
+
+        async def on_done() -> None:
+            # The child has written its package and is exiting: tearing down its copy of the
+            # fork server's page tables takes a few ms, so the package is collected meanwhile.
+            # It is used only if the child then exits 0.
+            collected.append(await asyncio.to_thread(collect))
+
+        succeeded = False
+        try:
+            started = time.monotonic()
+            # The child itself exports nothing: its span is its run as this supervisor saw it.
+            with tracing.span("parse.child", attributes={"docparse.job_id": job_id}) as current:
+                self._parsing += 1
+                try:
+                    outcome = await run_parse(
+                        content_type, input_path, output_path, limits, on_progress, options,
+                        self._fork_server, on_done,
+                    )  # fmt: skip
+                finally:
+                    self._parsing -= 1
+                tracing.set_attributes(
+                    current,
+                    {"docparse.content_type": content_type, "docparse.pages": outcome.pages,
+                     "docparse.reason": outcome.reason, "docparse.processes": outcome.processes},
+                )  # fmt: skip
+            observability.parse_observed(
+                content_type, time.monotonic() - started, outcome.processes
+            )
+            try:
+                writer.check()  # a write the timer made while the last page ran was refused
+            except LostOwnership as err:
+                raise await lost(err) from None
+            if not outcome.reason:
+                if not collected:
+                    collected.append(await asyncio.to_thread(collect))
+                data, sha256 = collected[0]
+                await self._finish_succeeded(
+                    job_id, fence, record.attempt, outcome, data, sha256, writer
+                )
+                succeeded = True
+        finally:
+            # The upload goes once the job has its result; the scratch directory always.
+            await asyncio.to_thread(self._clean_up, job_id if succeeded else "", scratch)
+        return outcome
+
+    def _collect(self, job_id: str, assets_dir: Path, output_path: Path) -> tuple[bytes, str]:
+        """Stores the assets (before any SUCCEEDED record can point at them) and reads and
+        hashes the package: one trip to a thread."""
+        self.blobs.put_assets(job_id, assets_dir)
+        data = output_path.read_bytes()
+        return data, hashlib.sha256(data).hexdigest()
+
+    def _clean_up(self, job_id: str, scratch: tempfile.TemporaryDirectory[str]) -> None:
+        if job_id:
+            self.blobs.delete_upload(job_id)
+        scratch.cleanup()
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A state store call that outlasts a blip or a Redis restart: retried with backoff for
+        up to one lock duration (after that the lock is gone and another worker redoes the job).
+        Every write is safe to repeat: a re-run of a write that went in answers DONE."""
+        deadline = time.monotonic() + self.settings.lock_duration_ms / 1000
+        delay = 0.1
+        while True:
+            try:
+                return await call()
+            except DocparseError as err:
+                if err.code != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    async def _finish_failed(
+        self, job_id: str, fence: str, outcome: Outcome, writer: ProgressWriter
+    ) -> None:
+        fields: dict[str, str | int] = {
+            "err_reason": outcome.reason,
+            "err_message": outcome.message,
+            **writer.last_progress(),
+        }
+        await writer.close()
+        result = await self._retrying(lambda: self.store.finish(job_id, fence, "FAILED", fields))
+        if not result.ok:
+            raise LostOwnership(f"terminal write refused: {result.status}")
+        await asyncio.to_thread(self.blobs.delete_upload, job_id)
+
+    async def _finish_succeeded(
+        self,
+        job_id: str,
+        fence: str,
+        attempt: int,
+        outcome: Outcome,
+        data: bytes,
+        sha256: str,
+        writer: ProgressWriter,
+    ) -> None:
+        fields: dict[str, str | int] = {
+            "res_size": len(data),
+            "res_sha256": sha256,
+            "res_content_type": "application/x-protobuf; proto=docparse.v1.ReadingPackage",
+            "res_pages": outcome.pages,
+            "res_chars": outcome.chars,
+            **writer.last_progress(),
+        }
+        inline = b""
+        blob_key = ""
+        if len(data) <= self.settings.inline_result_max_bytes:
+            fields["res_storage"] = "inline"
+            inline = data
+        else:
+            blob_key = await asyncio.to_thread(self.blobs.put_result, job_id, attempt, sha256, data)
+            fields["res_storage"] = "blob"
+            fields["res_blob_key"] = blob_key
+        await writer.close()  # no progress write may race the terminal one
+        # An error here leaves the outcome unknown (the write may have gone in): the blob stays.
+        # The next attempt's claim either finds the job SUCCEEDED with this very blob, or
+        # takes the job over and discards what earlier attempts stored.
+        result = await self._retrying(
+            lambda: self.store.finish(job_id, fence, "SUCCEEDED", fields, inline)
+        )
+        if not result.ok:
+            if blob_key:
+                await asyncio.to_thread(self.blobs.delete, blob_key)
+            raise LostOwnership(f"terminal write refused: {result.status}")
