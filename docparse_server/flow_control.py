@@ -9,7 +9,8 @@ from __future__ import annotations
 # bandwidth-delay product and grows the window with it, and a receiver stalled for a moment
 # (descheduled on a busy node) measures a huge one: its peer then keeps up to tens of MiB of an
 # upload in flight, which lands in the receiver's memory when it wakes (+70-90 MiB per
-# replica in tests/test_big_batch.py, stalled, against +20 MiB here). A fixed window bounds
+# replica in tests/parser_svc/api/test_big_batch.py, stalled, against +20 MiB here). A fixed window
+# bounds
 # what one stream holds to this plus the message being read; it is also the most a stream
 # moves per round trip (4 MiB at 10 ms: 400 MiB/s; at 100 ms, 40 MiB/s).
 DEFAULT_RECEIVE_WINDOW_BYTES = 4 * 1024 * 1024

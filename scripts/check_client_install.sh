@@ -40,6 +40,6 @@ done
 "${pip[@]}" install pytest
 mkdir -p "$work/run/tests"
 touch "$work/run/tests/__init__.py"
-cp tests/test_sdk_offline.py tests/test_client_parity.py "$work/run/tests/"
+cp tests/docparse/test_sdk_offline.py tests/docparse/test_client_parity.py "$work/run/tests/"
 cd "$work/run"
 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -c /dev/null tests

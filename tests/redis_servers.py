@@ -1,7 +1,8 @@
 """Real redis-server processes for the tests that need more than one plain server: a server
 with its own configuration (TLS, ACL users), a Sentinel-guarded primary with replicas and a
-Sentinel trio (tests/test_redis_urls.py, tests/test_failover.py), and a Redis Cluster of
-primaries with replicas (tests/cluster_probe.py, tests/test_cluster.py)."""
+Sentinel trio (tests/parser_svc/state/test_redis_urls.py, tests/parser_svc/state/test_failover.py),
+and a Redis Cluster of
+primaries with replicas (tests/cluster_probe.py, tests/parser_svc/state/test_cluster.py)."""
 
 from __future__ import annotations
 

@@ -214,7 +214,8 @@ class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     `JobError.reason` (a job that ended FAILED or CANCELLED), the googleapis way
     (google/api/error_reason.proto): the wire carries the value's NAME as a string, so clients
     match on names, and this enum is the one list of them. A reason is added here before code
-    raises it (tests/test_error_reasons.py fails otherwise) and is never renamed or reused.
+    raises it (tests/docparse_server/test_error_reasons.py fails otherwise) and is never renamed
+    or reused.
     The comment of each value says the gRPC code it comes with and what the caller does.
     """
 

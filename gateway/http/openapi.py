@@ -5,7 +5,8 @@ gateway.http; the schemas of the bodies are made from the protobuf descriptors
 (gateway.http.openapi_schemas), so a field added to a proto is in the document without anyone
 writing it twice. This module puts the two together. The committed copy, docs/openapi.json,
 is this document: `python -m gateway.http.openapi > docs/openapi.json` writes it, and
-tests/test_openapi.py fails when the two differ, when a route is added or removed without the
+tests/gateway/test_openapi.py fails when the two differ, when a route is added or removed without
+the
 document following, and when the live gateway answers anything the document does not allow
 (schemathesis).
 """

@@ -1,6 +1,6 @@
 """The path items of the OpenAPI document (gateway.http.openapi): every route of the HTTP
 side, its parameters, bodies and answers, written next to each other so a route added to
-gateway.http is added here too (tests/test_openapi.py fails until it is)."""
+gateway.http is added here too (tests/gateway/test_openapi.py fails until it is)."""
 
 from __future__ import annotations
 

@@ -174,7 +174,7 @@ _LEAKED: list[bytes] = []
 def _corrupt_globals() -> None:
     """What a buggy parser or library might do to the process it runs in: keep 64 MB it never
     frees, and replace a function every later PDF parse would call. A later job must see
-    neither (tests/test_warm_workers.py)."""
+    neither (tests/parser_svc/child/test_warm_workers.py)."""
     from parser_svc.parsers import pdf
 
     _LEAKED.append(b"x" * (64 * 1024 * 1024))

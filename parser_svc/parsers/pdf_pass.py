@@ -4,7 +4,8 @@ With the native module (parser_svc/parsers/native, compiled at setup for the ins
 the page is interpreted once: mupdf's stext device builds the text page while the page's paths are
 walked for the "l" and "re" items `page.get_cdrawings()` would list. Without it (no compiler,
 another mupdf), the text page comes from `page.get_textpage()` and the rules from
-`page.get_cdrawings()` when asked for: two runs, same output (tests/test_pdf_pass.py).
+`page.get_cdrawings()` when asked for: two runs, same output
+(tests/parser_svc/parsers/test_pdf_pass.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How long each piece of job state lives in Redis: the TTL rules, in one place.
 
 The Lua scripts apply these rules (the store passes them the durations of `Lifetimes`);
-tests/test_state_machine.py checks them against a model after every write.
+tests/parser_svc/state/test_state_machine.py checks them against a model after every write.
 
 - QUEUED record, new or released for a retry: `queued_ttl_s` from that write.
 - RUNNING record: `running_ttl_s` from its last write (the worker renews it).

@@ -19,7 +19,7 @@ class PrimaryConnection(SentinelManagedConnection):
     asks the sentinels only when a pool hands a connection out; a client that holds one
     connection for good (BullMQ's worker clients, `single_connection_client`) reconnects it
     through `connect_check_health` at the address it had, and after a failover would dial the
-    dead primary forever (tests/test_failover.py)."""
+    dead primary forever (tests/parser_svc/state/test_failover.py)."""
 
     async def connect_check_health(
         self, check_health: bool = True, retry_socket_connect: bool = True

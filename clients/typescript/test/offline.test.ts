@@ -1,5 +1,5 @@
 // The SDK's decisions without a server: the retry table, resume-by-version, result checks and
-// error decoding. `npm test` runs this file; tests/test_ts_sdk.py runs it and the live ones.
+// error decoding. `npm test` runs this file; tests/docparse/test_ts_sdk.py runs it and the live ones.
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";

@@ -1,4 +1,4 @@
-// What the live tests are given by tests/test_ts_sdk.py, which starts the stack: its gateway,
+// What the live tests are given by tests/docparse/test_ts_sdk.py, which starts the stack: its gateway,
 // an API key it accepts, the CA of its TLS certificate and a folder of documents.
 
 import { readFileSync } from "node:fs";
@@ -8,7 +8,7 @@ import { type ClientOptions, DocparseClient, type RetryEvent } from "../../src/i
 function required(name: string): string {
   const value = process.env[name];
   if (!value) {
-    throw new Error(`${name} is not set: run the live tests through tests/test_ts_sdk.py`);
+    throw new Error(`${name} is not set: run the live tests through tests/docparse/test_ts_sdk.py`);
   }
   return value;
 }

@@ -1,0 +1,52 @@
+"""The benchmarks run as modules from the repository root (`python -m bench.bench_spine`, ...):
+each entry point and the spine's helper-process module import and parse their options, and no
+file under bench/ edits sys.path or grows past 400 lines. (The benchmarks themselves are too
+long for the suite; bench/README.md has their smoke-run commands.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENTRY_POINTS = [
+    "bench.bench_cluster",
+    "bench.bench_spine",
+    "bench.bench_parse",
+    "bench.bench_ocr",
+    "bench.bench_capacity",
+    "bench.capacity",
+    "bench.parse.split",
+    "bench.bench_batch_watch",
+    "bench.spine.parts",
+]
+
+
+@pytest.mark.parametrize("module", ENTRY_POINTS)
+def test_entry_point_runs_as_a_module(module: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage:"), done.stdout
+
+
+def test_helper_process_module_imports() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.spine.children", "_unknown", "--out", "/dev/null"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "unknown role _unknown" in done.stderr, done.stderr
+
+
+def test_no_sys_path_edits_and_small_files() -> None:
+    sources = sorted((ROOT / "bench").rglob("*.py"))
+    assert len(sources) > 10
+    for path in sources:
+        text = path.read_text()
+        assert "sys.path" not in text, path
+        assert text.count("\n") <= 400, path
