@@ -157,6 +157,12 @@ TEST_WORKERS ?= 3
 test: setup tools browser-deps old-kubectls redis-tls ts-sdk
 	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra -n $(TEST_WORKERS) --dist loadfile
 
+# The tests that start no redis-server, stack or server process and take no long build or
+# search (markers `stack` and `slow`, tests/fast_subset.py): under a minute, to run while
+# working. DOCPARSE_TEST_FAST=1 makes a test that starts a server anyway fail, naming it.
+test-fast: setup
+	DOCPARSE_TEST_FAST=1 $(BIN)/pytest -q -ra -n 2 -m "not stack and not slow"
+
 proto: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m grpc_tools.protoc -I protos \
 	  --python_out=. --grpc_python_out=. --mypy_out=quiet:. --mypy_grpc_out=quiet:. $(PROTOS)
@@ -167,10 +173,14 @@ proto-check: proto
 	@git diff --exit-code -- docparse/v1 || (echo "generated code is stale: run make proto and commit" && exit 1)
 	@test -z "$$(git status --porcelain -- docparse/v1)" || (echo "untracked generated files" && exit 1)
 
-lint: setup tools
+# check_structure.py: no import circle in product code, no file over 400 lines, no function
+# over 60 (Python, and the TypeScript SDK's sources through its own typescript package).
+lint: setup tools $(TS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_structure.py
+	$(BIN)/python scripts/check_reasons.py
 	@if [ -x $(BUF) ]; then $(BUF) lint && echo "buf lint: clean"; else echo "buf lint skipped: no npm"; fi
 
 format: setup

@@ -1,4 +1,4 @@
-"""Capacity benchmark (issue 15): measures the per-operation costs the capacity model
+"""Capacity benchmark: measures the per-operation costs the capacity model
 (bench.capacity) projects from, and checks the model against a scaled-down run.
 
     .venv/bin/python -m bench.bench_capacity measure    # costs -> var/bench/capacity.json

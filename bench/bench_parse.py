@@ -2,7 +2,7 @@
 
 Two local stacks run side by side, identical but for how parse children start
 (DOCPARSE_PARSE_LAUNCH): `fork_server` (forked from the pre-imported parser_svc.child.zygote) and
-`spawn` (a fresh interpreter per job, the way before issue 9). Each has 2 parser_svc replicas
+`spawn` (a fresh interpreter per job, as before the fork server). Each has 2 parser_svc replicas
 (2 concurrent parses each), 1 gateway and its own embedded Redis. Per round, alternating the
 order of the stacks:
 

@@ -1,4 +1,4 @@
-"""Spine benchmark (issue 2): GetStatus throughput/latency and WatchJob delivery latency.
+"""Spine benchmark: GetStatus throughput/latency and WatchJob delivery latency.
 
     .venv/bin/python -m bench.bench_spine            # full run, a few minutes
     .venv/bin/python -m bench.bench_spine --quick    # short smoke run

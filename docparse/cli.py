@@ -38,6 +38,7 @@ from docparse.cli_up import cmd_up
 from docparse.client import Client
 from docparse.errors import ContractError, DocparseError, JobFailed, WaitTimeout
 from docparse.progress import AboveTheBars, ProgressBoard
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2
 from docparse.waiting import TERMINAL, WaitPolicy
 
@@ -59,7 +60,7 @@ def _follow_jobs(client: Client, jobs: list[job_pb2.Job], board: ProgressBoard) 
             for job in client.watch(jobs[index].job_id):
                 results[index].job = job
                 board.update(index, job)
-        except (DocparseError, WaitTimeout) as err:
+        except DocparseError as err:
             results[index].error = err
 
     threads = [threading.Thread(target=follow, args=(i,), daemon=True) for i in range(len(jobs))]
@@ -76,12 +77,12 @@ def _report(results: list[Followed], as_json: bool, board: ProgressBoard) -> int
     board.close()
     codes = {_finish([r.job for r in results], as_json)}
     for result in results:
-        if isinstance(result.error, DocparseError):
-            print(error_line(result.error), file=sys.stderr)
-            codes.add(EXIT_ERROR)
-        elif isinstance(result.error, WaitTimeout):
+        if isinstance(result.error, WaitTimeout):
             print(f"timeout: {result.error}", file=sys.stderr)
             codes.add(EXIT_TIMEOUT)
+        elif isinstance(result.error, DocparseError):
+            print(error_line(result.error), file=sys.stderr)
+            codes.add(EXIT_ERROR)
     return next(c for c in (EXIT_ERROR, EXIT_TIMEOUT, EXIT_JOB_FAILED, EXIT_OK) if c in codes)
 
 
@@ -94,7 +95,9 @@ def _password(args: argparse.Namespace) -> str:
                 line = source.readline()
         except OSError as err:
             raise local_error(
-                "PASSWORD_UNREADABLE", f"--password-fd {args.password_fd}: {err.strerror}", ""
+                ErrorReason.PASSWORD_UNREADABLE,
+                f"--password-fd {args.password_fd}: {err.strerror}",
+                "",
             ) from err
         return line.removesuffix("\n").removesuffix("\r")
     if args.password:
@@ -132,7 +135,7 @@ def cmd_submit(args: argparse.Namespace, client: Client) -> int:
             for final in client.watch_batch(batch.batch_id):
                 for index, job in enumerate(final.jobs):
                     board.update(index, job)
-        except (DocparseError, WaitTimeout):
+        except DocparseError:
             board.close()
             _finish(list(final.jobs), args.json)  # what is known, then the error's exit code
             raise
@@ -252,11 +255,11 @@ def main(argv: list[str] | None = None) -> None:
     except WaitTimeout as err:
         print(f"timeout: {err}", file=sys.stderr)
         code = EXIT_TIMEOUT
-    except DocparseError as err:
-        print(error_line(err), file=sys.stderr)
-        code = EXIT_ERROR
     except ContractError as err:
         print(f"error: CONTRACT {type(err).__name__}: {err}", file=sys.stderr)
+        code = EXIT_ERROR
+    except DocparseError as err:
+        print(error_line(err), file=sys.stderr)
         code = EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted (jobs already submitted go on)", file=sys.stderr)

@@ -10,6 +10,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2
 from docparse.waiting import state_name
 
@@ -44,7 +45,8 @@ def exit_for(jobs: list[job_pb2.Job]) -> int:
     return EXIT_OK if all(j.state == job_pb2.STATE_SUCCEEDED for j in jobs) else EXIT_JOB_FAILED
 
 
-def local_error(reason: str, message: str, path: Path | str) -> DocparseError:
+def local_error(reason: ErrorReason, message: str, path: Path | str) -> DocparseError:
+    """A CLI argument that does not work: INVALID_ARGUMENT, metadata `path`."""
     return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, {"path": str(path)})
 
 
@@ -57,9 +59,11 @@ def files(paths: list[str]) -> list[Path]:
         elif path.is_file():
             found.append(path)
         else:
-            raise local_error("FILE_NOT_FOUND", f"{name}: no such file or directory", name)
+            raise local_error(
+                ErrorReason.FILE_NOT_FOUND, f"{name}: no such file or directory", name
+            )
     if not found:
-        raise local_error("NO_FILES", f"no files in {' '.join(paths)}", " ".join(paths))
+        raise local_error(ErrorReason.NO_FILES, f"no files in {' '.join(paths)}", " ".join(paths))
     return found
 
 
@@ -67,7 +71,9 @@ def read(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as err:
-        raise local_error("FILE_UNREADABLE", f"{path}: {err.strerror or err}", path) from err
+        raise local_error(
+            ErrorReason.FILE_UNREADABLE, f"{path}: {err.strerror or err}", path
+        ) from err
 
 
 def check_readable(path: Path) -> None:
@@ -75,14 +81,18 @@ def check_readable(path: Path) -> None:
         with path.open("rb"):
             pass
     except OSError as err:
-        raise local_error("FILE_UNREADABLE", f"{path}: {err.strerror or err}", path) from err
+        raise local_error(
+            ErrorReason.FILE_UNREADABLE, f"{path}: {err.strerror or err}", path
+        ) from err
 
 
 def write(path: Path, data: bytes) -> None:
     try:
         path.write_bytes(data)
     except OSError as err:
-        raise local_error("OUTPUT_UNWRITABLE", f"{path}: {err.strerror or err}", path) from err
+        raise local_error(
+            ErrorReason.OUTPUT_UNWRITABLE, f"{path}: {err.strerror or err}", path
+        ) from err
 
 
 def error_line(err: DocparseError) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from docparse.cli_up import DEFAULT_HTTP_PORT, DEFAULT_PORT
@@ -28,14 +29,28 @@ from docparse.operations import default_target
 # A wait or a submit ends with exit 2 after this long without any answer (the stack stopped).
 UNAVAILABLE_BUDGET_S = 30.0
 
+# A subcommand's parser, made by the `add_parser` of `add_subparsers()`.
+AddParser = Callable[..., argparse.ArgumentParser]
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="docparse", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    add = parser.add_subparsers(dest="command", required=True).add_parser
+    _add_up(add)
+    _add_submit(add)
+    client_command(add, "status", "a job's current record").add_argument("job_id")
+    _add_watch(add)
+    _add_result(add)
+    client_command(add, "cancel", "cancel a job that has not ended").add_argument("job_id")
+    client_command(add, "batch", "a batch's state").add_argument("batch_id")
+    return parser
 
-    up = sub.add_parser("up", help="run the whole system locally")
+
+def _add_up(add: AddParser) -> None:
+    """`docparse up`: the local stack."""
+    up = add("up", help="run the whole system locally")
     up.add_argument("--replicas", type=int, default=2, help="parser_svc processes")
     up.add_argument("--gateways", type=int, default=1, help="gateway processes")
     up.add_argument(
@@ -71,37 +86,42 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--demo", metavar="DIR", help="submit the documents in DIR once ready")
     up.set_defaults(needs_client=False)
 
-    def client_command(name: str, help_text: str) -> argparse.ArgumentParser:
-        command = sub.add_parser(name, help=help_text)
-        command.add_argument(
-            "--target", default=default_target(), help="gateway or parser_svc (DOCPARSE_TARGET)"
-        )
-        command.add_argument(
-            "--api-key", default=None, help="API key for the gateway (env DOCPARSE_API_KEY)"
-        )
-        command.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect over TLS")
-        command.add_argument("--json", action="store_true", help="machine-readable output")
-        command.add_argument(
-            "-v", "--verbose", action="store_true", help="log each retried call on stderr"
-        )
-        command.add_argument(
-            "--timeout",
-            type=float,
-            default=600.0,
-            help="waiting limit in seconds: exit 3 when it runs out (the job goes on)",
-        )
-        command.add_argument(
-            "--unreachable-timeout",
-            type=float,
-            default=UNAVAILABLE_BUDGET_S,
-            help="how long a call or a wait rides out a service that does not answer "
-            "(UNAVAILABLE: a target refusing connections, a replica restart) before it ends "
-            "with exit 2 (default %(default)s s)",
-        )
-        command.set_defaults(needs_client=True)
-        return command
 
-    submit = client_command("submit", "submit files or folders")
+def client_command(add: AddParser, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A subcommand that calls the service: the connection and waiting options."""
+    command = add(name, help=help_text)
+    command.add_argument(
+        "--target", default=default_target(), help="gateway or parser_svc (DOCPARSE_TARGET)"
+    )
+    command.add_argument(
+        "--api-key", default=None, help="API key for the gateway (env DOCPARSE_API_KEY)"
+    )
+    command.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect over TLS")
+    command.add_argument("--json", action="store_true", help="machine-readable output")
+    command.add_argument(
+        "-v", "--verbose", action="store_true", help="log each retried call on stderr"
+    )
+    command.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="waiting limit in seconds: exit 3 when it runs out (the job goes on)",
+    )
+    command.add_argument(
+        "--unreachable-timeout",
+        type=float,
+        default=UNAVAILABLE_BUDGET_S,
+        help="how long a call or a wait rides out a service that does not answer "
+        "(UNAVAILABLE: a target refusing connections, a replica restart) before it ends "
+        "with exit 2 (default %(default)s s)",
+    )
+    command.set_defaults(needs_client=True)
+    return command
+
+
+def _add_submit(add: AddParser) -> None:
+    """`docparse submit`: files, folders, passwords, language hints."""
+    submit = client_command(add, "submit", "submit files or folders")
     submit.add_argument("paths", nargs="+")
     submit.add_argument("--watch", action="store_true", help="live progress until done")
     submit.add_argument("--separately", action="store_true", help="one job per file, no batch")
@@ -132,9 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the server wait up to S seconds for the job to end before answering (one "
         "call, no watch needed when it ends in time); with several files, one job per file",
     )
-    status = client_command("status", "a job's current record")
-    status.add_argument("job_id")
-    watch = client_command("watch", "follow a job until it ends")
+
+
+def _add_watch(add: AddParser) -> None:
+    """`docparse watch`."""
+    watch = client_command(add, "watch", "follow a job until it ends")
     watch.add_argument("job_id")
     watch.add_argument(
         "--after-version",
@@ -143,7 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="only records newer than this version (beyond the job's version: exit 2, "
         "OUT_OF_RANGE AFTER_VERSION_AHEAD)",
     )
-    result = client_command("result", "the reading package of a SUCCEEDED job")
+
+
+def _add_result(add: AddParser) -> None:
+    """`docparse result`: the package in a format, to a file, with its assets."""
+    result = client_command(add, "result", "the reading package of a SUCCEEDED job")
     result.add_argument("job_id")
     result.add_argument(
         "--format",
@@ -158,8 +184,3 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="also save the document's assets (images) into DIR, each sha256-checked",
     )
-    cancel = client_command("cancel", "cancel a job that has not ended")
-    cancel.add_argument("job_id")
-    batch = client_command("batch", "a batch's state")
-    batch.add_argument("batch_id")
-    return parser

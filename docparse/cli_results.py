@@ -12,6 +12,7 @@ from google.protobuf import json_format
 from docparse.cli_output import EXIT_OK, local_error, write
 from docparse.client import Client
 from docparse.errors import ContractError
+from docparse.reasons import ErrorReason
 from docparse.render import to_markdown, to_text
 from docparse.v1 import reading_package_pb2
 
@@ -20,7 +21,9 @@ def cmd_result(args: argparse.Namespace, client: Client) -> int:
     fmt = args.format or ("markdown" if sys.stdout.isatty() and not args.output else "json")
     if fmt == "raw":
         if not args.output:
-            raise local_error("OUTPUT_REQUIRED", "--format raw writes a file: add -o FILE", "")
+            raise local_error(
+                ErrorReason.OUTPUT_REQUIRED, "--format raw writes a file: add -o FILE", ""
+            )
         ref = client.download_result(args.job_id, Path(args.output))
         print(f"{args.output}: {ref.size_bytes} bytes, sha256 {ref.sha256} (verified)")
         if args.assets_dir:
@@ -48,7 +51,9 @@ def save_assets(
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise local_error("OUTPUT_UNWRITABLE", f"{folder}: {err.strerror or err}", folder) from err
+        raise local_error(
+            ErrorReason.OUTPUT_UNWRITABLE, f"{folder}: {err.strerror or err}", folder
+        ) from err
     total = 0
     for listed in package.assets:
         name = Path(listed.asset_id).name

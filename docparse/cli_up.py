@@ -7,9 +7,14 @@ import os
 import signal
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from docparse.cli_output import EXIT_JOB_FAILED, EXIT_OK, local_error
 from docparse.ports import port_holder, port_in_use, port_is_free
+from docparse.reasons import ErrorReason
+
+if TYPE_CHECKING:
+    from docparse.local.stack import LocalStack
 
 DEFAULT_PORT = 50050
 DEFAULT_HTTP_PORT = 8080
@@ -37,29 +42,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     port, port_note = pick_ports(args.port, DEFAULT_PORT, args.gateways, "--port")
     http_port, http_note = pick_ports(args.http_port, DEFAULT_HTTP_PORT, 1, "--http-port")
-    # A developer's stack: every call in the logs (servers default to leaving successful polls
-    # out), as the demo's "replicas that answered" come from them; the environment may say less.
-    extra_env = {
-        name: "all"
-        for name in ("DOCPARSE_ACCESS_LOG", "DOCPARSE_GATEWAY_ACCESS_LOG")
-        if name not in os.environ
-    }
-    if args.api_keys_file is not None:
-        keys = args.api_keys_file.resolve()
-        if not keys.is_file():
-            raise local_error("FILE_NOT_FOUND", f"{keys}: no such API keys file", keys)
-        extra_env["DOCPARSE_GATEWAY_AUTH"] = "required"
-        extra_env["DOCPARSE_GATEWAY_API_KEYS_FILE"] = str(keys)
-    if (args.tls_cert is None) != (args.tls_key is None):
-        raise local_error("TLS_INCOMPLETE", "--tls-cert and --tls-key go together", "")
-    if args.tls_cert is not None and args.tls_key is not None:
-        for pem in (args.tls_cert, args.tls_key):
-            if not pem.is_file():
-                raise local_error("FILE_NOT_FOUND", f"{pem}: no such file", pem)
-        extra_env |= {
-            "DOCPARSE_GATEWAY_TLS_CERT_FILE": str(args.tls_cert.resolve()),
-            "DOCPARSE_GATEWAY_TLS_KEY_FILE": str(args.tls_key.resolve()),
-        }
+    extra_env = stack_env(args)
     stack = LocalStack(
         Path(args.data_dir) if args.data_dir else new_run_dir(),
         replicas=args.replicas,
@@ -76,29 +59,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     stack.start()
     try:
         target = stack.gateway_addresses[0]
-        for note, where in ((port_note, f"the gateway listens on {target}"),
-                            (http_note, f"HTTP on {stack.http_addresses[0]}")):  # fmt: skip
-            if note:
-                print(f"{note}; {where} instead", flush=True)
-        if port_note:
-            print(f"use it with: export DOCPARSE_TARGET={target}", flush=True)
-        if stack.redis is not None:
-            print(f"embedded redis-server at {stack.redis_url} (no --redis-url given)")
-        if stack.auth_enforced():
-            print("authentication: API keys required (--api-key or DOCPARSE_API_KEY)")
-        else:
-            keys = [k for k in ("DOCPARSE_GATEWAY_API_KEYS", "DOCPARSE_GATEWAY_API_KEYS_FILE")
-                    if stack.base_env.get(k)]  # fmt: skip
-            ignored = f" ({' and '.join(keys)} set but not checked)" if keys else ""
-            print(
-                f"dev mode: no authentication{ignored}: every call is the tenant 'default'; "
-                "served on 127.0.0.1 only, and the HTTP side refuses other sites' browser "
-                "posts; --api-keys-file requires keys"
-            )
-        if stack.tls:
-            print("gRPC over TLS: clients need --tls-ca with the certificate's CA")
-        print(stack.table())
-        print(stack.ready_line(), flush=True)
+        announce(stack, port_note, http_note)
         if args.demo:
             tls = args.tls_cert.read_bytes() if stack.tls and args.tls_cert else None
             ok = run_demo(target, Path(args.demo), tls_root_cert=tls)
@@ -110,3 +71,61 @@ def cmd_up(args: argparse.Namespace) -> int:
     finally:
         print("stopping", flush=True)
         stack.stop()
+
+
+def stack_env(args: argparse.Namespace) -> dict[str, str]:
+    """The servers' environment beyond the caller's: every call logged, API keys and TLS as
+    the flags say (their files checked first: FILE_NOT_FOUND, TLS_INCOMPLETE)."""
+    # A developer's stack: every call in the logs (servers default to leaving successful polls
+    # out), as the demo's "replicas that answered" come from them; the environment may say less.
+    extra_env = {
+        name: "all"
+        for name in ("DOCPARSE_ACCESS_LOG", "DOCPARSE_GATEWAY_ACCESS_LOG")
+        if name not in os.environ
+    }
+    if args.api_keys_file is not None:
+        keys = args.api_keys_file.resolve()
+        if not keys.is_file():
+            raise local_error(ErrorReason.FILE_NOT_FOUND, f"{keys}: no such API keys file", keys)
+        extra_env["DOCPARSE_GATEWAY_AUTH"] = "required"
+        extra_env["DOCPARSE_GATEWAY_API_KEYS_FILE"] = str(keys)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise local_error(ErrorReason.TLS_INCOMPLETE, "--tls-cert and --tls-key go together", "")
+    if args.tls_cert is not None and args.tls_key is not None:
+        for pem in (args.tls_cert, args.tls_key):
+            if not pem.is_file():
+                raise local_error(ErrorReason.FILE_NOT_FOUND, f"{pem}: no such file", pem)
+        extra_env |= {
+            "DOCPARSE_GATEWAY_TLS_CERT_FILE": str(args.tls_cert.resolve()),
+            "DOCPARSE_GATEWAY_TLS_KEY_FILE": str(args.tls_key.resolve()),
+        }
+    return extra_env
+
+
+def announce(stack: LocalStack, port_note: str, http_note: str) -> None:
+    """What a started stack tells its user: moved ports, Redis, authentication, TLS, the
+    table of processes and the ready line."""
+    target = stack.gateway_addresses[0]
+    for note, where in ((port_note, f"the gateway listens on {target}"),
+                        (http_note, f"HTTP on {stack.http_addresses[0]}")):  # fmt: skip
+        if note:
+            print(f"{note}; {where} instead", flush=True)
+    if port_note:
+        print(f"use it with: export DOCPARSE_TARGET={target}", flush=True)
+    if stack.redis is not None:
+        print(f"embedded redis-server at {stack.redis_url} (no --redis-url given)")
+    if stack.auth_enforced():
+        print("authentication: API keys required (--api-key or DOCPARSE_API_KEY)")
+    else:
+        keys = [k for k in ("DOCPARSE_GATEWAY_API_KEYS", "DOCPARSE_GATEWAY_API_KEYS_FILE")
+                if stack.base_env.get(k)]  # fmt: skip
+        ignored = f" ({' and '.join(keys)} set but not checked)" if keys else ""
+        print(
+            f"dev mode: no authentication{ignored}: every call is the tenant 'default'; "
+            "served on 127.0.0.1 only, and the HTTP side refuses other sites' browser "
+            "posts; --api-keys-file requires keys"
+        )
+    if stack.tls:
+        print("gRPC over TLS: clients need --tls-ca with the certificate's CA")
+    print(stack.table())
+    print(stack.ready_line(), flush=True)

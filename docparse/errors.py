@@ -1,8 +1,21 @@
 """The one expected error type: a gRPC status code plus a stable ErrorInfo reason.
 
-Servers raise `DocparseError` anywhere below a handler; the handler boundary turns it into a
-`google.rpc.Status` with an `ErrorInfo{domain: "docparse", reason, metadata}` detail.
-Clients get the same type back from `DocparseError.from_rpc_error`.
+Servers raise `DocparseError` anywhere below a handler (built by docparse_server.errors, whose
+table gives each reason its code); the handler boundary turns it into a `google.rpc.Status`
+with an `ErrorInfo{domain: "docparse", reason, metadata}` detail. Clients get the same type
+back from `DocparseError.from_rpc_error`.
+
+It is also the one root of what an SDK call ends with when it does not return its answer
+(as httpx's `HTTPError` is): a failed call is a `DocparseError`; so are the outcomes that are
+no one call's failure, its subclasses, each with a code, a reason and a message as well:
+
+    DocparseError           a call failed: the server's code, reason, message, metadata
+    └── ClientError         an outcome that is no one call's failure (never retried)
+        ├── JobFailed       the job ended FAILED or CANCELLED (`reason`: the job's own)
+        ├── WaitTimeout     waiting ran out of time; the job goes on
+        └── ContractError   the server answered what the API contract rules out
+
+Misuse of the SDK (a wrong argument) stays a `TypeError` or `ValueError`.
 """
 
 from __future__ import annotations
@@ -13,6 +26,8 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
+
+from docparse.reasons import ErrorReason
 
 DOMAIN = "docparse"
 
@@ -60,7 +75,7 @@ class DocparseError(Exception):
     @property
     def expired(self) -> bool:
         """NOT_FOUND because the job's retention ended (not because it never existed)."""
-        return self.reason == "JOB_EXPIRED"
+        return self.reason == ErrorReason.JOB_EXPIRED
 
     @classmethod
     def from_rpc_error(cls, err: grpc.RpcError) -> DocparseError:
@@ -81,80 +96,36 @@ class DocparseError(Exception):
         return cls(code, reason, details or "", metadata)
 
 
-def not_found(job_id: str) -> DocparseError:
-    return DocparseError(
-        grpc.StatusCode.NOT_FOUND,
-        "JOB_NOT_FOUND",
-        f"job {job_id} does not exist",
-        {"job_id": job_id},
-    )
-
-
-def cursor_ahead(id_: str, after_version: int, version: int, kind: str = "job") -> DocparseError:
-    """A watch cursor beyond the job's (or batch's: `kind`) version: no version it could wait
-    for is promised. Metadata names it as `job_id` or `batch_id`."""
-    return DocparseError(
-        grpc.StatusCode.OUT_OF_RANGE,
-        "AFTER_VERSION_AHEAD",
-        f"{kind} {id_} is at version {version}; after_version {after_version} is ahead of it "
-        "(resume with the last version you received)",
-        {f"{kind}_id": id_, "version": str(version), "after_version": str(after_version)},
-    )
-
-
-# A request_id is an idempotency key (AIP-155: a UUID is 36 characters), never a payload.
-MAX_REQUEST_ID_BYTES = 256
-
-
-def check_request_id(request_id: str) -> None:
-    """INVALID_ARGUMENT REQUEST_ID_TOO_LONG for a request_id over MAX_REQUEST_ID_BYTES."""
-    size = len(request_id.encode("utf-8", "surrogatepass"))
-    if size > MAX_REQUEST_ID_BYTES:
-        raise DocparseError(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            "REQUEST_ID_TOO_LONG",
-            f"request_id is {size} bytes; at most {MAX_REQUEST_ID_BYTES} (a UUID is 36)",
-            {"limit_bytes": str(MAX_REQUEST_ID_BYTES), "size_bytes": str(size)},
-        )
-
-
-def store_failure(err: BaseException) -> str:
-    """What a client may be told about a failed store call: how it failed, in words, never
-    the exception's class or text (the server's log has those)."""
-    if isinstance(err, TimeoutError):
-        return "timed out"
-    if isinstance(err, OSError):
-        return "connection failed"
-    return "the call failed"
-
-
-def store_unavailable(detail: str) -> DocparseError:
-    return DocparseError(
-        grpc.StatusCode.UNAVAILABLE,
-        "STATE_STORE_UNAVAILABLE",
-        f"the job state store did not answer: {detail}; retry the call, do not resubmit",
-    )
-
-
-class ClientError(Exception):
-    """Raised by the SDK for outcomes that are not an RPC error of one call."""
+class ClientError(DocparseError):
+    """An outcome of an SDK call that is not one call's failure: the SDK never retries it
+    nor rewrites it on the way out (docparse.retries)."""
 
 
 class ContractError(ClientError):
     """The server answered something the API contract rules out (e.g. a SubmitJob answer with
-    no usable job). Raised at once: it is a bug to report, never "no result yet"."""
+    no usable job): INTERNAL UPSTREAM_CONTRACT. Raised at once, never retried: it is a bug to
+    report, never "no result yet"."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(grpc.StatusCode.INTERNAL, ErrorReason.UPSTREAM_CONTRACT, message)
+        self.args = (message,)
 
 
 class JobFailed(ClientError):
-    """The job ended FAILED or CANCELLED; `reason` is its stable code (CORRUPT_DOCUMENT, ...)."""
+    """The job ended FAILED or CANCELLED: FAILED_PRECONDITION (as GetResult would answer) with
+    the job's own reason (CORRUPT_DOCUMENT, ..., CANCELLED) and message; metadata `job_id` and
+    `state`. Every call succeeded; the job did not."""
 
     def __init__(self, job_id: str, state: str, reason: str, message: str) -> None:
-        super().__init__(f"job {job_id} ended {state}: {reason}: {message}")
-        self.job_id, self.state, self.reason, self.message = job_id, state, reason, message
+        metadata = {"job_id": job_id, "state": state}
+        super().__init__(grpc.StatusCode.FAILED_PRECONDITION, reason, message, metadata)
+        self.args = (f"job {job_id} ended {state}: {reason}: {message}",)
+        self.job_id, self.state = job_id, state
 
 
 class WaitTimeout(ClientError):
-    """Waiting ran out of time; the job goes on. Carries what was last seen of it."""
+    """Waiting ran out of time; the job goes on. DEADLINE_EXCEEDED with no reason (no server
+    sent it), carrying what was last seen of the job (or batch: `kind`)."""
 
     def __init__(
         self, job_id: str, last_state: str, last_version: int, waited_s: float, kind: str = "job"
@@ -164,6 +135,9 @@ class WaitTimeout(ClientError):
             if last_version
             else "no new record received"
         )
-        super().__init__(f"{kind} {job_id} {seen} after {waited_s:.1f} s; it goes on")
+        message = f"{kind} {job_id} {seen} after {waited_s:.1f} s; it goes on"
+        metadata = {f"{kind}_id": job_id, "state": last_state, "version": str(last_version)}
+        super().__init__(grpc.StatusCode.DEADLINE_EXCEEDED, "", message, metadata)
+        self.args = (message,)
         self.job_id, self.last_state, self.last_version = job_id, last_state, last_version
         self.kind = kind

@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 
 _LISTEN = "0A"  # TCP state LISTEN in /proc/net/tcp
 
@@ -155,7 +156,7 @@ def port_in_use(address: str, what: str = "") -> DocparseError:
     by = f" by {holder}" if holder else ""
     return DocparseError(
         grpc.StatusCode.FAILED_PRECONDITION,
-        "PORT_IN_USE",
+        ErrorReason.PORT_IN_USE,
         f"{what + ': ' if what else ''}cannot listen on {address}: the port is in use{by}",
         {"address": address, "port": str(port), "holder": holder},
     )

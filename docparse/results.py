@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 import grpc
 
 from docparse.errors import ContractError, DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 
 M = TypeVar("M", job_pb2.ResultRef, reading_package_pb2.Asset)
@@ -45,7 +46,7 @@ class Chunks(Generic[M]):
         if digest != sha256 or len(data) != size_bytes:
             raise DocparseError(
                 grpc.StatusCode.DATA_LOSS,
-                "CHECKSUM_MISMATCH",
+                ErrorReason.CHECKSUM_MISMATCH,
                 f"{self.what}: got {len(data)} bytes sha256 {digest}, "
                 f"expected {size_bytes} bytes sha256 {sha256}",
             )
@@ -82,7 +83,7 @@ class ResultAssembler(Chunks[job_pb2.ResultRef]):
         if not path.is_file() or path.stat().st_size != self.ref.size_bytes:
             raise DocparseError(
                 grpc.StatusCode.DATA_LOSS,
-                "WRITE_FAILED",
+                ErrorReason.WRITE_FAILED,
                 f"{path} does not hold the {self.ref.size_bytes} bytes just written",
             )
         return self.ref

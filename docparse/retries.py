@@ -14,8 +14,10 @@ the asyncio clients (and by their waits), so both decide exactly alike.
 | INVALID_ARGUMENT, PERMISSION_DENIED,      | never: the same call fails the same way         |
 | UNAUTHENTICATED, INTERNAL, NOT_FOUND, ... |                                                 |
 | INTERNAL with no ErrorInfo on UploadBatch | up to twice, to learn the status transport lost |
+| ClientError: JobFailed, WaitTimeout,      | never: outcomes under the same root, not a      |
+| ContractError                             | failed call                                     |
 
-The last row: a server that refuses an UploadBatch at a file header (DOCUMENT_TOO_LARGE,
+The INTERNAL row: a server that refuses an UploadBatch at a file header (DOCUMENT_TOO_LARGE,
 RATE_LIMITED) ends the call while the client is still sending; through the gateway, gRPC then
 sometimes (about 1 call in 10 here) reports a bare INTERNAL instead of the status the replica
 and the gateway sent. No docparse server sends INTERNAL without a reason, and the upload
@@ -36,14 +38,12 @@ import enum
 import logging
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import grpc
 
-from docparse.errors import DocparseError
-
-if TYPE_CHECKING:
-    from docparse.waiting import WaitPolicy
+from docparse.errors import ClientError, DocparseError
+from docparse.reasons import ErrorReason
 
 log = logging.getLogger("docparse.client")
 
@@ -63,7 +63,7 @@ IDEMPOTENT = frozenset(
     }
 )
 # A retry delay a server names is honoured only for these codes and never for these reasons.
-NEVER_RETRIED_REASONS = frozenset({"DOCUMENT_TOO_LARGE", "MESSAGE_TOO_LARGE"})
+NEVER_RETRIED_REASONS = frozenset({ErrorReason.DOCUMENT_TOO_LARGE, ErrorReason.MESSAGE_TOO_LARGE})
 
 
 class Verdict(enum.Enum):
@@ -78,12 +78,23 @@ LOST_STATUS_RETRIES = 2
 
 def lost_status(err: DocparseError, method: str) -> bool:
     """A bare INTERNAL (no ErrorInfo) ending a client stream: gRPC lost the server's status."""
-    return method == "UploadBatch" and err.code == grpc.StatusCode.INTERNAL and not err.reason
+    return (
+        method == "UploadBatch"
+        and failed_call(err)
+        and err.code == grpc.StatusCode.INTERNAL
+        and not err.reason
+    )
+
+
+def failed_call(err: DocparseError) -> bool:
+    """A failed call, not a ClientError (JobFailed, WaitTimeout, ContractError): those end
+    the call as they are, never retried nor rewritten."""
+    return not isinstance(err, ClientError)
 
 
 def classify(err: DocparseError, idempotent: bool) -> Verdict:
     """The table above, for one failure."""
-    if err.reason in NEVER_RETRIED_REASONS:
+    if not failed_call(err) or err.reason in NEVER_RETRIED_REASONS:
         return Verdict.FINAL
     if err.code == grpc.StatusCode.UNAVAILABLE:
         return Verdict.BACKOFF
@@ -94,7 +105,22 @@ def classify(err: DocparseError, idempotent: bool) -> Verdict:
     return Verdict.FINAL
 
 
-def backoff_delay(policy: WaitPolicy, failures: int, rng: random.Random) -> float:
+class RetryBudget(Protocol):
+    """What the retry decisions read of a wait policy (docparse.waiting.WaitPolicy)."""
+
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def backoff_s(self) -> float: ...
+    @property
+    def max_backoff_s(self) -> float: ...
+    @property
+    def unavailable_budget_s(self) -> float: ...
+    @property
+    def max_retry_delay_s(self) -> float: ...
+
+
+def backoff_delay(policy: RetryBudget, failures: int, rng: random.Random) -> float:
     """The delay after the `failures`-th failure in a row (1, 2, ...): the policy's backoff,
     doubled each time up to its maximum, with "equal jitter" (half fixed, half random) so that
     many clients failing together do not retry in step."""
@@ -104,7 +130,7 @@ def backoff_delay(policy: WaitPolicy, failures: int, rng: random.Random) -> floa
 
 def gave_up(err: DocparseError, method: str, attempts: int, spent_s: float) -> DocparseError:
     """`err` saying what was tried before it became final (nothing added for a first try)."""
-    if attempts <= 1:
+    if attempts <= 1 or not failed_call(err):
         return err
     return DocparseError(
         err.code,
@@ -127,7 +153,7 @@ class Retrier:
     """
 
     method: str
-    policy: WaitPolicy
+    policy: RetryBudget
     started: float
     rng: random.Random = field(default_factory=random.Random)
     attempts: int = 0

@@ -14,6 +14,7 @@ from google.protobuf.message import Message
 
 from docparse.aio_status import keep_server_status_on_failed_writes
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import parser_service_pb2_grpc
 
 MESSAGE_LIMIT = 65 * 1024 * 1024
@@ -99,7 +100,7 @@ def rpc_failure(err: grpc.RpcError, target: str) -> DocparseError:
     ):  # grpc's own message size limit (this client's, or the server's): never retried
         return DocparseError(
             grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "MESSAGE_TOO_LARGE",
+            ErrorReason.MESSAGE_TOO_LARGE,
             f"a message to or from {target} is over gRPC's size limit: {error.message} "
             "(submit big files through UploadBatch: `docparse submit` does)",
             {"target": target},
@@ -108,7 +109,7 @@ def rpc_failure(err: grpc.RpcError, target: str) -> DocparseError:
     if unanswered and not served_by(_trailers(err)):
         return DocparseError(
             grpc.StatusCode.UNAVAILABLE,
-            "TARGET_UNREACHABLE",
+            ErrorReason.TARGET_UNREACHABLE,
             f"no docparse server answered at {target}: {error.message or 'no details'}",
             {"target": target},
         )

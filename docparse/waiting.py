@@ -22,7 +22,8 @@ from google.protobuf.message import Message
 
 from docparse.effects import END, Call, Emit, Open, Receive, Records, Sleep
 from docparse.errors import DocparseError, JobFailed, WaitTimeout
-from docparse.retries import Verdict, backoff_delay, classify, gave_up, log
+from docparse.reasons import ErrorReason
+from docparse.retries import Verdict, backoff_delay, classify, failed_call, gave_up, log
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.v1.parser_service_pb2 import (
     GetBatchRequest,
@@ -155,11 +156,13 @@ class Waiter(Generic[R]):
         Reads are idempotent, so docparse.retries' table decides with that; NOT_FOUND is final
         (it tells if it expired); retried errors become final after `unavailable_budget_s`
         without an answer."""
+        if not failed_call(err):
+            raise err  # JobFailed, WaitTimeout, ContractError: an outcome, not a failed read
         cannot_stream = err.code == grpc.StatusCode.UNIMPLEMENTED  # this server
-        if (cannot_stream or err.reason == "TOO_MANY_STREAMS") and not self.polling:
+        if (cannot_stream or err.reason == ErrorReason.TOO_MANY_STREAMS) and not self.polling:
             self.polling = True  # poll instead (at our stream limit: poll, not knock again)
             return 0.0
-        lagging = err.reason == "AFTER_VERSION_AHEAD" and self.cursor_seen  # a stale read
+        lagging = err.reason == ErrorReason.AFTER_VERSION_AHEAD and self.cursor_seen  # a stale read
         # A stream a server or proxy cancelled (a gateway or replica stopping at the wrong
         # moment): a wait never cancels its own calls, so this is a cut stream to resume.
         cut = err.code == grpc.StatusCode.CANCELLED and "Locally cancelled" not in err.message

@@ -15,6 +15,8 @@ from grpc_reflection.v1alpha import reflection
 
 from docparse.errors import DocparseError
 from docparse.ports import port_in_use, port_is_free, split_address
+from docparse.reasons import ErrorReason
+from docparse_server.errors import error
 
 SERVED_BY_KEY = "x-served-by"
 # Server option: never share a port. grpc sets SO_REUSEPORT by default, so a second server on
@@ -224,9 +226,8 @@ def _bind_error(listen: str, detail: str) -> DocparseError:
     host, port = split_address(listen)
     if port and not port_is_free(port, host or "0.0.0.0"):
         return port_in_use(listen)
-    return DocparseError(
-        grpc.StatusCode.FAILED_PRECONDITION,
-        "BIND_FAILED",
+    return error(
+        ErrorReason.BIND_FAILED,
         f"cannot listen on {listen}: {detail}",
         {"address": listen},
     )

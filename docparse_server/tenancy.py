@@ -16,9 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import grpc
-
-from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
+from docparse_server.errors import error
 
 TENANT_KEY = "x-docparse-tenant"
 LIMITS_KEY = "x-docparse-limits"
@@ -67,10 +66,6 @@ class Caller:
     limits: Limits = Limits()
 
 
-def unauthenticated(reason: str, message: str) -> DocparseError:
-    return DocparseError(grpc.StatusCode.UNAUTHENTICATED, reason, message)
-
-
 class ApiKeys:
     """API key digests → tenant and limits. Loaded from JSON:
     {"keys": [{"sha256": "<hex>", "tenant": "acme", "max_upload_bytes": 0,
@@ -99,14 +94,14 @@ class ApiKeys:
             elif key == "x-api-key":
                 presented = text.strip()
         if not presented:
-            raise unauthenticated(
-                "API_KEY_MISSING", "send an API key: `authorization: Bearer <key>`"
+            raise error(
+                ErrorReason.API_KEY_MISSING, "send an API key: `authorization: Bearer <key>`"
             )
         digest = key_digest(presented)
         for known, caller in self._by_digest.items():
             if hmac.compare_digest(known, digest):
                 return caller
-        raise unauthenticated("API_KEY_INVALID", "the API key is not known")
+        raise error(ErrorReason.API_KEY_INVALID, "the API key is not known")
 
 
 def identity_metadata(caller: Caller, internal_token: str) -> list[tuple[str, str]]:
@@ -127,8 +122,8 @@ def caller_from_metadata(
         return Caller()
     presented = values.get(INTERNAL_TOKEN_KEY, "")
     if not presented or not hmac.compare_digest(presented, internal_token):
-        raise unauthenticated(
-            "INTERNAL_TOKEN_INVALID",
+        raise error(
+            ErrorReason.INTERNAL_TOKEN_INVALID,
             "parser_svc accepts calls from the gateway or with the internal token only",
         )
     return Caller(
@@ -146,7 +141,7 @@ class StreamSlots:
         self,
         default: int,
         what: str,
-        reason: str = "TOO_MANY_STREAMS",
+        reason: ErrorReason = ErrorReason.TOO_MANY_STREAMS,
         per_key: Callable[[Limits], int] = lambda limits: limits.max_streams,
     ) -> None:
         self.default = default
@@ -163,8 +158,7 @@ class StreamSlots:
         limit = self.per_key(caller.limits) or self.default
         held = self._open.get(caller.tenant, 0)
         if limit > 0 and held >= limit:
-            raise DocparseError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            raise error(
                 self.reason,
                 f"this tenant already has {held} open {self.what}, its limit; close one "
                 "(or wait for one to end) and retry",

@@ -40,10 +40,6 @@ class TraceParent:
     span_id: str
     flags: str
 
-    @property
-    def sampled(self) -> bool:
-        return bool(int(self.flags, 16) & 1)
-
 
 def parse_traceparent(value: str | None) -> TraceParent | None:
     """A valid W3C traceparent, or None (absent or malformed: start a new trace instead)."""

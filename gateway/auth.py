@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
+from docparse_server.errors import error
 from docparse_server.tenancy import RESERVED_PREFIX, ApiKeys, Caller, identity_metadata
 from gateway.settings import GatewaySettings
 
@@ -23,6 +26,16 @@ class GatewayAuth:
     def caller(self, metadata: Iterable[tuple[str, str | bytes]]) -> Caller:
         """The caller's tenant and limits; DocparseError UNAUTHENTICATED without a valid key."""
         return self.keys.identify(metadata) if self.required else Caller()
+
+    def refusal(self, metadata: Iterable[tuple[str, str | bytes]]) -> DocparseError:
+        """Why a call the gateway turned away at its start is refused: the key check's own
+        error (API_KEY_MISSING, API_KEY_INVALID). The keys are read once, so the check fails
+        the same way again; were it to pass now, the call stays refused, as API_KEY_INVALID."""
+        try:
+            self.caller(metadata)
+        except DocparseError as err:
+            return err
+        return error(ErrorReason.API_KEY_INVALID, "the API key was refused when the call began")
 
     def upstream_metadata(
         self, metadata: Iterable[tuple[str, str | bytes]]

@@ -20,7 +20,9 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
 from docparse.aio_status import keep_server_status_on_failed_writes
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse_server import tracing
+from docparse_server.errors import error
 from docparse_server.flow_control import receive_window_options
 from docparse_server.serving import SERVED_BY_KEY, abort, served_by_metadata
 from gateway import observability
@@ -130,11 +132,7 @@ class ForwardingHandler(grpc.GenericRpcHandler):
         kind, which aborts with the caller's authentication error."""
 
         async def refuse(context: Context) -> None:
-            try:
-                self._auth.caller(context.invocation_metadata() or ())
-            except DocparseError as err:
-                await abort(context, err)
-            await abort(context, DocparseError(grpc.StatusCode.UNAUTHENTICATED, "", "retry"))
+            await abort(context, self._auth.refusal(context.invocation_metadata() or ()))
 
         async def unary(requests: Any, context: Context) -> bytes:
             await refuse(context)
@@ -261,9 +259,8 @@ class ForwardingHandler(grpc.GenericRpcHandler):
 
 
 def gateway_draining() -> DocparseError:
-    return DocparseError(
-        grpc.StatusCode.UNAVAILABLE,
-        "SERVER_SHUTTING_DOWN",
+    return error(
+        ErrorReason.SERVER_SHUTTING_DOWN,
         "this gateway is shutting down; resume the watch with after_version on another",
     )
 
@@ -275,9 +272,8 @@ def no_replica(err: grpc.aio.AioRpcError) -> DocparseError | None:
         return None
     if any(key == SERVED_BY_KEY for key, _ in err.trailing_metadata() or ()):
         return None
-    return DocparseError(
-        grpc.StatusCode.UNAVAILABLE,
-        "NO_REPLICA_REACHABLE",
+    return error(
+        ErrorReason.NO_REPLICA_REACHABLE,
         f"the gateway reached no parser_svc replica: {err.details() or 'no details'}",
     )
 

@@ -9,8 +9,10 @@ import signal
 import grpc
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import parser_service_pb2
-from docparse_server import loops, observability, tracing
+from docparse_server import logs, loops, observability, tracing
+from docparse_server.errors import error
 from docparse_server.flow_control import receive_window_options
 from docparse_server.serving import (
     EXCLUSIVE_PORT,
@@ -43,16 +45,9 @@ def add_port(server: grpc.aio.Server, settings: GatewaySettings) -> int:
     return bind_grpc_or_exit("gateway", server, settings.listen, credentials)
 
 
-async def serve(settings: GatewaySettings) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-
-    channel = upstream_channel(
-        settings.backends, settings.max_message_bytes, settings.receive_window_bytes
-    )
-    server = grpc.aio.server(
+def grpc_server(settings: GatewaySettings) -> grpc.aio.Server:
+    """The gRPC server, its interceptors and options; handlers are added by `serve`."""
+    return grpc.aio.server(
         interceptors=[
             InterceptorChain(
                 observability.RpcObserver(
@@ -70,6 +65,18 @@ async def serve(settings: GatewaySettings) -> None:
             EXCLUSIVE_PORT,
         ],
     )
+
+
+async def serve(settings: GatewaySettings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    channel = upstream_channel(
+        settings.backends, settings.max_message_bytes, settings.receive_window_bytes
+    )
+    server = grpc_server(settings)
     auth = GatewayAuth(settings)
     forwarding = ForwardingHandler(channel, SERVICES, settings.default_unary_timeout_s, auth)
     server.add_generic_rpc_handlers([forwarding])
@@ -131,9 +138,8 @@ def check_auth(settings: GatewaySettings) -> None:
     if missing:
         exit_on_startup_error(
             "gateway",
-            DocparseError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "AUTH_NOT_CONFIGURED",
+            error(
+                ErrorReason.AUTH_NOT_CONFIGURED,
                 f"DOCPARSE_GATEWAY_AUTH=required but {' and '.join(missing)} are missing: "
                 "refusing to start (DOCPARSE_GATEWAY_AUTH=disabled for a local dev run)",
             ),
@@ -143,9 +149,7 @@ def check_auth(settings: GatewaySettings) -> None:
 def main() -> None:
     settings = GatewaySettings()
     access_log = settings.access_log != "off"
-    observability.setup_logging(
-        "gateway", settings.log_format, settings.log_level, access_log=access_log
-    )
+    logs.setup_logging("gateway", settings.log_format, settings.log_level, access_log=access_log)
     check_auth(settings)
     tracing.setup("gateway")  # on only when an OTLP endpoint is configured
     try:

@@ -15,8 +15,10 @@ import signal
 import grpc
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import parser_service_pb2
-from docparse_server import gc_pacing, loops, observability, serving, tracing
+from docparse_server import gc_pacing, logs, loops, observability, serving, tracing
+from docparse_server.errors import error
 from docparse_server.flow_control import receive_window_options
 from docparse_server.serving import (
     ErrorInterceptor,
@@ -26,14 +28,16 @@ from docparse_server.serving import (
     set_serving,
 )
 from docparse_server.tenancy import DEFAULT_TENANT
-from parser_svc.api.callers import CallerInterceptor, current_tenant
+from parser_svc.api.callers import CallerInterceptor
 from parser_svc.api.service import ParserService, add_parser_service
 from parser_svc.observability import PARSER_METRICS, refresh_queue_depth
 from parser_svc.settings import Settings
+from parser_svc.state.caller_scope import current_tenant
 from parser_svc.state.events import EventHub
 from parser_svc.state.pipelined_reads import PipelinedReader
-from parser_svc.state.redis_conn import RedisTarget, check_at_start
-from parser_svc.state.store import JobStore, connect
+from parser_svc.state.redis_conn import RedisTarget
+from parser_svc.state.redis_start_check import check_at_start
+from parser_svc.state.store import JobStore
 from parser_svc.webhooks.callbacks import check_config
 from parser_svc.webhooks.dispatcher import DELIVERIES, Dispatcher
 from parser_svc.work.blobs import BlobStore
@@ -57,19 +61,8 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
     ]
 
 
-async def serve(settings: Settings) -> None:
-    await check_at_start(RedisTarget.of(settings), "parser_svc", settings.redis_timeout_s)
-    client = connect(settings)
-    reads = PipelinedReader.of(settings)
-    store = JobStore(client, settings, reads)
-    blobs = BlobStore(settings.blob_dir, settings.env)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-
-    hub = EventHub(RedisTarget.of(settings), timeout_s=settings.redis_timeout_s)
-    queue = JobQueue(settings)
+def grpc_server(settings: Settings) -> grpc.aio.Server:
+    """The gRPC server with its interceptors and options; `serve` adds the services."""
     interceptors = [
         InterceptorChain(
             observability.RpcObserver(
@@ -82,21 +75,44 @@ async def serve(settings: Settings) -> None:
             ErrorInterceptor(),  # innermost: the others see the status it sets
         )
     ]
-    server = grpc.aio.server(
+    return grpc.aio.server(
         interceptors=interceptors, options=[*server_options(settings), serving.EXCLUSIVE_PORT]
     )
+
+
+def start_work(
+    settings: Settings, store: JobStore, blobs: BlobStore
+) -> tuple[ParseWorker | None, asyncio.Task[None] | None]:
+    """The queue worker and the webhook dispatcher of a replica whose role runs jobs."""
+    if settings.role not in ("all", "worker"):
+        return None, None
+    worker = ParseWorker(settings, store, blobs)
+    worker.start()
+    dispatcher = None
+    if settings.webhook_secrets_file:  # without secrets no callback is ever accepted
+        dispatcher = asyncio.create_task(Dispatcher(settings, store).run())
+    return worker, dispatcher
+
+
+async def serve(settings: Settings) -> None:
+    await check_at_start(RedisTarget.of(settings), "parser_svc", settings.redis_timeout_s)
+    reads = PipelinedReader.of(settings)
+    store = JobStore.open(settings, reads)
+    blobs = BlobStore(settings.blob_dir, settings.env)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    hub = EventHub(RedisTarget.of(settings), timeout_s=settings.redis_timeout_s)
+    queue = JobQueue(settings)
+    server = grpc_server(settings)
     add_parser_service(ParserService(settings, store, hub, queue, blobs), server)
     health = add_health_and_reflection(server, [SERVICE_NAME])
     # The port first: a replica started on a taken port exits (code 2) before its worker could
     # take a job from the queue and leave it to the lock expiry.
     port = serving.bind_grpc_or_exit("parser_svc", server, settings.listen)
-    worker = None
-    dispatcher = None
-    if settings.role in ("all", "worker"):
-        worker = ParseWorker(settings, store, blobs)
-        worker.start()
-        if settings.webhook_secrets_file:  # without secrets no callback is ever accepted
-            dispatcher = asyncio.create_task(Dispatcher(settings, store).run())
+    worker, dispatcher = start_work(settings, store, blobs)
     await hub.start()
     await server.start()
     refresher = None
@@ -134,7 +150,7 @@ async def serve(settings: Settings) -> None:
     await queue.close()
     if reads is not None:
         await reads.aclose()
-    await client.aclose()
+    await store.aclose()
     log.info("parser_svc stopped")
 
 
@@ -146,9 +162,8 @@ def check_identity(settings: Settings) -> None:
     if not settings.dev_mode:
         serving.exit_on_startup_error(
             "parser_svc",
-            DocparseError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "INTERNAL_TOKEN_MISSING",
+            error(
+                ErrorReason.INTERNAL_TOKEN_MISSING,
                 "DOCPARSE_INTERNAL_TOKEN is not set: every call would run as one tenant. Set it "
                 "to the gateway's DOCPARSE_GATEWAY_INTERNAL_TOKEN, or DOCPARSE_DEV_MODE=true for "
                 "a local single-tenant run",
@@ -164,9 +179,7 @@ def check_identity(settings: Settings) -> None:
 def main() -> None:
     settings = Settings()
     access_log = settings.access_log != "off"
-    observability.setup_logging(
-        "parser_svc", settings.log_format, settings.log_level, access_log=access_log
-    )
+    logs.setup_logging("parser_svc", settings.log_format, settings.log_level, access_log=access_log)
     check_identity(settings)
     try:
         check_config(settings)

@@ -11,11 +11,21 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from docparse_server.access_log import AccessLog, access_log_setting
+from docparse_server.cpus import usable_cpus
 from docparse_server.flow_control import DEFAULT_RECEIVE_WINDOW_BYTES
-from parser_svc.parsers import ParseOptions
-from parser_svc.work.cpus import usable_cpus
-
-MB = 1024 * 1024
+from parser_svc.parsers import (
+    DEFAULT_MAX_ASSET_MB,
+    DEFAULT_MAX_ASSETS,
+    DEFAULT_MAX_CELLS,
+    DEFAULT_MAX_PAGES,
+    DEFAULT_MAX_UNZIPPED_MB,
+    DEFAULT_OCR_DPI,
+    DEFAULT_OCR_MAX_SIDE_PX,
+    DEFAULT_OCR_MIN_CHARS,
+    DEFAULT_PDF_SPLIT_MIN_PAGES,
+    MB,
+    ParseOptions,
+)
 
 
 class Settings(BaseSettings):
@@ -140,25 +150,25 @@ class Settings(BaseSettings):
     # Documents over these end FAILED with DOCUMENT_TOO_LARGE: pages of a PDF (slides of a
     # presentation), the declared uncompressed size of an Office (zip) package's parts (zip
     # bombs), and the cells with a value in a workbook.
-    parse_max_pages: int = 5000
-    parse_max_unzipped_mb: int = 1024
-    parse_max_cells: int = 5_000_000
+    parse_max_pages: int = DEFAULT_MAX_PAGES
+    parse_max_unzipped_mb: int = DEFAULT_MAX_UNZIPPED_MB
+    parse_max_cells: int = DEFAULT_MAX_CELLS
     # Images kept as assets per document (beyond them: a warning on the result, not a failure).
-    parse_max_assets: int = 1000
-    parse_max_asset_mb: int = 256
+    parse_max_assets: int = DEFAULT_MAX_ASSETS
+    parse_max_asset_mb: int = DEFAULT_MAX_ASSET_MB
     # OCR of PDF pages that have images but fewer than `ocr_min_chars` usable characters of text:
     # rendered at `ocr_dpi` (the longer side capped at `ocr_max_side_px`), recognised with
     # `ocr_threads` threads (0 = onnxruntime's default). Off: such pages get a warning instead.
     ocr_enabled: bool = True
-    ocr_dpi: int = 150
-    ocr_max_side_px: int = 2500
-    ocr_min_chars: int = 8
+    ocr_dpi: int = DEFAULT_OCR_DPI
+    ocr_max_side_px: int = DEFAULT_OCR_MAX_SIDE_PX
+    ocr_min_chars: int = DEFAULT_OCR_MIN_CHARS
     ocr_threads: int = 0
     # A PDF's OCR pages are read on up to this many threads at once, each with its own engine
     # (~40 MB more per thread, loaded when a second page waits; documents of 4 pages or more),
     # and no more than the cores the replica's other running parses leave free (the worker
     # decides per job): a lone long scan uses the replica's cores. 0 = the CPUs this process
-    # may use (cpus.py).
+    # may use (docparse_server/cpus.py).
     ocr_page_threads: int = 0
     # Ruled-table detection on PDF pages.
     pdf_tables: bool = True
@@ -166,7 +176,7 @@ class Settings(BaseSettings):
     # when the replica has cores its other parses leave free (parsers/pdf_split.py): a lone
     # long document uses the replica's cores. Each range has at least this many pages, so a
     # short document never pays a second fork. 0 = one process per document.
-    pdf_split_min_pages: int = 24
+    pdf_split_min_pages: int = DEFAULT_PDF_SPLIT_MIN_PAGES
     # The antiword program that reads DOC files; "" = antiword on PATH.
     antiword: str = ""
 

@@ -1,5 +1,5 @@
-"""What docparse's Redis stack does on a real Redis Cluster today: the facts the cluster work of
-issue 15 starts from (docs/scaling.md, "Redis Cluster"). Not a test; rerun with
+"""What docparse's Redis stack does on a real Redis Cluster today: the facts the cluster support
+was built from (docs/scaling.md, "Redis Cluster"). Not a test; rerun with
 
     PYTHONPATH=. .venv/bin/python -m tests.cluster_probe
 

@@ -10,7 +10,15 @@ import pytest
 
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.stack import LocalStack
+from tests.fast_subset import fast_run_guard, mark_stack_tests
 from tests.faultproxy import FaultProxy
+
+__all__ = ["fast_run_guard"]  # a session fixture: the fast run's guard (tests/fast_subset.py)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_stack_tests(items)
+
 
 # Short timers so resync / heartbeat paths run within a test's lifetime.
 FAST_ENV = {

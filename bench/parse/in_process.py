@@ -20,9 +20,9 @@ import pymupdf
 from bench.harness.output import ROOT
 from bench.harness.procfs import cpu_seconds
 from bench.parse.fork_cost import HUGE_MALLOC
+from parser_svc.child.fork_server import ForkServer
 from parser_svc.child.parse_child import parse
 from parser_svc.child.sandbox import Limits, run_parse
-from parser_svc.child.zygote import ForkServer
 from parser_svc.parsers import ParseOptions, pdf_pass
 from tests.helpers import make_pdf
 

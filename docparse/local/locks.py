@@ -19,6 +19,7 @@ import grpc
 
 from docparse.errors import DocparseError
 from docparse.ports import process_command
+from docparse.reasons import ErrorReason
 
 
 def file_holders(path: Path) -> list[int]:
@@ -71,7 +72,7 @@ class DirLock:
                 holder = f"{named}, left running by {holder}"
             raise DocparseError(
                 grpc.StatusCode.FAILED_PRECONDITION,
-                "DIR_IN_USE",
+                ErrorReason.DIR_IN_USE,
                 f"the {self.what} {self.directory} is in use by {holder}; stop that one or "
                 "choose another directory",
                 {"directory": str(self.directory), "holder": holder},

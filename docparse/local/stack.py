@@ -30,6 +30,7 @@ from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.locks import DirLock
 from docparse.ports import HeldPorts
+from docparse.reasons import ErrorReason
 
 STACK_LOCK = ".stack.lock"
 READY_PREFIX = "docparse ready"
@@ -168,7 +169,7 @@ class Child:
         last = "\n".join(tail.splitlines()[-15:])
         raise DocparseError(
             grpc.StatusCode.UNAVAILABLE,
-            "CHILD_EXITED",
+            ErrorReason.CHILD_EXITED,
             f"{self.name} exited with code {self.proc.returncode} before serving; "
             f"{self.log} ends:\n{last}",
             {"child": self.name, "log": str(self.log)},
@@ -312,7 +313,7 @@ class LocalStack:
         except TimeoutError as err:
             raise DocparseError(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
-                "NOT_READY",
+                ErrorReason.NOT_READY,
                 f"{child.name} was not serving after {timeout:.0f} s ({err}); see {child.log}",
                 {"child": child.name, "log": str(child.log)},
             ) from err

@@ -87,7 +87,7 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     INVALID_RESUME_CURSOR: _ErrorReason.ValueType  # 36
     """HTTP: a `Last-Event-ID` / `after_version` that is not a number."""
     CROSS_SITE_REQUEST: _ErrorReason.ValueType  # 37
-    """HTTP (403): a state-changing browser request from another site."""
+    """HTTP (403, PERMISSION_DENIED): a state-changing browser request from another site."""
     INVALID_PAGE_SIZE: _ErrorReason.ValueType  # 38
     """ListJobs: a page_size that is not a number (HTTP) or is negative."""
     INVALID_STATE: _ErrorReason.ValueType  # 39
@@ -146,7 +146,9 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     RENDER_FAILED: _ErrorReason.ValueType  # 67
     """HTTP (503): the render worker died; it is replaced."""
     UPSTREAM_CONTRACT: _ErrorReason.ValueType  # 68
-    """INTERNAL: an upstream answer the gateway cannot read (a version mismatch)."""
+    """INTERNAL: an upstream answer the gateway cannot read (a version mismatch); in the SDK,
+    an answer the API contract rules out (ContractError).
+    """
     CORRUPT_DOCUMENT: _ErrorReason.ValueType  # 80
     """--- Why a job ended FAILED (JobError.reason) ---
     The parser cannot read the document: damaged, not what it claims.
@@ -284,7 +286,7 @@ INVALID_WAIT: ErrorReason.ValueType  # 35
 INVALID_RESUME_CURSOR: ErrorReason.ValueType  # 36
 """HTTP: a `Last-Event-ID` / `after_version` that is not a number."""
 CROSS_SITE_REQUEST: ErrorReason.ValueType  # 37
-"""HTTP (403): a state-changing browser request from another site."""
+"""HTTP (403, PERMISSION_DENIED): a state-changing browser request from another site."""
 INVALID_PAGE_SIZE: ErrorReason.ValueType  # 38
 """ListJobs: a page_size that is not a number (HTTP) or is negative."""
 INVALID_STATE: ErrorReason.ValueType  # 39
@@ -343,7 +345,9 @@ TARGET_UNREACHABLE: ErrorReason.ValueType  # 66
 RENDER_FAILED: ErrorReason.ValueType  # 67
 """HTTP (503): the render worker died; it is replaced."""
 UPSTREAM_CONTRACT: ErrorReason.ValueType  # 68
-"""INTERNAL: an upstream answer the gateway cannot read (a version mismatch)."""
+"""INTERNAL: an upstream answer the gateway cannot read (a version mismatch); in the SDK,
+an answer the API contract rules out (ContractError).
+"""
 CORRUPT_DOCUMENT: ErrorReason.ValueType  # 80
 """--- Why a job ended FAILED (JobError.reason) ---
 The parser cannot read the document: damaged, not what it claims.

@@ -36,6 +36,8 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
+from docparse_server.errors import error as rpc_error
 from docparse_server.serving import binding, served_by
 from docparse_server.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
@@ -174,9 +176,8 @@ async def same_origin_writes(request: web.Request, handler: Handler) -> web.Stre
         and not cors.allowed_origin(request)  # a page of an origin CORS allows
     ):
         raise HttpError(
-            DocparseError(
-                grpc.StatusCode.PERMISSION_DENIED,
-                "CROSS_SITE_REQUEST",
+            rpc_error(
+                ErrorReason.CROSS_SITE_REQUEST,
                 f"a browser request from another site ({why}) may not change anything here; "
                 "use the page this gateway serves, or call it from a server",
                 {"method": request.method},

@@ -15,10 +15,12 @@ from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from docparse.errors import ContractError, DocparseError, check_request_id
+from docparse.errors import ContractError, DocparseError
+from docparse.reasons import ErrorReason
 from docparse.results import ResultAssembler
 from docparse.v1 import job_pb2, parser_service_pb2
-from gateway.http.errors import bad_request, echo, parse_uint
+from docparse_server.errors import check_request_id, error
+from gateway.http.errors import echo, parse_uint
 from gateway.http.keys import RENDERER, SETTINGS, UPSTREAM
 from gateway.http.upstream import HttpError, Req, Resp, rpc_failure, served_by_header
 
@@ -48,10 +50,9 @@ def json_response(
     )
 
 
-def too_large(file_name: str, limit: int) -> DocparseError:
-    return DocparseError(
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-        "DOCUMENT_TOO_LARGE",
+def upload_too_large(file_name: str, limit: int) -> DocparseError:
+    return error(
+        ErrorReason.DOCUMENT_TOO_LARGE,
         f"{echo(file_name)} is larger than the upload limit of {limit} bytes",
         {"file_name": file_name[:200], "limit_bytes": str(limit)},
     )
@@ -63,7 +64,7 @@ async def _read_limited(part: BodyPartReader, limit: int, name: str) -> bytes:
     while chunk := await part.read_chunk(CHUNK_BYTES):
         size += len(chunk)
         if size > limit:
-            raise HttpError(too_large(name, limit))
+            raise HttpError(upload_too_large(name, limit))
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -73,7 +74,7 @@ async def _parts(request: web.Request) -> MultipartReader:
         return await request.multipart()
     except (AssertionError, ValueError) as err:  # not multipart, or no boundary
         raise HttpError(
-            bad_request("BAD_MULTIPART", "unreadable multipart body (no boundary?)")
+            error(ErrorReason.BAD_MULTIPART, "unreadable multipart body (no boundary?)")
         ) from err
 
 
@@ -92,7 +93,7 @@ class Upload:
             return await self._next_file()
         except (ValueError, AssertionError, LookupError, HttpProcessingError) as err:
             raise HttpError(
-                bad_request("BAD_MULTIPART", "unreadable multipart body (boundary, headers?)")
+                error(ErrorReason.BAD_MULTIPART, "unreadable multipart body (boundary, headers?)")
             ) from err
 
     async def _next_file(self) -> tuple[str, bytes] | None:
@@ -101,7 +102,9 @@ class Upload:
             if part is None:
                 return None
             if not isinstance(part, BodyPartReader):
-                raise HttpError(bad_request("BAD_MULTIPART", "nested multipart is not supported"))
+                raise HttpError(
+                    error(ErrorReason.BAD_MULTIPART, "nested multipart is not supported")
+                )
             if part.filename is None:
                 value = await _read_limited(part, FIELD_LIMIT_BYTES, part.name or "field")
                 self.fields[text(part.name or "")] = value.decode("utf-8", "replace")
@@ -118,7 +121,7 @@ def text(value: str) -> str:
 
 def _wait_ms(request: web.Request, fields: dict[str, str]) -> int:
     raw = request.query.get("wait_ms", fields.get("wait_ms", "0")).strip() or "0"
-    return min(parse_uint(raw, "wait_ms", "INVALID_WAIT"), MAX_WAIT_MS)
+    return min(parse_uint(raw, "wait_ms", ErrorReason.INVALID_WAIT), MAX_WAIT_MS)
 
 
 def _callback(request: web.Request, fields: dict[str, str]) -> parser_service_pb2.Callback:
@@ -173,10 +176,10 @@ async def submit_job(request: web.Request) -> web.Response:
         upload = Upload(await _parts(request), limit)
         found = await upload.next_file()
         if found is None:
-            raise HttpError(bad_request("MISSING_FILE", "the multipart body has no file part"))
+            raise HttpError(error(ErrorReason.MISSING_FILE, "the multipart body has no file part"))
         if await upload.next_file() is not None:
             raise HttpError(
-                bad_request("TOO_MANY_FILES", "POST /v1/jobs takes one file; use /v1/batches")
+                error(ErrorReason.TOO_MANY_FILES, "POST /v1/jobs takes one file; use /v1/batches")
             )
         file_name, content = found
         fields = upload.fields
@@ -184,12 +187,12 @@ async def submit_job(request: web.Request) -> web.Response:
     else:
         file_name = text(request.query.get("file_name", ""))
         if request.content_length is not None and request.content_length > limit:
-            raise HttpError(too_large(file_name, limit))
+            raise HttpError(upload_too_large(file_name, limit))
         content = await request.content.read(limit + 1)
         while len(content) <= limit and (more := await request.content.read(limit + 1)):
             content += more
         if len(content) > limit:
-            raise HttpError(too_large(file_name, limit))
+            raise HttpError(upload_too_large(file_name, limit))
         password = text(request.headers.get("X-Docparse-Password", ""))
     wait_ms = _wait_ms(request, fields)
     upstream = request.app[UPSTREAM]
@@ -252,7 +255,7 @@ async def get_result(request: web.Request) -> web.StreamResponse:
     fmt = request.query.get("format", "json")
     if fmt not in RESULT_FORMATS:
         raise HttpError(
-            bad_request("INVALID_FORMAT", f"format must be one of {', '.join(RESULT_FORMATS)}")
+            error(ErrorReason.INVALID_FORMAT, f"format must be one of {', '.join(RESULT_FORMATS)}")
         )
     upstream = request.app[UPSTREAM]
     call = upstream.stub.GetResult(
@@ -269,9 +272,7 @@ async def get_result(request: web.Request) -> web.StreamResponse:
     except grpc.aio.AioRpcError as err:
         raise rpc_failure(err) from err
     except ContractError as err:
-        raise HttpError(
-            DocparseError(grpc.StatusCode.INTERNAL, "UPSTREAM_CONTRACT", str(err))
-        ) from err
+        raise HttpError(error(ErrorReason.UPSTREAM_CONTRACT, str(err))) from err
     except DocparseError as err:
         raise HttpError(err) from err
     finally:
@@ -300,7 +301,9 @@ async def create_batch(request: web.Request) -> web.Response:
     replica with UploadBatch one file at a time, so the gateway holds at most one file in
     memory. 202 with the batch (its files QUEUED)."""
     if not request.content_type.startswith("multipart/"):
-        raise HttpError(bad_request("BAD_MULTIPART", "POST /v1/batches takes multipart/form-data"))
+        raise HttpError(
+            error(ErrorReason.BAD_MULTIPART, "POST /v1/batches takes multipart/form-data")
+        )
     upload = Upload(await _parts(request), _checked_before_reading(request))
     upstream = request.app[UPSTREAM]
     call = upstream.stub.UploadBatch(
@@ -314,26 +317,8 @@ async def create_batch(request: web.Request) -> web.Response:
                 await _send_header(call, _upload_header(request, upload.fields))
                 header_sent = True
             file_name, content = found
-            if not content:  # the replica refuses it only once the next file is on its way
-                raise HttpError(
-                    bad_request(
-                        "EMPTY_CONTENT",
-                        f"file {files_sent} is empty",
-                        file_index=str(files_sent),
-                        file_name=file_name[:200],
-                    )
-                )
+            await _send_file(call, files_sent, file_name, content)
             files_sent += 1
-            await call.write(
-                parser_service_pb2.UploadBatchRequest(
-                    file=parser_service_pb2.UploadFileHeader(
-                        file_name=file_name, size_bytes=len(content)
-                    )
-                )
-            )
-            for offset in range(0, len(content), CHUNK_BYTES):
-                chunk = content[offset : offset + CHUNK_BYTES]
-                await call.write(parser_service_pb2.UploadBatchRequest(chunk=chunk))
         if not header_sent:
             await call.write(_upload_header(request, upload.fields))
         await call.done_writing()
@@ -354,6 +339,28 @@ async def create_batch(request: web.Request) -> web.Response:
         raise
     batch_id = reply.batch.batch_id
     return json_response(reply.batch, served, 202, {"Location": f"/v1/batches/{batch_id}"})
+
+
+async def _send_file(
+    call: grpc.aio.StreamUnaryCall[Any, Any], index: int, file_name: str, content: bytes
+) -> None:
+    """One file of an UploadBatch: its header, then its bytes in chunks."""
+    if not content:  # the replica refuses it only once the next file is on its way
+        raise HttpError(
+            error(
+                ErrorReason.EMPTY_CONTENT,
+                f"file {index} is empty",
+                {"file_index": str(index), "file_name": file_name[:200]},
+            )
+        )
+    await call.write(
+        parser_service_pb2.UploadBatchRequest(
+            file=parser_service_pb2.UploadFileHeader(file_name=file_name, size_bytes=len(content))
+        )
+    )
+    for offset in range(0, len(content), CHUNK_BYTES):
+        chunk = content[offset : offset + CHUNK_BYTES]
+        await call.write(parser_service_pb2.UploadBatchRequest(chunk=chunk))
 
 
 async def _send_header(

@@ -21,8 +21,9 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import parser_service_pb2
+from docparse_server.errors import error
 from docparse_server.serving import served_by
 from gateway.http.api import text
 from gateway.http.errors import echo, error_body
@@ -75,9 +76,7 @@ async def _first(messages: AsyncIterator[Any]) -> Any:
     try:
         return await messages.__anext__()
     except StopAsyncIteration:
-        raise HttpError(
-            DocparseError(grpc.StatusCode.INTERNAL, "UPSTREAM_CONTRACT", "GetAsset sent nothing")
-        ) from None
+        raise HttpError(error(ErrorReason.UPSTREAM_CONTRACT, "GetAsset sent nothing")) from None
 
 
 async def get_asset(request: web.Request) -> web.StreamResponse:
@@ -115,9 +114,8 @@ async def get_asset(request: web.Request) -> web.StreamResponse:
     digest = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
     if len(data) != asset.size_bytes or digest != asset.sha256:
         raise HttpError(
-            DocparseError(
-                grpc.StatusCode.DATA_LOSS,
-                "CHECKSUM_MISMATCH",
+            error(
+                ErrorReason.CHECKSUM_MISMATCH,
                 f"asset {asset_id} of job {job_id} arrived with {len(data)} bytes and another "
                 "sha256 than announced; retry",
                 {"job_id": job_id, "asset_id": asset_id},
@@ -126,20 +124,27 @@ async def get_asset(request: web.Request) -> web.StreamResponse:
         )
     headers["X-Served-By"] = served
     headers["Content-Type"] = asset.mime_type or "application/octet-stream"
+    return await _answer(request, data, etag, headers)
+
+
+async def _answer(
+    request: web.Request, data: bytes, etag: str, headers: dict[str, str]
+) -> web.StreamResponse:
+    """The checked asset: whole (200), the one range asked for (206), or 416 for a range
+    that starts beyond its end."""
     status, body = 200, memoryview(data)
     wanted = request.headers.get("Range")
     if wanted and request.headers.get("If-Range", etag) == etag:
         picked = parse_range(wanted, len(data))
         if picked == "unsatisfiable":
-            error = DocparseError(
-                grpc.StatusCode.OUT_OF_RANGE,
-                "RANGE_NOT_SATISFIABLE",
+            refusal = error(
+                ErrorReason.RANGE_NOT_SATISFIABLE,
                 f"the range {echo(wanted)} starts beyond the asset's {len(data)} bytes",
                 {"size_bytes": str(len(data))},
             )
             headers["Content-Type"] = "application/json"
             headers["Content-Range"] = f"bytes */{len(data)}"
-            return web.Response(status=416, text=json.dumps(error_body(error)), headers=headers)
+            return web.Response(status=416, text=json.dumps(error_body(refusal)), headers=headers)
         if isinstance(picked, tuple):
             first_byte, last_byte = picked
             status, body = 206, body[first_byte : last_byte + 1]

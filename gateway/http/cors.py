@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-import grpc
 from aiohttp import web
 
-from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
+from docparse_server.errors import error
 from gateway.http.upstream import HttpError
 
 ALLOW_HEADERS = (
@@ -53,9 +53,8 @@ def allowed_origin(request: web.Request) -> str:
 
 def denied(why: str) -> HttpError:
     return HttpError(
-        DocparseError(
-            grpc.StatusCode.PERMISSION_DENIED,
-            "CORS_NOT_ALLOWED",
+        error(
+            ErrorReason.CORS_NOT_ALLOWED,
             f"cross-origin request refused: {why} (DOCPARSE_GATEWAY_HTTP_CORS_ORIGINS)",
         )
     )

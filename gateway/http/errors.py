@@ -14,6 +14,8 @@ import grpc
 from aiohttp import web
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
+from docparse_server.errors import error
 
 # Seconds a client should wait before retrying a 503 / 429.
 RETRY_AFTER_S = 1
@@ -38,10 +40,10 @@ _BY_CODE: dict[grpc.StatusCode, int] = {
 }
 # Reasons that refine the code's status.
 _BY_REASON: dict[tuple[grpc.StatusCode, str], int] = {
-    (grpc.StatusCode.NOT_FOUND, "JOB_EXPIRED"): 410,
-    (grpc.StatusCode.NOT_FOUND, "RESULT_EXPIRED"): 410,
-    (grpc.StatusCode.RESOURCE_EXHAUSTED, "DOCUMENT_TOO_LARGE"): 413,
-    (grpc.StatusCode.RESOURCE_EXHAUSTED, "RESULT_TOO_LARGE_TO_RENDER"): 413,
+    (grpc.StatusCode.NOT_FOUND, ErrorReason.JOB_EXPIRED): 410,
+    (grpc.StatusCode.NOT_FOUND, ErrorReason.RESULT_EXPIRED): 410,
+    (grpc.StatusCode.RESOURCE_EXHAUSTED, ErrorReason.DOCUMENT_TOO_LARGE): 413,
+    (grpc.StatusCode.RESOURCE_EXHAUSTED, ErrorReason.RESULT_TOO_LARGE_TO_RENDER): 413,
 }
 _RETRYABLE = {429, 503}
 
@@ -83,11 +85,6 @@ def error_response(err: DocparseError, served_by: str = "") -> web.Response:
     )
 
 
-def bad_request(reason: str, message: str, **metadata: str) -> DocparseError:
-    """An error the gateway finds itself, before any replica is asked."""
-    return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata)
-
-
 def echo(value: str, limit: int = 80) -> str:
     """A client's value quoted in a message: bounded, so an error never echoes a payload."""
     return repr(value[:limit]) + ("..." if len(value) > limit else "")
@@ -99,12 +96,12 @@ def echo(value: str, limit: int = 80) -> str:
 MAX_UINT64 = 2**64 - 1
 
 
-def parse_uint(raw: str, name: str, reason: str, maximum: int = MAX_UINT64) -> int:
+def parse_uint(raw: str, name: str, reason: ErrorReason, maximum: int = MAX_UINT64) -> int:
     """`raw` as a non-negative integer <= maximum; DocparseError INVALID_ARGUMENT `reason`
     (HTTP 400) otherwise."""
     if not (raw.isascii() and raw.isdigit() and len(raw) <= len(str(maximum))):
-        raise bad_request(reason, f"{name} must be a whole number: {echo(raw)}", parameter=name)
+        raise error(reason, f"{name} must be a whole number: {echo(raw)}", {"parameter": name})
     value = int(raw)
     if value > maximum:
-        raise bad_request(reason, f"{name} must be at most {maximum}: {echo(raw)}", parameter=name)
+        raise error(reason, f"{name} must be at most {maximum}: {echo(raw)}", {"parameter": name})
     return value

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.errors import error
 from gateway.http.api import json_response, text
-from gateway.http.errors import bad_request, echo, parse_uint
+from gateway.http.errors import echo, parse_uint
 from gateway.http.keys import UPSTREAM
 from gateway.http.upstream import HttpError
 
@@ -33,10 +35,10 @@ def _states(request: web.Request) -> list[job_pb2.State.ValueType]:
             value = _STATES.get(word.lower().removeprefix("state_"))
             if value is None:
                 raise HttpError(
-                    bad_request(
-                        "INVALID_STATE",
+                    error(
+                        ErrorReason.INVALID_STATE,
                         f"state must be one of {', '.join(_STATES).upper()}: {echo(word)}",
-                        parameter="state",
+                        {"parameter": "state"},
                     )
                 )
             states.append(value)
@@ -47,7 +49,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     query = request.query
     page_size = 0
     if raw := query.get("page_size", "").strip():
-        page_size = parse_uint(raw, "page_size", "INVALID_PAGE_SIZE", MAX_INT32)
+        page_size = parse_uint(raw, "page_size", ErrorReason.INVALID_PAGE_SIZE, MAX_INT32)
     message = parser_service_pb2.ListJobsRequest(
         page_size=page_size,
         page_token=text(query.get("page_token", "")),

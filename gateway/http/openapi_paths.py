@@ -139,8 +139,9 @@ _BATCH_FORM = {
 }
 
 
-def _job_paths(job: Schema, listing: Schema, package: Schema) -> dict[str, Schema]:
-    submit = _operation(
+def _submit_job(job: Schema) -> Schema:
+    """Submit one document: POST /v1/jobs."""
+    return _operation(
         "submitJob",
         "Submit one document (multipart `file`, or the raw body)",
         {
@@ -168,7 +169,11 @@ def _job_paths(job: Schema, listing: Schema, package: Schema) -> dict[str, Schem
             },
         },
     )
-    list_jobs = _operation(
+
+
+def _list_jobs(listing: Schema) -> Schema:
+    """A page of the caller's jobs: GET /v1/jobs."""
+    return _operation(
         "listJobs",
         "The caller's jobs, newest first, a page at a time (AIP-158)",
         {"200": json_body(listing, "a page of jobs"), **ERRORS},
@@ -183,7 +188,11 @@ def _job_paths(job: Schema, listing: Schema, package: Schema) -> dict[str, Schem
             _param("page_token", "query", "next_page_token of the previous page"),
         ],
     )
-    result = _operation(
+
+
+def _get_result(package: Schema) -> Schema:
+    """A job's reading package: GET /v1/jobs/{job_id}/result."""
+    return _operation(
         "getResult",
         "The reading package of a SUCCEEDED job, checked against its sha256",
         {
@@ -209,7 +218,11 @@ def _job_paths(job: Schema, listing: Schema, package: Schema) -> dict[str, Schem
             ),
         ],
     )
-    asset = _operation(
+
+
+def _get_asset() -> Schema:
+    """One asset of a job: GET /v1/jobs/{job_id}/assets/{asset_id}."""
+    return _operation(
         "getAsset",
         "One asset (an image) of a SUCCEEDED job",
         {
@@ -227,6 +240,11 @@ def _job_paths(job: Schema, listing: Schema, package: Schema) -> dict[str, Schem
             _param("If-Range", "header", "the range applies only to this ETag"),
         ],
     )
+
+
+def _job_paths(job: Schema, listing: Schema, package: Schema) -> dict[str, Schema]:
+    submit, list_jobs = _submit_job(job), _list_jobs(listing)
+    result, asset = _get_result(package), _get_asset()
     return {
         "/v1/jobs": {"post": submit, "get": list_jobs},
         "/v1/jobs/{job_id}": {

@@ -9,6 +9,8 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 
+from docparse.reasons import ErrorReason
+
 Schema = dict[str, Any]
 
 _INTEGER_32 = {
@@ -103,7 +105,7 @@ def error_schema() -> Schema:
         "required": ["code", "reason", "message", "metadata"],
         "properties": {
             "code": {"type": "string", "examples": ["NOT_FOUND"]},
-            "reason": {"type": "string", "examples": ["JOB_EXPIRED"]},
+            "reason": {"type": "string", "examples": [ErrorReason.JOB_EXPIRED]},
             "message": {"type": "string"},
             "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
         },

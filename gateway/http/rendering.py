@@ -16,11 +16,12 @@ import resource
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-import grpc
 from google.protobuf.message import DecodeError
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.render import render
+from docparse_server.errors import error
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +61,12 @@ class Renderer:
         except (MemoryError, DecodeError) as err:
             # Verified bytes that do not decode: protobuf's arena could not allocate.
             if isinstance(err, DecodeError) and "alloc" not in str(err):
-                raise DocparseError(
-                    grpc.StatusCode.INTERNAL,
-                    "UPSTREAM_CONTRACT",
+                raise error(
+                    ErrorReason.UPSTREAM_CONTRACT,
                     "the stored result does not decode as a reading package",
                 ) from err
             raise self._refusal(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "RESULT_TOO_LARGE_TO_RENDER",
+                ErrorReason.RESULT_TOO_LARGE_TO_RENDER,
                 f"the result is too large to render as {fmt} within the gateway's "
                 f"{self.memory_mb} MB; ask for format=proto (the same content, serialized)",
                 fmt,
@@ -79,19 +78,16 @@ class Renderer:
                 self._pool = None
                 pool.shutdown(wait=False, cancel_futures=True)
             raise self._refusal(
-                grpc.StatusCode.UNAVAILABLE,
-                "RENDER_FAILED",
+                ErrorReason.RENDER_FAILED,
                 f"the gateway's render worker was lost (a {fmt} rendering that needs more than "
                 f"{self.memory_mb} MB ends it); retry, or ask for format=proto",
                 fmt,
                 data,
             ) from err
 
-    def _refusal(
-        self, code: grpc.StatusCode, reason: str, message: str, fmt: str, data: bytes
-    ) -> DocparseError:
+    def _refusal(self, reason: ErrorReason, message: str, fmt: str, data: bytes) -> DocparseError:
         metadata = {"format": fmt, "limit_mb": str(self.memory_mb), "size_bytes": str(len(data))}
-        return DocparseError(code, reason, message, metadata)
+        return error(reason, message, metadata)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -38,8 +38,10 @@ import grpc
 from aiohttp import web
 from google.protobuf.message import Message
 
-from docparse.errors import DocparseError, cursor_ahead
+from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.errors import cursor_ahead
 from gateway.http.api import TERMINAL, text, to_json
 from gateway.http.errors import error_body, parse_uint
 from gateway.http.keys import CLOSING, SETTINGS, STREAMS, UPSTREAM
@@ -129,7 +131,7 @@ def resume_cursor(request: web.Request) -> int:
     ):
         raw = raw.strip()
         if raw:  # a uint64, as WatchJobRequest.after_version
-            cursor = max(cursor, parse_uint(raw, name, "INVALID_RESUME_CURSOR"))
+            cursor = max(cursor, parse_uint(raw, name, ErrorReason.INVALID_RESUME_CURSOR))
     return cursor
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.state.events import Ending, Event, EventHub
@@ -93,7 +94,7 @@ class RawBatch:
             # the batch reports it as ended: FAILED JOB_EXPIRED.
             job = batch.jobs.add(job_id=batch_file_id(batch_id, index), batch_id=batch_id)
             job.state = job_pb2.STATE_FAILED
-            job.error.reason = "JOB_EXPIRED"
+            job.error.reason = ErrorReason.JOB_EXPIRED
             job.error.message = "the file's record expired before it ran"
             batch.completed += 1
             batch.failed += 1

@@ -10,33 +10,47 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import grpc
 
-from docparse.errors import DocparseError, cursor_ahead
+from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.errors import cursor_ahead, error
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc import observability
 from parser_svc.api.batch_watch import BatchFollowers, RawBatch
-from parser_svc.api.callers import current_tenant
-from parser_svc.api.submit import Submitter, check_languages, invalid, unsupported
+from parser_svc.api.submit import Submitter, check_languages, unsupported
 from parser_svc.api.uploads import (
     MAX_FILES,
     StoredFile,
     file_error,
     sniff_stored,
 )
+from parser_svc.state.caller_scope import current_tenant
 from parser_svc.state.events import EventHub
 from parser_svc.state.keys import batch_file_id
 from parser_svc.state.records import is_terminal
 from parser_svc.state.store import JobStore
 
 
+def batch_digest(records: list[dict[str, str]]) -> str:
+    """What a request_id's retry must repeat: every file's name and content, in order. Other
+    language hints are other content."""
+    return hashlib.sha256(
+        "".join(
+            f"{r['file_name']}\0{r['content_sha256']}"
+            + (f"\0{r['languages']}" if r["languages"] else "")
+            + "\n"
+            for r in records
+        ).encode()
+    ).hexdigest()
+
+
 def batch_not_found(batch_id: str) -> DocparseError:
-    return DocparseError(
-        grpc.StatusCode.NOT_FOUND,
-        "BATCH_NOT_FOUND",
+    return error(
+        ErrorReason.BATCH_NOT_FOUND,
         f"batch {batch_id} does not exist (or its retention ended)",
         {"batch_id": batch_id},
     )
@@ -73,9 +87,9 @@ class Batches:
         (`create_stored`). The hints apply to every file."""
         hints = ",".join(check_languages(list(languages)))
         if not files:
-            raise invalid("EMPTY_BATCH", "a batch needs at least one file")
+            raise error(ErrorReason.EMPTY_BATCH, "a batch needs at least one file")
         if len(files) > MAX_FILES:
-            raise invalid("TOO_MANY_FILES", f"a batch holds at most {MAX_FILES} files")
+            raise error(ErrorReason.TOO_MANY_FILES, f"a batch holds at most {MAX_FILES} files")
         for index, item in enumerate(files):  # all or nothing: reject before creating any
             try:
                 self.submitter.check_size(item.content)
@@ -113,31 +127,9 @@ class Batches:
             await asyncio.to_thread(blobs.delete_uploads, job_ids)
 
         if not files:
-            raise invalid("EMPTY_BATCH", "a batch needs at least one file")
-        records: list[dict[str, str]] = []
-        for index, item in enumerate(files):
-            detected = await asyncio.to_thread(sniff_stored, blobs, item.job_id)
-            if detected.kind is None:
-                await drop_uploads()
-                raise file_error(index, item.file_name, unsupported(detected.label))
-            records.append(
-                {
-                    "file_name": item.file_name,
-                    "content_sha256": item.sha256,
-                    "content_type": detected.kind,
-                    "size_bytes": str(item.size_bytes),
-                    "languages": item.languages,
-                }
-            )
-        # Other language hints are other content for a request_id (a retry must repeat them).
-        digest = hashlib.sha256(
-            "".join(
-                f"{r['file_name']}\0{r['content_sha256']}"
-                + (f"\0{r['languages']}" if r["languages"] else "")
-                + "\n"
-                for r in records
-            ).encode()
-        ).hexdigest()
+            raise error(ErrorReason.EMPTY_BATCH, "a batch needs at least one file")
+        records = await self._file_records(files, drop_uploads)
+        digest = batch_digest(records)
         request_key = self.store.keys.batch_request(tenant, request_id) if request_id else ""
         try:
             created = await self.store.create_batch(
@@ -150,8 +142,8 @@ class Batches:
         if not created.created:
             await drop_uploads()
             if created.status == "CONFLICT":
-                raise invalid(
-                    "REQUEST_ID_REUSED",
+                raise error(
+                    ErrorReason.REQUEST_ID_REUSED,
                     f"request_id {request_id[:200]!r} was used for other files "
                     f"(batch {created.job_id})",
                 )
@@ -171,6 +163,28 @@ class Batches:
             )
         await self.submitter.enqueue(job_ids)
         return await self.get(batch_id)
+
+    async def _file_records(
+        self, files: list[StoredFile], drop_uploads: Callable[[], Awaitable[None]]
+    ) -> list[dict[str, str]]:
+        """The file records of the batch, each upload's type sniffed from its stored bytes;
+        UNSUPPORTED_FORMAT naming the file (and every upload dropped) for one that is none."""
+        records: list[dict[str, str]] = []
+        for index, item in enumerate(files):
+            detected = await asyncio.to_thread(sniff_stored, self.submitter.blobs, item.job_id)
+            if detected.kind is None:
+                await drop_uploads()
+                raise file_error(index, item.file_name, unsupported(detected.label))
+            records.append(
+                {
+                    "file_name": item.file_name,
+                    "content_sha256": item.sha256,
+                    "content_type": detected.kind,
+                    "size_bytes": str(item.size_bytes),
+                    "languages": item.languages,
+                }
+            )
+        return records
 
     async def get(self, batch_id: str) -> parser_service_pb2.Batch:
         """The batch, if it is the caller's tenant's (another tenant's reads as not found)."""

@@ -1,20 +1,21 @@
 """The caller of each docparse.v1 call, as the gateway vouched for it.
 
-`CallerInterceptor` checks the internal token and puts the caller in a context variable for
-the duration of the call; the store scopes every job read to that caller's tenant, so no
-handler can forget to. Work outside a call (queue workers) has no caller and no scoping.
+`CallerInterceptor` checks the internal token and puts the caller in a context variable
+(parser_svc.state.caller_scope) for the duration of the call; the store scopes every job read
+to that caller's tenant, so no handler can forget to. Work outside a call (queue workers) has
+no caller and no scoping.
 """
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import grpc
 from google.protobuf.message import DecodeError
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
+from docparse_server.errors import error
 from docparse_server.serving import Handler, WrappingInterceptor, abort, rebuild_handler
 from docparse_server.tenancy import (
     INTERNAL_TOKEN_KEY,
@@ -23,10 +24,8 @@ from docparse_server.tenancy import (
     Caller,
     caller_from_metadata,
 )
+from parser_svc.state.caller_scope import current_caller
 
-current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
-    "docparse_caller", default=None
-)
 SCOPED_PREFIX = "/docparse.v1."
 _CALLER_KEYS = frozenset((TENANT_KEY, LIMITS_KEY, INTERNAL_TOKEN_KEY))
 _MAX_CALLERS = 1024
@@ -52,9 +51,8 @@ def tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], A
 
 def malformed(method: str) -> DocparseError:
     name = method.rpartition("/")[2][:64]
-    return DocparseError(
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "MALFORMED_REQUEST",
+    return error(
+        ErrorReason.MALFORMED_REQUEST,
         f"the request is not a valid {name} request message (protobuf that does not parse)",
         {"method": name},
     )
@@ -65,11 +63,6 @@ async def _checked(requests: AsyncIterator[Any], method: str) -> AsyncIterator[A
         if request is MALFORMED:
             raise malformed(method)
         yield request
-
-
-def current_tenant() -> str | None:
-    caller = current_caller.get()
-    return caller.tenant if caller else None
 
 
 class CallerInterceptor(WrappingInterceptor):

@@ -21,10 +21,9 @@ import hashlib
 import hmac
 import json
 
-import grpc
-
-from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.errors import error
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.api.batches import batch_not_found
 from parser_svc.settings import Settings
@@ -44,10 +43,6 @@ _STATE_NAMES: dict[int, str] = {
     for name, value in job_pb2.State.items()
     if value != job_pb2.STATE_UNSPECIFIED
 }
-
-
-def invalid(reason: str, message: str, **metadata: str) -> DocparseError:
-    return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata)
 
 
 class PageTokens:
@@ -84,13 +79,13 @@ class PageTokens:
             if version != 1 or not isinstance(create_ms, int) or not isinstance(job_id, str):
                 raise ValueError("unknown shape")
         except (ValueError, TypeError, binascii.Error) as err:
-            raise invalid(
-                "INVALID_PAGE_TOKEN",
+            raise error(
+                ErrorReason.INVALID_PAGE_TOKEN,
                 "page_token is not a next_page_token of ListJobs (altered, or cut short)",
             ) from err
         if token_scope != scope:
-            raise invalid(
-                "INVALID_PAGE_TOKEN",
+            raise error(
+                ErrorReason.INVALID_PAGE_TOKEN,
                 "page_token was made for other filters (states, batch_id) or another caller: "
                 "send the same filters as for the first page",
             )
@@ -99,10 +94,10 @@ class PageTokens:
 
 def page_size_of(requested: int) -> int:
     if requested < 0:
-        raise invalid(
-            "INVALID_PAGE_SIZE",
+        raise error(
+            ErrorReason.INVALID_PAGE_SIZE,
             f"page_size must not be negative: {requested}",
-            page_size=str(requested),
+            {"page_size": str(requested)},
         )
     if requested == 0:
         return DEFAULT_PAGE_SIZE
@@ -156,7 +151,7 @@ class JobListing:
 
     async def _batch_created_ms(self, tenant: str, batch_id: str) -> int:
         if not batch_id.isascii() or not batch_id.replace("_", "").isalnum() or len(batch_id) > 64:
-            raise invalid("INVALID_JOB_ID", f"not a batch id: {batch_id[:80]!r}")
+            raise error(ErrorReason.INVALID_JOB_ID, f"not a batch id: {batch_id[:80]!r}")
         meta = await self.store.batch_fields(batch_id, ["tenant", "create_ms"])
         owner, created = meta.get("tenant"), meta.get("create_ms")
         if owner is None or owner != tenant or created is None:
@@ -209,8 +204,8 @@ class JobListing:
 def _state_name(value: int) -> str:
     name = _STATE_NAMES.get(value)
     if name is None:
-        raise invalid(
-            "INVALID_STATE",
+        raise error(
+            ErrorReason.INVALID_STATE,
             f"not a job state to filter by: {value} (STATE_QUEUED ... STATE_CANCELLED)",
         )
     return name

@@ -7,24 +7,26 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import grpc
 
-from docparse.errors import DocparseError, check_request_id
+from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc, reading_package_pb2
 from docparse_server import tracing
+from docparse_server.errors import check_request_id, error
 from docparse_server.tenancy import DEFAULT_TENANT, Caller, StreamSlots
 from parser_svc import observability
 from parser_svc.api.batches import Batches
-from parser_svc.api.callers import current_caller, current_tenant
 from parser_svc.api.listing import JobListing
 from parser_svc.api.status_answers import EncodedStatus
-from parser_svc.api.submit import Submitter, invalid
+from parser_svc.api.submit import Submitter
 from parser_svc.api.uploads import UPLOAD_ACCEPTED, receive_batch_upload
 from parser_svc.api.watch import watch_job
 from parser_svc.parsers import mime_for_ext
 from parser_svc.settings import Settings
+from parser_svc.state.caller_scope import current_caller, current_tenant
 from parser_svc.state.events import EventHub
 from parser_svc.state.records import is_terminal
 from parser_svc.state.store import JobStore
@@ -40,7 +42,7 @@ MAX_ASSET_EXT = 8
 
 def _check_job_id(job_id: str) -> None:
     if not job_id or len(job_id) > 64 or not all(c.isalnum() or c in "-_" for c in job_id):
-        raise invalid("INVALID_JOB_ID", f"not a job id: {job_id[:80]!r}")
+        raise error(ErrorReason.INVALID_JOB_ID, f"not a job id: {job_id[:80]!r}")
 
 
 async def _checked_header(
@@ -73,7 +75,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self.uploads = StreamSlots(
             settings.max_uploads_per_tenant,
             "uploads on this replica",
-            reason="TOO_MANY_UPLOADS",
+            reason=ErrorReason.TOO_MANY_UPLOADS,
             per_key=lambda limits: 0,  # no per-key override: the replica's memory is what it bounds
         )
         self.listing = JobListing(store, settings)
@@ -104,7 +106,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             with self.streams.slot(current_caller.get() or Caller()):
                 return await self._wait(job, budget_s, context)
         except DocparseError as err:
-            if err.reason != "TOO_MANY_STREAMS":
+            if err.reason != ErrorReason.TOO_MANY_STREAMS:
                 raise
             return job
 
@@ -121,7 +123,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         except TimeoutError:
             pass  # the async answer: the job is still queued or running
         except DocparseError as err:
-            if err.reason != "SERVER_SHUTTING_DOWN":
+            if err.reason != ErrorReason.SERVER_SHUTTING_DOWN:
                 raise
         return latest
 
@@ -148,7 +150,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self, request: parser_service_pb2.GetStatusRequest, context: Context
     ) -> bytes:
         """GetStatus, its answer already encoded (parser_svc/api/status_answers.py): the server
-        registers this method with no response serializer (server.add_parser_service)."""
+        registers this method with no response serializer (`parser_service_handlers`)."""
         _check_job_id(request.job_id)
         record = await self.store.get_record(request.job_id)
         return self.status_answers.answer(request.job_id, record)
@@ -181,9 +183,8 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     async def _result_bytes(self, job: job_pb2.Job) -> bytes:
         if job.state != job_pb2.STATE_SUCCEEDED:
             state = job_pb2.State.Name(job.state)
-            raise DocparseError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "RESULT_NOT_READY" if not is_terminal(job) else "JOB_NOT_SUCCEEDED",
+            raise error(
+                ErrorReason.JOB_NOT_SUCCEEDED if is_terminal(job) else ErrorReason.RESULT_NOT_READY,
                 f"job {job.job_id} is {state}; only SUCCEEDED jobs have a result",
                 {"job_id": job.job_id, "state": state},
             )
@@ -195,9 +196,8 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             except OSError:
                 data = None
         if data is None:
-            raise DocparseError(
-                grpc.StatusCode.NOT_FOUND,
-                "RESULT_EXPIRED",
+            raise error(
+                ErrorReason.RESULT_EXPIRED,
                 f"the result of job {job.job_id} is no longer stored",
                 {"job_id": job.job_id},
             )
@@ -214,9 +214,8 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         except OSError as err:  # missing, or unreadable: the path stays in the server's log
             if not isinstance(err, FileNotFoundError):
                 log.warning("asset unreadable: %s", err, extra={"job_id": request.job_id})
-            raise DocparseError(
-                grpc.StatusCode.NOT_FOUND,
-                "ASSET_NOT_FOUND",
+            raise error(
+                ErrorReason.ASSET_NOT_FOUND,
                 f"job {request.job_id} has no asset {request.asset_id!r}",
                 {"job_id": request.job_id, "asset_id": request.asset_id},
             ) from err
@@ -233,9 +232,8 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     async def _asset(self, request: parser_service_pb2.GetAssetRequest) -> Any:
         env = self.settings.env
         if request.deployment and request.deployment != env:
-            raise DocparseError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "ASSET_OTHER_DEPLOYMENT",
+            raise error(
+                ErrorReason.ASSET_OTHER_DEPLOYMENT,
                 f"the asset belongs to deployment {request.deployment[:80]!r}; this is {env!r}: "
                 "ask that deployment",
                 {"deployment": request.deployment[:80], "this_deployment": env},
@@ -247,8 +245,8 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             or not all(c in "0123456789abcdef" for c in stem)
             or not (ext.isascii() and ext.isalnum() and len(ext) <= MAX_ASSET_EXT)
         ):
-            raise invalid(
-                "INVALID_ASSET_ID",
+            raise error(
+                ErrorReason.INVALID_ASSET_ID,
                 f"not an asset id: {name[:80]!r} (32 hex digits, a dot, an extension)",
             )
         job = await self.store.get(request.job_id)
@@ -276,9 +274,8 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         if result is None or result.status == "TERMINAL":
             job = await self.store.get(request.job_id)
             state = job_pb2.State.Name(job.state)
-            raise DocparseError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "JOB_ALREADY_ENDED",
+            raise error(
+                ErrorReason.JOB_ALREADY_ENDED,
                 f"job {job.job_id} already ended {state}; nothing to cancel",
                 {"job_id": job.job_id, "state": state},
             )
@@ -335,36 +332,43 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
                 yield event
 
 
-class _Registrations:
-    """Stands in for the server in the generated registration, to keep its method handlers."""
+SERVICE = parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"]
+# The handler factory for each shape of method: (client streams, server streams).
+_HANDLER_KINDS = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
 
-    def __init__(self) -> None:
-        self.handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
 
-    def add_generic_rpc_handlers(self, handlers: Any) -> None:
-        pass  # the same handlers as below, looked up another way
-
-    def add_registered_method_handlers(
-        self, service: str, handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]
-    ) -> None:
-        self.handlers = dict(handlers)
+def parser_service_handlers(service: ParserService) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    """A handler for each method of the service in the proto, made as the generated
+    registration makes it (its request decoded, its response encoded by the message classes of
+    parser_service_pb2), except GetStatus: it answers with the bytes `get_status_encoded`
+    returns, so its handler has no response serializer."""
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+    for method in SERVICE.methods:
+        request = getattr(parser_service_pb2, method.input_type.name)
+        response = getattr(parser_service_pb2, method.output_type.name)
+        make = _HANDLER_KINDS[(method.client_streaming, method.server_streaming)]
+        handlers[method.name] = make(
+            getattr(service, method.name),
+            request_deserializer=request.FromString,
+            response_serializer=response.SerializeToString,
+        )
+    handlers["GetStatus"] = grpc.unary_unary_rpc_method_handler(
+        service.get_status_encoded,
+        request_deserializer=parser_service_pb2.GetStatusRequest.FromString,
+    )
+    return handlers
 
 
 def add_parser_service(service: ParserService, server: grpc.aio.Server) -> None:
-    """The generated registration of the service, except that GetStatus answers with the bytes
-    `get_status_encoded` returns (no response serializer)."""
-    registrations = _Registrations()
-    parser_service_pb2_grpc.add_ParserServiceServicer_to_server(
-        service, cast(grpc.aio.Server, registrations)
+    """Registers the service's handlers (`parser_service_handlers`) on `server`, both ways the
+    generated registration does: a generic handler and registered methods."""
+    handlers = parser_service_handlers(service)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),)
     )
-    if "GetStatus" not in registrations.handlers:
-        raise RuntimeError("the generated registration changed: no GetStatus handler kept")
-    handlers = registrations.handlers | {
-        "GetStatus": grpc.unary_unary_rpc_method_handler(
-            service.get_status_encoded,
-            request_deserializer=parser_service_pb2.GetStatusRequest.FromString,
-        )
-    }
-    name = parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"].full_name
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
-    server.add_registered_method_handlers(name, handlers)
+    server.add_registered_method_handlers(SERVICE.full_name, handlers)

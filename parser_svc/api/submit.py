@@ -1,6 +1,6 @@
 """SubmitJob's write path: validate, deduplicate, store the upload, create, enqueue.
 
-Two gates make "exactly one job" hold for racing submits (BRIEF §7): an in-process lock per
+Two gates make "exactly one job" hold for racing submits: an in-process lock per
 upload identity (requests to the same replica queue up instead of all hitting Redis), then one
 atomic Lua script across replicas that answers REPLAY / CONFLICT / JOINED or creates the job.
 Content dedupe is active-only: once a job has ended, the same upload makes a new job.
@@ -14,33 +14,34 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import grpc
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server import tracing
+from docparse_server.errors import error
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc import PARSER_VERSION, observability
-from parser_svc.api.callers import current_caller
 from parser_svc.parsers import ocr
 from parser_svc.parsers.detect import sniff
 from parser_svc.settings import Settings
+from parser_svc.state.caller_scope import current_caller
+from parser_svc.state.lua_scripts import CreateResult
 from parser_svc.state.store import JobStore
 from parser_svc.webhooks.callbacks import Callbacks
+from parser_svc.webhooks.outbox import Hook
 from parser_svc.work.blobs import BlobStore
 from parser_svc.work.queue import JobQueue
 
 log = logging.getLogger(__name__)
 
 
-def invalid(reason: str, message: str) -> DocparseError:
-    return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
-
-
 def unsupported(label: str) -> DocparseError:
-    return invalid(
-        "UNSUPPORTED_FORMAT",
+    return error(
+        ErrorReason.UNSUPPORTED_FORMAT,
         f"the content is {label} (by its bytes, whatever its name); "
         "supported: PDF, DOCX, DOC, XLSX, XLS, PPTX",
     )
@@ -56,14 +57,14 @@ def check_languages(tags: list[str]) -> list[str]:
     if not tags:
         return []
     if len(tags) > MAX_LANGUAGES or any(len(t) > MAX_LANGUAGE_TAG or "," in t for t in tags):
-        raise invalid(
-            "LANGUAGE_NOT_INSTALLED",
+        raise error(
+            ErrorReason.LANGUAGE_NOT_INSTALLED,
             f"at most {MAX_LANGUAGES} language tags of at most {MAX_LANGUAGE_TAG} characters",
         )
     try:
         return ocr.check_languages(tags)
     except ValueError as err:
-        raise invalid("LANGUAGE_NOT_INSTALLED", str(err)) from err
+        raise error(ErrorReason.LANGUAGE_NOT_INSTALLED, str(err)) from err
 
 
 class KeyedLocks:
@@ -87,6 +88,19 @@ class KeyedLocks:
                 self._locks[key] = (lock, users - 1)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """A checked SubmitJob request: its tenant, content digest, cell, keys, fields, callback."""
+
+    tenant: str
+    sha256: str
+    cell: str
+    request_key: str
+    dedupe_key: str
+    fields: dict[str, str]
+    callback: Hook | None
+
+
 class Submitter:
     def __init__(
         self, settings: Settings, store: JobStore, queue: JobQueue, blobs: BlobStore
@@ -102,7 +116,7 @@ class Submitter:
         """The precise error for an empty or too large upload. Costs nothing: it runs before
         the rate limit."""
         if not content:
-            raise invalid("EMPTY_CONTENT", "the upload is empty")
+            raise error(ErrorReason.EMPTY_CONTENT, "the upload is empty")
         self.check_announced(len(content))
 
     def check_announced(self, size: int, file_name: str = "") -> None:
@@ -114,9 +128,8 @@ class Submitter:
             limit = min(limit, caller.limits.max_upload_bytes)
         if size > limit:
             named = f"{file_name[:200]!r} has" if file_name else "the upload has"
-            raise DocparseError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "DOCUMENT_TOO_LARGE",
+            raise error(
+                ErrorReason.DOCUMENT_TOO_LARGE,
                 f"{named} {size} bytes; the limit is {limit}",
                 {"limit_bytes": str(limit)},
             )
@@ -139,9 +152,8 @@ class Submitter:
         used = await self.store.count_submits(caller.tenant, int(time.time() // 60), files)
         if used > caller.limits.submits_per_minute:
             retry_after = 60 - int(time.time()) % 60
-            raise DocparseError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "RATE_LIMITED",
+            raise error(
+                ErrorReason.RATE_LIMITED,
                 f"tenant {caller.tenant} may submit {caller.limits.submits_per_minute} "
                 f"documents a minute; retry in {retry_after} s",
                 {"retry_after_s": str(retry_after)},
@@ -157,6 +169,28 @@ class Submitter:
         sweeper enqueues (parser_svc/work/sweeper.py); an upload whose create may or may not
         have run is kept for the sweeper to enqueue or delete.
         """
+        plan = await self._plan(request)
+        async with self._gates.hold(plan.dedupe_key or plan.request_key or plan.sha256):
+            job_id = self.store.keys.new_id(plan.cell)
+            created = await self._create(job_id, request, plan)
+            if not created.created:
+                return await self._answer_earlier(job_id, created, request, plan)
+        observability.job_created(
+            job_id,
+            tenant=plan.tenant,
+            content_type=plan.fields["content_type"],
+            size_bytes=len(request.content),
+            batch_id="",
+            file_name=plan.fields["file_name"],
+        )
+        await self.enqueue([job_id])
+        # The create's own record (QUEUED, version 1); a re-run of the create that found it
+        # (EXISTS, after a lost reply) reads it.
+        return created.record or await self.store.get(job_id)
+
+    async def _plan(self, request: parser_service_pb2.SubmitJobRequest) -> _Plan:
+        """The checked request (size, rate, type, languages, callback) and what its create
+        writes: the record's fields and the keys that deduplicate it."""
         caller = current_caller.get()
         tenant = caller.tenant if caller else DEFAULT_TENANT
         content = request.content
@@ -190,78 +224,77 @@ class Submitter:
         if hints:
             fields["languages"] = hints
         fields.update(tracing.current_carrier())  # a worker continues this trace (worker.py)
-        async with self._gates.hold(dedupe_key or request_key or sha256):
-            job_id = keys.new_id(cell)
-            if callback:
-                # Before the create: a job with a callback never exists without its delivery
-                # (parser_svc/webhooks/callbacks.py); one whose create does not happen is dropped.
-                await self.callbacks.outbox.add(job_id, tenant, callback)
-            await asyncio.to_thread(self.blobs.put_input, job_id, content)
-            if request.password:
-                # Beside the input, owner-only; never in the record. Deleted when the parse ends.
-                await asyncio.to_thread(self.blobs.put_secret, job_id, request.password)
-            try:
-                created = await self.store.create(
-                    job_id, fields, request_key=request_key, dedupe_key=dedupe_key
-                )
-            except DocparseError as err:
-                if err.code != grpc.StatusCode.UNAVAILABLE:
-                    await asyncio.to_thread(self.blobs.delete_upload, job_id)
-                    if callback:
-                        await self.callbacks.outbox.discard(job_id, callback)
-                # UNAVAILABLE: the create may have run. Keep the upload; the sweeper enqueues
-                # the job if it exists, or deletes the upload if it does not.
-                raise
-            if not created.created:
+        return _Plan(tenant, sha256, cell, request_key, dedupe_key, fields, callback)
+
+    async def _create(
+        self, job_id: str, request: parser_service_pb2.SubmitJobRequest, plan: _Plan
+    ) -> CreateResult:
+        """Stores the upload (and its password) and runs the create script."""
+        callback = plan.callback
+        if callback:
+            # Before the create: a job with a callback never exists without its delivery
+            # (parser_svc/webhooks/callbacks.py); one whose create does not happen is dropped.
+            await self.callbacks.outbox.add(job_id, plan.tenant, callback)
+        await asyncio.to_thread(self.blobs.put_input, job_id, request.content)
+        if request.password:
+            # Beside the input, owner-only; never in the record. Deleted when the parse ends.
+            await asyncio.to_thread(self.blobs.put_secret, job_id, request.password)
+        try:
+            return await self.store.create(
+                job_id, plan.fields, request_key=plan.request_key, dedupe_key=plan.dedupe_key
+            )
+        except DocparseError as err:
+            if err.code != grpc.StatusCode.UNAVAILABLE:
                 await asyncio.to_thread(self.blobs.delete_upload, job_id)
-                if callback:  # the callback goes with the job this submit answers with
-                    if created.status != "CONFLICT":
-                        await self.callbacks.outbox.add(created.job_id, tenant, callback)
+                if callback:
                     await self.callbacks.outbox.discard(job_id, callback)
-                if created.status == "CONFLICT":
-                    raise invalid(
-                        "REQUEST_ID_REUSED",
-                        f"request_id {request.request_id!r} was used for other content "
-                        f"(job {created.job_id})",
-                    )
-                log.info(
-                    "submit answered with job %s (%s)",
-                    created.job_id,
-                    created.status,
-                    extra={"event": "job.joined", "job_id": created.job_id, "tenant": tenant},
-                )
-                job = await self.store.get(created.job_id)
-                if job.state == job_pb2.STATE_QUEUED:
-                    # Its first submit may have lost the reply before enqueueing: enqueue again
-                    # (a no-op when the queue has it).
-                    await self.enqueue([job.job_id])
-                return job
-        observability.job_created(
-            job_id,
-            tenant=tenant,
-            content_type=content_type,
-            size_bytes=len(content),
-            batch_id="",
-            file_name=fields["file_name"],
+            # UNAVAILABLE: the create may have run. Keep the upload; the sweeper enqueues
+            # the job if it exists, or deletes the upload if it does not.
+            raise
+
+    async def _answer_earlier(
+        self,
+        job_id: str,
+        created: CreateResult,
+        request: parser_service_pb2.SubmitJobRequest,
+        plan: _Plan,
+    ) -> job_pb2.Job:
+        """The job an earlier request made (REPLAY, JOINED), or REQUEST_ID_REUSED (CONFLICT):
+        this submit's upload goes, its callback follows the job it answers with."""
+        await asyncio.to_thread(self.blobs.delete_upload, job_id)
+        callback = plan.callback
+        if callback:  # the callback goes with the job this submit answers with
+            if created.status != "CONFLICT":
+                await self.callbacks.outbox.add(created.job_id, plan.tenant, callback)
+            await self.callbacks.outbox.discard(job_id, callback)
+        if created.status == "CONFLICT":
+            raise error(
+                ErrorReason.REQUEST_ID_REUSED,
+                f"request_id {request.request_id!r} was used for other content "
+                f"(job {created.job_id})",
+            )
+        log.info(
+            "submit answered with job %s (%s)",
+            created.job_id,
+            created.status,
+            extra={"event": "job.joined", "job_id": created.job_id, "tenant": plan.tenant},
         )
-        await self.enqueue([job_id])
-        # The create's own record (QUEUED, version 1); a re-run of the create that found it
-        # (EXISTS, after a lost reply) reads it.
-        return created.record or await self.store.get(job_id)
+        job = await self.store.get(created.job_id)
+        if job.state == job_pb2.STATE_QUEUED:
+            # Its first submit may have lost the reply before enqueueing: enqueue again
+            # (a no-op when the queue has it).
+            await self.enqueue([job.job_id])
+        return job
 
     async def check_request_content(self, tenant: str, request_id: str, sha256: str) -> None:
         """Redis Cluster: the request_id's first content is kept in the request's own cell
         (SET NX: the first submit's bytes win); other bytes under it are REQUEST_ID_REUSED, as
         the create script says on one Redis (there the job's cell, the upload's, would not
         see another upload's request). A lost reply is harmless: the retry finds its own."""
-        key = self.store.keys.request_content(tenant, request_id)
-        ttl_ms = self.store.ttl.request_ms
-        first = await self.store.call(
-            lambda: self.store.client.set(key, sha256, nx=True, px=ttl_ms, get=True)
-        )
-        if first is not None and (first.decode() if isinstance(first, bytes) else first) != sha256:
-            raise invalid(
-                "REQUEST_ID_REUSED", f"request_id {request_id!r} was used for other content"
+        if await self.store.first_content(tenant, request_id, sha256) != sha256:
+            raise error(
+                ErrorReason.REQUEST_ID_REUSED,
+                f"request_id {request_id!r} was used for other content",
             )
 
     async def enqueue(self, job_ids: list[str]) -> None:

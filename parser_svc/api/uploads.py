@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import parser_service_pb2
-from parser_svc.api.submit import Submitter, check_languages, invalid
+from docparse_server.errors import error
+from parser_svc.api.submit import Submitter, check_languages
 from parser_svc.parsers.detect import Detection, sniff
 from parser_svc.state.keys import batch_file_id
 from parser_svc.work.blobs import BlobStore
@@ -71,75 +73,104 @@ async def receive_batch_upload(
     file; then `accepted` runs (the service sends the call's initial metadata: a client may wait
     for it before streaming files, so a refused header's status reaches it intact instead of
     racing its writes)."""
-    blobs = submitter.blobs
-    request_id = batch_id = ""
-    languages = ""
-    files: list[StoredFile] = []
-    out: BinaryIO | None = None
-
-    async def close_file() -> None:
-        nonlocal out
-        if out is None:
-            return
-        await asyncio.to_thread(out.close)
-        out = None
-        current = files[-1]
-        if current.size_bytes != current.announced:
-            raise invalid(
-                "UPLOAD_SIZE_MISMATCH",
-                f"file {len(files) - 1} announced {current.announced} bytes and sent "
-                f"{current.size_bytes}",
-            )
-        current.sha256 = current._hash.hexdigest()
-        if not current.size_bytes:
-            raise invalid("EMPTY_CONTENT", f"file {len(files) - 1} is empty")
-
+    receiver = _BatchReceiver(submitter, new_batch_id, accepted)
     try:
         index = 0
         async for part in parts:
             kind = part.WhichOneof("part")
             if index == 0 and kind != "header":
-                raise invalid("UPLOAD_PROTOCOL", "an UploadBatch stream starts with a header")
+                raise error(
+                    ErrorReason.UPLOAD_PROTOCOL, "an UploadBatch stream starts with a header"
+                )
             index += 1
             if kind == "header":
-                request_id = part.header.request_id
-                batch_id = new_batch_id(request_id)
-                languages = ",".join(check_languages(list(part.header.languages)))
-                if accepted is not None:
-                    await accepted()
+                await receiver.header(part.header)
             elif kind == "file":
-                await close_file()
-                if len(files) >= MAX_FILES:
-                    raise invalid("TOO_MANY_FILES", f"a batch holds at most {MAX_FILES} files")
-                name = part.file.file_name[:512]
-                submitter.check_announced(part.file.size_bytes, name)
-                await submitter.check_rate()  # each file is a submit, counted as it comes
-                job_id = batch_file_id(batch_id, len(files))
-                files.append(
-                    StoredFile(job_id, name, announced=part.file.size_bytes, languages=languages)
-                )
-                out = await asyncio.to_thread(blobs.open_input, job_id)
+                await receiver.file(part.file)
             elif kind == "chunk":
-                if out is None:
-                    raise invalid("UPLOAD_PROTOCOL", "content arrived before any file header")
-                current = files[-1]
-                current.size_bytes += len(part.chunk)
-                if current.size_bytes > current.announced:
-                    raise invalid("UPLOAD_SIZE_MISMATCH", "a file sent more bytes than announced")
-                current._hash.update(part.chunk)
-                await asyncio.to_thread(out.write, part.chunk)
-        await close_file()
+                await receiver.chunk(part.chunk)
+        await receiver.close_file()
     except BaseException:
-        unfinished, job_ids = out, [stored.job_id for stored in files]
+        await receiver.discard()
+        raise
+    return receiver.batch_id, receiver.request_id, receiver.files
+
+
+class _BatchReceiver:
+    """What an UploadBatch stream has sent so far: its header's ids and hints, the files
+    stored, and the one file being written."""
+
+    def __init__(
+        self,
+        submitter: Submitter,
+        new_batch_id: Callable[[str], str],
+        accepted: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        self.submitter = submitter
+        self.blobs = submitter.blobs
+        self.new_batch_id = new_batch_id
+        self.accepted = accepted
+        self.request_id = self.batch_id = self.languages = ""
+        self.files: list[StoredFile] = []
+        self.out: BinaryIO | None = None
+
+    async def header(self, header: parser_service_pb2.UploadBatchHeader) -> None:
+        self.request_id = header.request_id
+        self.batch_id = self.new_batch_id(self.request_id)
+        self.languages = ",".join(check_languages(list(header.languages)))
+        if self.accepted is not None:
+            await self.accepted()
+
+    async def file(self, file: parser_service_pb2.UploadFileHeader) -> None:
+        await self.close_file()
+        if len(self.files) >= MAX_FILES:
+            raise error(ErrorReason.TOO_MANY_FILES, f"a batch holds at most {MAX_FILES} files")
+        name = file.file_name[:512]
+        self.submitter.check_announced(file.size_bytes, name)
+        await self.submitter.check_rate()  # each file is a submit, counted as it comes
+        job_id = batch_file_id(self.batch_id, len(self.files))
+        self.files.append(
+            StoredFile(job_id, name, announced=file.size_bytes, languages=self.languages)
+        )
+        self.out = await asyncio.to_thread(self.blobs.open_input, job_id)
+
+    async def chunk(self, chunk: bytes) -> None:
+        if self.out is None:
+            raise error(ErrorReason.UPLOAD_PROTOCOL, "content arrived before any file header")
+        current = self.files[-1]
+        current.size_bytes += len(chunk)
+        if current.size_bytes > current.announced:
+            raise error(ErrorReason.UPLOAD_SIZE_MISMATCH, "a file sent more bytes than announced")
+        current._hash.update(chunk)
+        await asyncio.to_thread(self.out.write, chunk)
+
+    async def close_file(self) -> None:
+        """The file being written, closed and checked against its header."""
+        if self.out is None:
+            return
+        await asyncio.to_thread(self.out.close)
+        self.out = None
+        current = self.files[-1]
+        if current.size_bytes != current.announced:
+            raise error(
+                ErrorReason.UPLOAD_SIZE_MISMATCH,
+                f"file {len(self.files) - 1} announced {current.announced} bytes and sent "
+                f"{current.size_bytes}",
+            )
+        current.sha256 = current._hash.hexdigest()
+        if not current.size_bytes:
+            raise error(ErrorReason.EMPTY_CONTENT, f"file {len(self.files) - 1} is empty")
+
+    async def discard(self) -> None:
+        """A stream that failed: every upload it stored goes."""
+        unfinished, job_ids = self.out, [stored.job_id for stored in self.files]
 
         def discard() -> None:  # one thread call: a second cancel cannot split it
             if unfinished is not None:
                 unfinished.close()
-            blobs.delete_uploads(job_ids)
+            self.blobs.delete_uploads(job_ids)
 
         await asyncio.to_thread(discard)
-        raise
-    return batch_id, request_id, files
 
 
 def file_error(index: int, file_name: str, err: DocparseError) -> DocparseError:

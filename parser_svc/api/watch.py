@@ -1,4 +1,4 @@
-"""The WatchJob algorithm (BRIEF §5), kept apart from gRPC so it can be reasoned about alone:
+"""The WatchJob algorithm, kept apart from gRPC so it can be reasoned about alone:
 subscribe first, then read the snapshot, then forward only strictly newer versions; re-read on
 resync markers and on a timer; heartbeat on idle; stop right after the terminal record.
 A cursor beyond the job's current version is answered at once with OUT_OF_RANGE
@@ -13,11 +13,34 @@ from collections.abc import AsyncGenerator
 
 import grpc
 
-from docparse.errors import DocparseError, cursor_ahead
+from docparse.errors import DocparseError
 from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.errors import cursor_ahead
 from parser_svc.state.events import RESYNC, Ending, EventHub
 from parser_svc.state.records import is_terminal, record_to_job
 from parser_svc.state.store import JobStore
+
+
+class _Resync:
+    """The resync reads of one stream: a store blip shorter than `grace_s` only skips a read
+    (None); a longer one, or another error, ends the stream."""
+
+    def __init__(self, store: JobStore, job_id: str, grace_s: float) -> None:
+        self.store, self.job_id, self.grace_s = store, job_id, grace_s
+        self.failing_since: float | None = None
+
+    async def read(self) -> job_pb2.Job | None:
+        try:
+            job = await self.store.get(self.job_id)
+        except DocparseError as err:
+            if err.code != grpc.StatusCode.UNAVAILABLE:
+                raise
+            self.failing_since = self.failing_since or time.monotonic()
+            if time.monotonic() - self.failing_since > self.grace_s:
+                raise
+            return None
+        self.failing_since = None
+        return job
 
 
 async def watch_job(
@@ -32,22 +55,7 @@ async def watch_job(
 ) -> AsyncGenerator[parser_service_pb2.WatchJobResponse, None]:
     last = after_version
     last_sent = time.monotonic()
-    failing_since: float | None = None
-
-    async def reread() -> job_pb2.Job | None:
-        """A resync read; a store blip shorter than `store_grace_s` only skips this one."""
-        nonlocal failing_since
-        try:
-            job = await store.get(job_id)
-        except DocparseError as err:
-            if err.code != grpc.StatusCode.UNAVAILABLE:
-                raise
-            failing_since = failing_since or time.monotonic()
-            if time.monotonic() - failing_since > store_grace_s:
-                raise
-            return None
-        failing_since = None
-        return job
+    reread = _Resync(store, job_id, store_grace_s).read
 
     async with hub.subscribe(store.keys.job_channel(job_id)) as queue:
         latest: job_pb2.Job | None = await store.get(job_id)

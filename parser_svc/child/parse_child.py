@@ -26,22 +26,27 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from docparse.reasons import ErrorReason
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc import PARSER_VERSION
-from parser_svc.child.sandbox import apply_limits
+from parser_svc.child.confinement import (
+    MEMORY_HIGH_FRACTION,
+    apply_limits,
+    die_with_parent,
+    vm_size_kb,
+)
+from parser_svc.child.page_siblings import SiblingCrashed, fork_sibling
 from parser_svc.parsers import (
     ParseFailure,
     ParseOptions,
     ProgressFn,
-    SiblingCrashed,
     corrupt,
     describe_error,
     is_out_of_memory,
+    pdf_split,
 )
 
 PARSERS = ("pdf", "docx", "doc", "xlsx", "xls", "pptx")
-
-PR_SET_PDEATHSIG = 1
 
 
 # The exit status of a child whose worker stopped listening (128 + SIGPIPE, as a shell shows a
@@ -89,17 +94,6 @@ def _paced(page_delay_ms: int) -> ProgressFn:
     return progress
 
 
-def die_with_parent(parent: int | None = None) -> None:
-    """The parse must not outlive its worker (a killed worker's job is retried elsewhere).
-    `parent` is the worker's pid when known: a parent that died before the signal was armed
-    shows as another parent (init or a subreaper)."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1 or (parent is not None and os.getppid() != parent):
-        os._exit(1)
-
-
 def count_chars(package: rp.ReadingPackage) -> int:
     """Characters of text in a package: page and slide text, notes, and cell values."""
     chars = sum(len(page.text) for page in package.pages)
@@ -143,8 +137,13 @@ def parse(
         raise corrupt("the OLE2 container is damaged: no Word or Excel content can be found")
     if content_type not in PARSERS:
         raise ParseFailure(
-            "UNSUPPORTED_FORMAT", f"no parser for {content_type!r} documents in this version"
+            ErrorReason.UNSUPPORTED_FORMAT,
+            f"no parser for {content_type!r} documents in this version",
         )
+    if content_type == "pdf":  # a long PDF's page ranges may be read by sibling processes
+        from parser_svc.parsers.pdf import parse_pdf
+
+        return parse_pdf(data, progress, options, fork_sibling)
     module = importlib.import_module(f"parser_svc.parsers.{content_type}")
     parser: Callable[[bytes, ProgressFn, ParseOptions], rp.ReadingPackage] = getattr(
         module, f"parse_{content_type}"
@@ -163,8 +162,7 @@ def run(content_type: str, input_path: Path, output_path: Path, options: ParseOp
     package = parse(content_type, data, _paced(options.page_delay_ms), options)
     package.parser_version = f"docparse {PARSER_VERSION}"
     output_path.write_bytes(package.SerializeToString(deterministic=True))
-    split = sys.modules.get("parser_svc.parsers.pdf_split")  # imported by the PDF parser only
-    processes = split.last_processes if split is not None and content_type == "pdf" else 1
+    processes = pdf_split.last_processes if content_type == "pdf" else 1
     _emit(event="done", pages=units(package), chars=count_chars(package), processes=processes)
 
 
@@ -175,10 +173,10 @@ def _corrupt_globals() -> None:
     """What a buggy parser or library might do to the process it runs in: keep 64 MB it never
     frees, and replace a function every later PDF parse would call. A later job must see
     neither (tests/parser_svc/child/test_warm_workers.py)."""
-    from parser_svc.parsers import pdf
+    from parser_svc.parsers import pdf_pages
 
     _LEAKED.append(b"x" * (64 * 1024 * 1024))
-    setattr(pdf, "page_text", lambda blocks: "CORRUPTED BY AN EARLIER JOB")  # noqa: B010
+    setattr(pdf_pages, "page_text", lambda blocks: "CORRUPTED BY AN EARLIER JOB")  # noqa: B010
 
 
 def _read_options() -> ParseOptions:
@@ -188,16 +186,7 @@ def _read_options() -> ParseOptions:
     return ParseOptions.from_json(json.loads(raw) if raw.strip() else {})
 
 
-MEMORY_HIGH_FRACTION = 0.75
 M_ARENA_MAX = -8  # mallopt parameter (malloc.h)
-
-
-def vm_size_kb() -> int:
-    with open("/proc/self/status", "rb") as status:
-        for line in status:
-            if line.startswith(b"VmSize:"):
-                return int(line.split()[1])
-    return 0
 
 
 def _watch_memory(limit_mb: int) -> None:
@@ -248,7 +237,7 @@ def main(argv: list[str] | None = None, parent: int | None = None, start_kb: int
         run(content_type, Path(input_path), Path(output_path), options)
     except SiblingCrashed as crash:
         # A process reading part of this document died of a signal: this child dies of the
-        # same, so the worker reports it as it would have this child's (parsers/pdf_split.py),
+        # same, so the worker reports it as it would have this child's (page_siblings.py),
         # memory first if the sibling had said it was near its limit.
         if crash.memory_high_mb:
             _emit(event="memory_high", vm_mb=crash.memory_high_mb, limit_mb=memory_mb)
@@ -259,11 +248,15 @@ def main(argv: list[str] | None = None, parent: int | None = None, start_kb: int
     except MemoryError:
         _emit(
             event="failed",
-            reason="DOCUMENT_TOO_LARGE",
+            reason=ErrorReason.DOCUMENT_TOO_LARGE,
             message=f"the parse exceeded its memory limit ({limit_mb} MB)",
         )
     except RecursionError:
-        _emit(event="failed", reason="CORRUPT_DOCUMENT", message="the document nests too deeply")
+        _emit(
+            event="failed",
+            reason=ErrorReason.CORRUPT_DOCUMENT,
+            message="the document nests too deeply",
+        )
     except Exception as err:
         # A library choking on the document: deterministic for this input, so not a crash to
         # retry. The traceback goes to the worker's log (stderr); the password is never in it.
@@ -272,13 +265,13 @@ def main(argv: list[str] | None = None, parent: int | None = None, start_kb: int
         if is_out_of_memory(err):
             _emit(
                 event="failed",
-                reason="DOCUMENT_TOO_LARGE",
+                reason=ErrorReason.DOCUMENT_TOO_LARGE,
                 message=f"the parse exceeded its memory limit ({limit_mb} MB): {text}",
             )
         else:
             _emit(
                 event="failed",
-                reason="CORRUPT_DOCUMENT",
+                reason=ErrorReason.CORRUPT_DOCUMENT,
                 message=f"the {content_type} parser cannot read this document: {text}",
             )
 

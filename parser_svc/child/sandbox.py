@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import resource
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -20,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from parser_svc.child.zygote import ForkServer
+from docparse.reasons import ErrorReason
+from parser_svc.child.fork_server import ForkServer
 from parser_svc.parsers import ParseOptions
 
 ProgressCallback = Callable[[int, int, str], Awaitable[None]]
@@ -43,15 +43,6 @@ class Outcome:
     chars: int = 0
     # Processes that read the document's pages (parsers/pdf_split.py): 1 but for long PDFs.
     processes: int = 1
-
-
-def apply_limits(cpu_s: int, memory_mb: int) -> None:
-    """Called by the child on itself before it reads the document (no preexec_fn: forking a
-    threaded gRPC process with Python code between fork and exec is unsafe)."""
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
-    memory = memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 class ParseProcess(Protocol):
@@ -149,7 +140,9 @@ async def run_parse(
         async with asyncio.timeout(limits.timeout_s):
             await read_events()
     except TimeoutError:
-        return Outcome("PARSE_TIMEOUT", f"the parse took longer than {limits.timeout_s:g} s")
+        return Outcome(
+            ErrorReason.PARSE_TIMEOUT, f"the parse took longer than {limits.timeout_s:g} s"
+        )
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -171,7 +164,7 @@ def _outcome(returncode: int | None, final: dict[str, object]) -> Outcome:
         # The child said it was close to its memory limit, then died without a word: C code
         # (mupdf, upb, lxml, OpenBLAS) that met a failed allocation crashes instead of raising.
         return Outcome(
-            "DOCUMENT_TOO_LARGE",
+            ErrorReason.DOCUMENT_TOO_LARGE,
             f"the parse ran out of memory (it reached {final.get('vm_mb')} MB of its "
             f"{final.get('limit_mb')} MB limit, then died: {_death(returncode)})",
         )
@@ -179,11 +172,13 @@ def _outcome(returncode: int | None, final: dict[str, object]) -> Outcome:
         sig = signal.Signals(-returncode).name
         if -returncode in (signal.SIGXCPU, signal.SIGKILL):
             return Outcome(
-                "PARSE_TIMEOUT" if -returncode == signal.SIGXCPU else "PARSER_CRASHED",
+                ErrorReason.PARSE_TIMEOUT
+                if -returncode == signal.SIGXCPU
+                else ErrorReason.PARSER_CRASHED,
                 f"the parser was killed by {sig}",
             )
-        return Outcome("PARSER_CRASHED", f"the parser died of {sig}")
-    return Outcome("PARSER_CRASHED", f"the parser exited with status {returncode}")
+        return Outcome(ErrorReason.PARSER_CRASHED, f"the parser died of {sig}")
+    return Outcome(ErrorReason.PARSER_CRASHED, f"the parser exited with status {returncode}")
 
 
 def _death(returncode: int | None) -> str:

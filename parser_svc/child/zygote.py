@@ -21,37 +21,28 @@ Protocol (one SOCK_SEQPACKET socket pair, one request at a time): the worker sen
 request {"argv": [...], "parent": pid} with one file descriptor attached, one end of a fresh
 socket pair that becomes the child's stdin and stdout (the worker writes the options to it and
 reads the child's events from it, exactly as from a spawned child's pipes); the zygote answers
-{"pid": N} or {"error": "..."}.
+{"pid": N} or {"error": "..."}. The worker's side of it is parser_svc.child.fork_server.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import gc
 import importlib
 import io
 import json
-import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import traceback
 
-from parser_svc.child import huge_pages
-
-log = logging.getLogger(__name__)
+from parser_svc.child import huge_pages, parse_child
+from parser_svc.child.confinement import die_with_parent, vm_size_kb
+from parser_svc.child.fork_server import SYS_CLONE
 
 CLONE_PARENT = 0x00008000
-# clone(2)'s number per architecture; elsewhere the worker spawns a fresh child per job.
-SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine, 0)
-# The child rewrites its command line (in place, in the memory the kernel shows as
-# /proc/PID/cmdline) to what a spawned child's would be, so `ps` names each job's document.
-# The zygote is started with this much blank room for it.
-ARGV_ROOM = " " * 1024
 MODULES = (
     "parser_svc.child.parse_child",
     "parser_svc.parsers.detect",
@@ -63,10 +54,6 @@ MODULES = (
     "parser_svc.parsers.doc",
     "parser_svc.parsers.office",
 )
-REPLY_TIMEOUT_S = 30.0
-
-
-# --- the zygote process ------------------------------------------------------------------
 
 
 def _threads() -> int:
@@ -135,7 +122,6 @@ def _run_child(control: socket.socket, job_fd: int, argv: list[str], parent: int
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
         _set_cmdline([sys.executable, "-m", "parser_svc.child.parse_child", *argv])
-        from parser_svc.child import parse_child
         from parser_svc.parsers import pdf
 
         pdf.keep_documents_until_exit()  # this process ends with os._exit below
@@ -189,8 +175,6 @@ def warm_up() -> None:
 def main() -> None:
     global _START_KB
     control_fd, parent = int(sys.argv[1]), int(sys.argv[2])
-    from parser_svc.child.parse_child import die_with_parent, vm_size_kb
-
     die_with_parent(parent)
     # What a spawned child has mapped when it applies its limits: parse_child imported, no
     # parser yet. A forked child's memory limit is counted from there, like a spawned one's.
@@ -210,164 +194,6 @@ def main() -> None:
         huge_pages.collapse()  # a fork and an exit copy 2 MB page entries, not 4 KB ones
     control = socket.socket(fileno=control_fd)
     serve(control)
-
-
-# --- the worker's side -------------------------------------------------------------------
-
-
-class ForkedChild:
-    """A parse child forked by the zygote: the worker's own child, with the same surface as
-    the spawned one (`stdout`, `send`, `wait`, `kill`, `returncode`)."""
-
-    def __init__(
-        self, pid: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        self.pid = pid
-        self.stdout = reader
-        self._writer = writer
-        self.returncode: int | None = None
-        # A pidfd names this very process even after it exits (it is not reaped until
-        # waitpid below, so its pid cannot be reused meanwhile either).
-        self._pidfd = os.pidfd_open(pid)
-
-    async def send(self, data: bytes) -> None:
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            self._writer.write(data)
-            await self._writer.drain()
-            self._writer.write_eof()
-
-    async def wait(self) -> int:
-        if self.returncode is not None:
-            return self.returncode
-        loop = asyncio.get_running_loop()
-        exited: asyncio.Future[None] = loop.create_future()
-
-        def ready() -> None:
-            if not exited.done():
-                exited.set_result(None)
-
-        loop.add_reader(self._pidfd, ready)
-        try:
-            await exited
-        finally:
-            loop.remove_reader(self._pidfd)
-        # It has exited (the pidfd said so): WNOHANG, and the status is there.
-        _, status = os.waitpid(self.pid, os.WNOHANG)  # noqa: ASYNC222
-        self.returncode = os.waitstatus_to_exitcode(status)
-        os.close(self._pidfd)
-        self._writer.close()
-        return self.returncode
-
-    def kill(self) -> None:
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-
-
-class ForkServer:
-    """The worker's handle on its zygote: started on first use (or by `start`), restarted when
-    it is found dead. `launch` returns None when forking is not possible here (another
-    architecture, clone refused): the caller then spawns a fresh child."""
-
-    def __init__(self, huge_pages: bool = True) -> None:
-        self._huge_pages = huge_pages  # parser_svc.child.huge_pages
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._control: socket.socket | None = None
-        self._lock = asyncio.Lock()
-        self.unavailable = "" if SYS_CLONE else f"no clone(2) number for {os.uname().machine}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    def start(self) -> None:
-        """fork + exec of a fresh interpreter (subprocess's safe path from a threaded process);
-        it imports the parsers in the background while the worker goes on."""
-        self._reap()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        with theirs:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "parser_svc.child.zygote", str(theirs.fileno()),
-                 str(os.getpid()), "huge" if self._huge_pages else "small", ARGV_ROOM],
-                pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-            )  # fmt: skip
-        ours.setblocking(False)
-        self._control = ours
-
-    async def launch(self, argv: list[str]) -> ForkedChild | None:
-        """A forked child running parse_child with `argv`, or None: spawn one instead."""
-        if self.unavailable:
-            return None
-        async with self._lock:
-            for _attempt in (1, 2):
-                if self._control is None:
-                    self.start()
-                try:
-                    return await self._fork(argv)
-                except (OSError, TimeoutError, ValueError) as err:
-                    log.warning("the parse fork server failed (%s); starting a new one", err)
-                    self._stop_zygote()
-        # Twice in a row: this job's child is spawned (the next job tries a fork server again),
-        # so a broken fork server never costs a job an attempt.
-        log.error("the parse fork server failed twice in a row; spawning this parse instead")
-        return None
-
-    async def _fork(self, argv: list[str]) -> ForkedChild | None:
-        assert self._control is not None
-        loop = asyncio.get_running_loop()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            with theirs:
-                request = json.dumps({"argv": argv, "parent": os.getpid()}).encode()
-                socket.send_fds(self._control, [request], [theirs.fileno()])
-            async with asyncio.timeout(REPLY_TIMEOUT_S):
-                reply_bytes = await loop.sock_recv(self._control, 65536)
-            if not reply_bytes:
-                raise ConnectionResetError("the fork server exited")
-            reply = json.loads(reply_bytes)
-            if "error" in reply:
-                self.unavailable = str(reply["error"])
-                log.warning("parse children are spawned, not forked: %s", self.unavailable)
-                ours.close()
-                return None
-            ours.setblocking(False)
-            reader, writer = await asyncio.open_unix_connection(sock=ours)
-        except BaseException as err:
-            ours.close()
-            if not isinstance(err, (OSError, TimeoutError, ValueError)):
-                # Cancelled while the fork server was answering: its reply would be read as the
-                # next request's. That fork server is done; the next launch starts a new one.
-                self._stop_zygote()
-            raise
-        return ForkedChild(int(reply["pid"]), reader, writer)
-
-    def _stop_zygote(self) -> None:
-        if self._control is not None:
-            self._control.close()
-            self._control = None
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-        self._reap()
-
-    def _reap(self) -> None:
-        if self._proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(timeout=5)
-            self._proc = None
-
-    def close(self) -> None:
-        """The zygote exits when its control socket closes (and is killed if it does not)."""
-        if self._control is not None:
-            self._control.close()
-            self._control = None
-        if self._proc is not None:
-            try:
-                self._proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-            self._reap()
 
 
 if __name__ == "__main__":

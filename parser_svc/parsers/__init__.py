@@ -10,11 +10,13 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from docparse.reasons import ErrorReason
 from docparse.v1 import reading_package_pb2 as rp
+from docparse_server.cpus import usable_cpus
 
 # pymupdf 2 imports its ONNX layout model (pymupdf.layout) and pymupdf4llm on `import pymupdf`:
 # ~0.75 s and ~100 MB per parse child, for analyses these parsers never ask for (tables are
@@ -30,29 +32,33 @@ ProgressFn = Callable[[int, int, str], None]
 class ParseFailure(Exception):
     """A document the parser cannot turn into a package, with its stable reason code."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: ErrorReason, message: str) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
 
 
 def too_large(message: str) -> ParseFailure:
-    return ParseFailure("DOCUMENT_TOO_LARGE", message)
-
-
-class SiblingCrashed(Exception):
-    """A process that read part of the document (pdf_split.py) was killed by `signum`: the
-    parse child dies of the same signal, so the worker reports it as the child's own crash."""
-
-    def __init__(self, signum: int, memory_high_mb: int = 0) -> None:
-        super().__init__(f"a page-range sibling was killed by signal {signum}")
-        self.signum = signum
-        # > 0: it had passed 75 % of its memory limit (at this many MB) before it died.
-        self.memory_high_mb = memory_high_mb
+    return ParseFailure(ErrorReason.DOCUMENT_TOO_LARGE, message)
 
 
 def corrupt(message: str) -> ParseFailure:
-    return ParseFailure("CORRUPT_DOCUMENT", message)
+    return ParseFailure(ErrorReason.CORRUPT_DOCUMENT, message)
+
+
+MB = 1024 * 1024
+# What a parse is told when the deployment says nothing. parser_svc.settings, the one place the
+# environment is read, defaults its fields to these (DOCPARSE_PARSE_MAX_PAGES, ...); a parse run
+# in process or by hand gets them through ParseOptions.defaults().
+DEFAULT_MAX_PAGES = 5000
+DEFAULT_MAX_UNZIPPED_MB = 1024
+DEFAULT_MAX_CELLS = 5_000_000
+DEFAULT_MAX_ASSETS = 1000
+DEFAULT_MAX_ASSET_MB = 256
+DEFAULT_OCR_DPI = 150
+DEFAULT_OCR_MAX_SIDE_PX = 2500
+DEFAULT_OCR_MIN_CHARS = 8
+DEFAULT_PDF_SPLIT_MIN_PAGES = 24
 
 
 @dataclass(kw_only=True)
@@ -60,9 +66,9 @@ class ParseOptions:
     """What the worker tells the parse child besides the document: one JSON object on the
     child's stdin with the job (`to_json`, `from_json`), never its environment or command line.
 
-    The deployment's part has no defaults here: parser_svc.settings.Settings holds them, and
-    `Settings.parse_options` is the one mapping from settings to these fields (`defaults()`:
-    that mapping over Settings' defaults, for parses run in-process or by hand)."""
+    The deployment's part has no defaults on the fields, so no mapping can forget one:
+    `Settings.parse_options` maps the settings onto them, `defaults()` the DEFAULT_* constants
+    (the settings' own defaults) for parses run in process or by hand."""
 
     # The deployment (DOCPARSE_ENV) the assets are stored in; named in every Asset.
     deployment: str
@@ -106,11 +112,30 @@ class ParseOptions:
 
     @classmethod
     def defaults(cls, **overrides: Any) -> ParseOptions:
-        """Options from Settings' defaults (not the environment), with `overrides`."""
-        # Imported here: a parse child gets its options on stdin and never needs pydantic.
-        from parser_svc.settings import Settings
-
-        return Settings.model_construct().parse_options(**overrides)
+        """The deployment defaults (the DEFAULT_* constants above, which Settings' fields
+        default to; never the environment) with `overrides`, for parses run in process or by
+        hand: what `Settings().parse_options(**overrides)` gives with no DOCPARSE_* set."""
+        options = cls(
+            deployment="dev",
+            max_pages=DEFAULT_MAX_PAGES,
+            max_unzipped_bytes=DEFAULT_MAX_UNZIPPED_MB * MB,
+            max_cells=DEFAULT_MAX_CELLS,
+            max_assets=DEFAULT_MAX_ASSETS,
+            max_asset_bytes=DEFAULT_MAX_ASSET_MB * MB,
+            ocr=True,
+            ocr_dpi=DEFAULT_OCR_DPI,
+            ocr_max_side_px=DEFAULT_OCR_MAX_SIDE_PX,
+            ocr_min_chars=DEFAULT_OCR_MIN_CHARS,
+            ocr_threads=0,
+            ocr_page_threads=overrides.pop("ocr_page_threads", 0) or usable_cpus(),
+            pdf_tables=True,
+            pdf_split_min_pages=DEFAULT_PDF_SPLIT_MIN_PAGES,
+            antiword="",
+            page_delay_ms=0,
+            fault_segv_marker="",
+            fault_corrupt_marker="",
+        )
+        return replace(options, **overrides)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)
@@ -118,7 +143,7 @@ class ParseOptions:
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> ParseOptions:
         """The options `to_json` wrote. A partial object (a child run by hand with `{}`) takes
-        Settings' defaults for what it leaves out."""
+        the defaults for what it leaves out."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in raw.items() if k in known}
         if values.get("assets_dir"):

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from docparse.reasons import ErrorReason
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.parsers import (
     ParseFailure,
@@ -67,7 +68,7 @@ def parse_doc(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
     tool = antiword_path(options.antiword)
     if tool is None:
         raise ParseFailure(
-            "UNSUPPORTED_FORMAT",
+            ErrorReason.UNSUPPORTED_FORMAT,
             "Word 97-2003 (.doc) documents need antiword, which is not installed on this "
             "worker (apt-get install antiword)",
         )
@@ -140,7 +141,7 @@ def _word6_text(word: bytes, problem: str) -> str:
     flags = struct.unpack_from("<H", word, 0xA)[0]
     if flags & 0x0004:  # fComplex: fast-saved, the text is in pieces
         raise ParseFailure(
-            "UNSUPPORTED_FORMAT",
+            ErrorReason.UNSUPPORTED_FORMAT,
             f"a {version} document saved with fast save: antiword could not read it "
             f"({problem}), and docparse reads {version} text only from fully saved files "
             "(open and save it again, or convert it to DOCX)",

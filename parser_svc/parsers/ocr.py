@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from parser_svc.parsers.ocr_line import OcrLine
 
 # BCP-47 primary language (or language-script) → tesseract model name.
 BCP47_TO_TESSERACT: dict[str, str] = {
@@ -64,17 +65,6 @@ _TESSDATA_DIRS = (
     "/usr/share/tessdata",
     "/usr/local/share/tessdata",
 )
-
-
-@dataclass(frozen=True)
-class OcrLine:
-    text: str
-    # Corners in the pixel space of the image given to `recognise`.
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    confidence: float
 
 
 @cache
@@ -212,11 +202,6 @@ def _other_scripts(image: Any, lines: list[OcrLine], used: tuple[str, ...]) -> l
                 best = OcrLine(text, line.x0, line.y0, line.x1, line.y1, confidence)
         out[i] = best
     return out
-
-
-def recognise(image: Any, threads: int = 0, languages: tuple[str, ...] = ()) -> list[OcrLine]:
-    """Text lines found in `image`, top to bottom (one page, no memory of earlier pages)."""
-    return PageReader(languages, threads).read(image)
 
 
 def _available(models: tuple[str, ...]) -> tuple[str, ...]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from docparse.reasons import ErrorReason
 from parser_svc.parsers import ParseFailure
-from parser_svc.parsers.ocr import OcrLine
+from parser_svc.parsers.ocr_line import OcrLine
 
 _engine: Any = None
 
@@ -40,7 +41,7 @@ def _get_engine(threads: int) -> Any:
             from rapidocr_onnxruntime import RapidOCR  # type: ignore[import-untyped]
         except ImportError as err:  # pragma: no cover - a broken install
             raise ParseFailure(
-                "UNSUPPORTED_FORMAT",
+                ErrorReason.UNSUPPORTED_FORMAT,
                 f"this page needs OCR but no OCR engine is installed (tesseract-ocr with "
                 f"language packs, or rapidocr-onnxruntime): {err}",
             ) from err

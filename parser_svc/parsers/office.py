@@ -7,6 +7,7 @@ import io
 import zipfile
 from typing import Any
 
+from docparse.reasons import ErrorReason
 from parser_svc.parsers import ParseFailure, ParseOptions, corrupt, describe_error, too_large
 from parser_svc.parsers.password import candidates
 
@@ -52,7 +53,9 @@ def decrypt(data: bytes, password: str, what: str) -> bytes:
 
     tries = candidates(password)
     if not tries:
-        raise ParseFailure("PASSWORD_REQUIRED", f"the {what} is encrypted and needs a password")
+        raise ParseFailure(
+            ErrorReason.PASSWORD_REQUIRED, f"the {what} is encrypted and needs a password"
+        )
     for candidate in tries:
         try:
             office = msoffcrypto.OfficeFile(io.BytesIO(data))
@@ -70,7 +73,8 @@ def decrypt(data: bytes, password: str, what: str) -> bytes:
         except Exception as err:
             if "support" in str(err).lower():  # e.g. an encryption scheme msoffcrypto lacks
                 raise ParseFailure(
-                    "UNSUPPORTED_FORMAT", f"the {what}'s encryption cannot be handled: {err}"
+                    ErrorReason.UNSUPPORTED_FORMAT,
+                    f"the {what}'s encryption cannot be handled: {err}",
                 ) from err
             raise corrupt(f"the encrypted {what} is damaged: {describe_error(err)}") from err
-    raise ParseFailure("WRONG_PASSWORD", f"the password does not open this {what}")
+    raise ParseFailure(ErrorReason.WRONG_PASSWORD, f"the password does not open this {what}")

@@ -23,7 +23,6 @@ from parser_svc.parsers.office import check_zip, parse_xml
 
 EMU_PER_PT = 12700
 P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
-P188_NS = "http://schemas.microsoft.com/office/powerpoint/2018/8/main"
 A_NS = "http://schemas.openxmlformats.org/drawingml/2006/main"
 
 

@@ -47,11 +47,6 @@ def _garbage(bad: int, visible: int) -> str:
     return ""
 
 
-def judge(text: str) -> str:
-    """Why the text layer is unreadable ("" when it is fine)."""
-    return _garbage(*_counted(text))
-
-
 def strip_replacements(text: str) -> str:
     """`text` without U+FFFD runs (what is left when a garbage page cannot be OCR'd)."""
     return _REPLACEMENT_RUN.sub("", text)
@@ -76,9 +71,9 @@ def fonts_without_unicode(doc: Any, fonts: list[Any], known: dict[int, bool]) ->
 
 
 def judge_page(text: str, unmapped_fonts: Callable[[], list[str]]) -> str:
-    """Why the page's text layer is unreadable ("" when it is fine): `judge`, or fonts without a
-    Unicode map (asked for only when the text shows bad characters) whose text shows at least
-    a few of them."""
+    """Why the page's text layer is unreadable ("" when it is fine): too many characters
+    without Unicode meaning, or fonts without a Unicode map (asked for only when the text shows
+    bad characters) whose text shows at least a few of them."""
     bad, visible = _counted(text)
     reason = _garbage(bad, visible)
     if reason:

@@ -13,6 +13,7 @@ import io
 import zipfile
 from typing import Any
 
+from docparse.reasons import ErrorReason
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.parsers import (
     ParseFailure,
@@ -82,7 +83,7 @@ def parse_xlsx(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.R
         raise corrupt(f"the workbook is damaged: {err}") from err
     if STRICT_NS in workbook_xml:
         raise ParseFailure(
-            "UNSUPPORTED_FORMAT",
+            ErrorReason.UNSUPPORTED_FORMAT,
             "the workbook is in Strict Open XML (ISO/IEC 29500 Strict), which the XLSX reader "
             "does not read (it sees 0 sheets); save it as a regular Excel workbook",
         )
@@ -112,7 +113,7 @@ def _read(book: Any, progress: ProgressFn, options: ParseOptions) -> rp.ReadingP
     if not book.sheetnames:
         raise corrupt("the workbook has no sheets")
     if not worksheets:
-        raise ParseFailure("UNSUPPORTED_FORMAT", "the workbook has only chart sheets")
+        raise ParseFailure(ErrorReason.UNSUPPORTED_FORMAT, "the workbook has only chart sheets")
     budget = CellBudget(options)
     total = len(worksheets)
     progress(0, total, "text")

@@ -19,7 +19,7 @@ T = TypeVar("T")
 class _Store(Protocol):
     """What the batch methods use of JobStore."""
 
-    client: aioredis.Redis
+    _redis: aioredis.Redis
     keys: Keys
     ttl: Lifetimes
     _durable: dict[str, int]
@@ -72,7 +72,7 @@ class BatchRecords:
             self.keys.pending(batch_id),
             "" if self.keys.cells else index,
         ]
-        reply = await self.call(lambda: CREATE_BATCH(self.client, keys, args, **self._durable))
+        reply = await self.call(lambda: CREATE_BATCH(self._redis, keys, args, **self._durable))
         result = CreateResult.of(reply, batch_id)
         if self.keys.cells and result.created:
             made = int(args[0])
@@ -96,11 +96,11 @@ class BatchRecords:
         async def read() -> tuple[Any, list[Any], list[int]]:
             wanted = list(indexes) if indexes is not None else None
             if wanted is None:
-                total = await self.client.hget(meta_key, "total")
+                total = await self._redis.hget(meta_key, "total")
                 if total is None:
                     return {}, [], []
                 wanted = list(range(int(total)))
-            async with self.client.pipeline(transaction=True) as pipe:
+            async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.hgetall(meta_key)
                 for index in wanted:
                     pipe.hgetall(self.keys.job(batch_file_id(batch_id, index)))
@@ -112,5 +112,5 @@ class BatchRecords:
 
     async def batch_version(self: _Store, batch_id: str) -> int | None:
         """The batch's version counter alone (one HGET), None once the batch is gone."""
-        value = await self.call(lambda: self.client.hget(self.keys.batch_meta(batch_id), "version"))
+        value = await self.call(lambda: self._redis.hget(self.keys.batch_meta(batch_id), "version"))
         return int(value) if value is not None else None

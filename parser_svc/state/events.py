@@ -28,10 +28,11 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
 import redis.asyncio as aioredis
 
-from docparse.errors import DocparseError, store_unavailable
+from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
+from docparse_server import errors
 from parser_svc import observability
 from parser_svc.state.redis_cluster import event_pubsub
 from parser_svc.state.redis_conn import RedisTarget
@@ -40,9 +41,8 @@ log = logging.getLogger(__name__)
 
 
 def shutting_down() -> DocparseError:
-    return DocparseError(
-        grpc.StatusCode.UNAVAILABLE,
-        "SERVER_SHUTTING_DOWN",
+    return errors.error(
+        ErrorReason.SERVER_SHUTTING_DOWN,
         "this replica is shutting down; resume the watch with after_version on another",
     )
 
@@ -64,7 +64,7 @@ class Ending:
 
 
 def _unconfirmed() -> DocparseError:
-    return store_unavailable("pub/sub subscribe not confirmed")
+    return errors.store_unavailable("pub/sub subscribe not confirmed")
 
 
 CLOSING = Ending(shutting_down)

@@ -219,3 +219,39 @@ class Keys:
         """BullMQ's key prefix: the queue lives under docparse:{env}:bull:<queue>:... (on Redis
         Cluster under docparse:{env}:{bull}:<queue>:..., one slot: BullMQ's scripts need it)."""
         return f"{self.prefix}:{{bull}}" if self.cells else f"{self.prefix}:bull"
+
+    @property
+    def job_events_pattern(self) -> str:
+        """Every job's event channel (a pattern subscription: the webhook dispatcher's wake)."""
+        return f"{self.job_key_prefix}*:events"
+
+    # The webhook outbox (parser_svc/webhooks/callbacks.py). On Redis Cluster every key of it is
+    # in one slot, `{webhooks}`, so its script and transactions run there (webhook traffic is
+    # far below one shard's).
+
+    @property
+    def _webhook_prefix(self) -> str:
+        return f"{self.prefix}:{{webhooks}}" if self.cells else self.prefix
+
+    @property
+    def webhooks_due(self) -> str:
+        """Sorted set of deliveries by when each is next looked at (ms)."""
+        return f"{self._webhook_prefix}:webhooks:due"
+
+    @property
+    def webhooks_dead(self) -> str:
+        """Sorted set of the deliveries given up on (score: when, ms)."""
+        return f"{self._webhook_prefix}:webhooks:dead"
+
+    @property
+    def webhooks_lease(self) -> str:
+        """The dispatcher's lease: one worker replica delivers at a time."""
+        return f"{self._webhook_prefix}:webhooks:lease"
+
+    def webhook(self, delivery_id: str) -> str:
+        """A delivery's hash: its job, tenant, URL, secret name, attempts and outcome."""
+        return f"{self._webhook_prefix}:webhook:{delivery_id}"
+
+    def webhook_deliveries(self, job_id: str) -> str:
+        """The set of a job's deliveries (a job that ends wakes them)."""
+        return f"{self._webhook_prefix}:webhook:{job_id}:deliveries"

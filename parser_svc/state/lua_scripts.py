@@ -29,15 +29,22 @@ WriteStatus = Literal["OK", "DONE", "NOOP", "NOT_FOUND", "TERMINAL", "FENCED", "
 
 class LuaScript:
     """A script run with EVALSHA, falling back to EVAL on NOSCRIPT. `uses` names libraries of
-    lua/lib/ (without '.lua') whose source goes before the script's, in that order."""
+    lua/lib/ (without '.lua') whose source goes before the script's, in that order. A script
+    that uses 'publish' is assembled twice, each led by the library that names its publish
+    command: lib/publish_plain.lua (PUBLISH) for one Redis, lib/publish_sharded.lua (SPUBLISH:
+    records stay on their shard, sharded_pubsub.py) for Redis Cluster."""
 
     def __init__(self, name: str, uses: Sequence[str] = ()) -> None:
         lua = resources.files("parser_svc.state").joinpath("lua")
-        libraries = [lua.joinpath("lib", f"{library}.lua").read_text() for library in uses]
-        self.source = "".join([*libraries, lua.joinpath(name).read_text()])
+
+        def assemble(publish: str) -> str:
+            first = [f"publish_{publish}"] if "publish" in uses else []
+            libraries = [lua.joinpath("lib", f"{lib}.lua").read_text() for lib in [*first, *uses]]
+            return "".join([*libraries, lua.joinpath(name).read_text()])
+
+        self.source = assemble("plain")
         self.sha = hashlib.sha1(self.source.encode()).hexdigest()
-        # Redis Cluster: records go out with SPUBLISH, to their shard only (sharded_pubsub.py).
-        self.sharded_source = self.source.replace("redis.call('PUBLISH',", "redis.call('SPUBLISH',")
+        self.sharded_source = assemble("sharded")
         self.sharded_sha = hashlib.sha1(self.sharded_source.encode()).hexdigest()
 
     async def __call__(
@@ -87,6 +94,7 @@ CREATE_BATCH = LuaScript("create_batch.lua", uses=("keys", "tags", "job_index"))
 INDEX_JOBS = LuaScript("index_jobs.lua", uses=("tags", "job_index"))
 UPDATE_JOB = LuaScript("update_job.lua", uses=("keys", "publish"))
 LEASE = LuaScript("lease.lua")
+ADD_DELIVERY = LuaScript("add_delivery.lua")
 
 
 @dataclass(frozen=True)

@@ -14,20 +14,20 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, TypeVar
 
-import grpc
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 
-from docparse.errors import DocparseError, not_found, store_unavailable
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2
+from docparse_server.errors import error, not_found, store_unavailable
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc import observability
-from parser_svc.api.callers import current_tenant
 from parser_svc.settings import Settings
 from parser_svc.state.batch_store import BatchRecords
+from parser_svc.state.caller_scope import current_tenant
 from parser_svc.state.keys import Keys, batch_id_of
 from parser_svc.state.lifetimes import Lifetimes, now_ms
 from parser_svc.state.lua_scripts import (
@@ -47,6 +47,7 @@ from parser_svc.state.store_errors import (
     store_error,
     unavailable_detail,
 )
+from parser_svc.state.submit_records import SubmitRecords
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,7 +74,7 @@ def connect(settings: Settings, *, decode_responses: bool = False) -> aioredis.R
 _ENDING_OPS = frozenset({"finish", "cancel", "give_up"})
 
 
-class JobStore(BatchRecords):
+class JobStore(BatchRecords, SubmitRecords):
     def __init__(
         self,
         client: aioredis.Redis,
@@ -82,7 +83,7 @@ class JobStore(BatchRecords):
     ) -> None:
         """`reads`: where a job's record is read (parser_svc/state/pipelined_reads.py); its owner
         closes it, as the client's does. None: through `client`."""
-        self.client = client
+        self._redis = client
         self.settings = settings
         self._reads = reads
         self.keys = Keys.of(settings)
@@ -92,6 +93,15 @@ class JobStore(BatchRecords):
             "replicas": settings.redis_min_replicas_ack,
             "wait_ms": settings.redis_replica_wait_ms,
         }
+
+    @classmethod
+    def open(cls, settings: Settings, reads: PipelinedReader | None = None) -> JobStore:
+        """A store on a connection of its own (`connect`), which `aclose` closes."""
+        return cls(connect(settings), settings, reads)
+
+    async def aclose(self) -> None:
+        """Closes the store's connection (not `reads`: its owner closes it)."""
+        await self._redis.aclose()
 
     async def call(self, fn: Callable[[], Awaitable[T]], *, timed: bool = True) -> T:
         """Runs `fn` against Redis with the store's deadline and error mapping. `timed` False:
@@ -119,11 +129,11 @@ class JobStore(BatchRecords):
     async def hold_lease(self, lease: str, owner: str, ttl_ms: int) -> bool:
         """Renews `lease` if `owner` holds it, takes it if nobody does: True when `owner` holds
         it now (lua/lease.lua). A lost reply is harmless: a retry by the holder renews it."""
-        reply = await self.call(lambda: LEASE(self.client, [lease], [owner, ttl_ms]))
+        reply = await self.call(lambda: LEASE(self._redis, [lease], [owner, ttl_ms]))
         return bool(reply[0])
 
     async def ping(self) -> bool:
-        return bool(await self.call(self.client.ping))
+        return bool(await self.call(self._redis.ping))
 
     async def create(
         self,
@@ -161,7 +171,7 @@ class JobStore(BatchRecords):
             self.keys.pending(job_id),
             "" if self.keys.cells else index,
         ]
-        reply = await self.call(lambda: CREATE_JOB(self.client, keys, args, **self._durable))
+        reply = await self.call(lambda: CREATE_JOB(self._redis, keys, args, **self._durable))
         result = CreateResult.of(reply, job_id)
         if self.keys.cells and result.created:
             await self.list_new(index, [(job_id, int(args[1]))])
@@ -174,7 +184,7 @@ class JobStore(BatchRecords):
         args: list[str | bytes | int] = [now_ms(), self.ttl.listed_ms]
         for job_id, create_ms in entries:
             args += [job_id, create_ms]
-        await self.call(lambda: INDEX_JOBS(self.client, [index], args))
+        await self.call(lambda: INDEX_JOBS(self._redis, [index], args))
 
     async def get(self, job_id: str) -> job_pb2.Job:
         """The current record as a Job; NOT_FOUND with JOB_EXPIRED when only the tombstone is
@@ -187,7 +197,7 @@ class JobStore(BatchRecords):
         tenant = current_tenant()
 
         async def read() -> tuple[dict[bytes, bytes], bytes | None]:
-            async with self.client.pipeline(transaction=True) as pipe:
+            async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.hgetall(self.keys.job(job_id))
                 pipe.get(self.keys.tombstone(job_id))
                 raw, tomb = await pipe.execute()
@@ -196,7 +206,7 @@ class JobStore(BatchRecords):
         async def read_record() -> dict[bytes, bytes]:
             if self._reads is not None:
                 return await self._reads.hgetall(self.keys.job(job_id))
-            record = await self.client.hgetall(self.keys.job(job_id))
+            record = await self._redis.hgetall(self.keys.job(job_id))
             return record  # type: ignore[return-value]  # bytes: decode_responses is off
 
         # Hot path: one HGETALL (about 30 us less CPU per call than the MULTI/EXEC pipeline,
@@ -219,9 +229,8 @@ class JobStore(BatchRecords):
             if tenant is not None and (owner or DEFAULT_TENANT) != tenant:
                 raise not_found(job_id)
             expired_ms = int(expiry)
-            raise DocparseError(
-                grpc.StatusCode.NOT_FOUND,
-                "JOB_EXPIRED",
+            raise error(
+                ErrorReason.JOB_EXPIRED,
                 f"job {job_id} expired: its retention ended at "
                 f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(expired_ms / 1000))}",
                 {"job_id": job_id, "expire_time_ms": str(expired_ms)},
@@ -229,7 +238,7 @@ class JobStore(BatchRecords):
         raise not_found(job_id)
 
     async def get_inline_result(self, job_id: str) -> bytes | None:
-        value = await self.call(lambda: self.client.get(self.keys.result(job_id)))
+        value = await self.call(lambda: self._redis.get(self.keys.result(job_id)))
         return value.encode() if isinstance(value, str) else value
 
     async def job_fields(self, job_id: str, names: Sequence[str]) -> dict[str, str]:
@@ -237,23 +246,9 @@ class JobStore(BatchRecords):
         return await self._fields(self.keys.job(job_id), names)
 
     async def _fields(self, key: str, names: Sequence[str]) -> dict[str, str]:
-        values = await self.call(lambda: self.client.hmget(key, list(names)))
+        values = await self.call(lambda: self._redis.hmget(key, list(names)))
         pairs = zip(names, values, strict=True)
         return {k: v.decode() if isinstance(v, bytes) else v for k, v in pairs if v is not None}
-
-    async def count_submits(self, tenant: str, minute: int, files: int) -> int:
-        """Adds `files` to the tenant's submits in `minute` (epoch minutes), counted in Redis so
-        every replica shares the count, and answers the new count. A count lives 2 minutes."""
-        key = self.keys.submit_count(tenant, minute)
-
-        async def count() -> int:
-            async with self.client.pipeline(transaction=True) as pipe:
-                pipe.incrby(key, files)
-                pipe.expire(key, 120)
-                used, _ = await pipe.execute()
-            return int(used)
-
-        return await self.call(count)
 
     async def _update(
         self,
@@ -296,13 +291,13 @@ class JobStore(BatchRecords):
             # just before the script instead of inside it. A lock lost in between lets a stale
             # worker claim; the fence still lets only the newest claimant write, so the job
             # still ends once (docs/scaling.md).
-            held = await self.call(lambda: self.client.get(lock_key))
+            held = await self.call(lambda: self._redis.get(lock_key))
             token = str(patch.get("lock_token", ""))
             if (held.decode() if isinstance(held, bytes) else held) != token:
                 return WriteResult("FENCED", 0)
             keys[4] = ""
         durable = self._durable if op in _ENDING_OPS else {}
-        reply = await self.call(lambda: UPDATE_JOB(self.client, keys, args, **durable))
+        reply = await self.call(lambda: UPDATE_JOB(self._redis, keys, args, **durable))
         return WriteResult.of(reply)
 
     async def claim(
@@ -356,10 +351,6 @@ class JobStore(BatchRecords):
         return await self._update(
             job_id, "progress", fence, patch, publishing="announce" if announce else ""
         )
-
-    async def touch(self, job_id: str, fence: str) -> WriteResult:
-        """Renews a running record's TTL without a new version."""
-        return await self._update(job_id, "touch", fence, {})
 
     async def finish(
         self,

@@ -10,7 +10,6 @@ its min-replicas-to-write) or INTERNAL STATE_STORE_ERROR. JobStore.call
 
 from __future__ import annotations
 
-import grpc
 from redis.exceptions import (
     AskError,
     BusyLoadingError,
@@ -25,8 +24,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from docparse.errors import DocparseError
-from parser_svc.state.redis_conn import refusal_detail
+from docparse.reasons import ErrorReason
+from docparse_server.errors import error
 from parser_svc.state.redis_sentinel import NO_REPLICAS
+from parser_svc.state.redis_start_check import refusal_detail
 
 # Errors that mean Redis did not answer (STATE_STORE_UNAVAILABLE), not that it refused a call.
 UNAVAILABLE_ERRORS = (
@@ -90,26 +91,21 @@ def store_error(err: RedisError | RedisClusterException) -> DocparseError:
     is retryable: UNAVAILABLE STATE_STORE_FULL, so clients back off and retry instead of
     treating it as a bug; anything else is INTERNAL STATE_STORE_ERROR."""
     if isinstance(err, NotReplicated):
-        return DocparseError(
-            grpc.StatusCode.UNAVAILABLE,
-            "STATE_STORE_NOT_REPLICATED",
+        return error(
+            ErrorReason.STATE_STORE_NOT_REPLICATED,
             f"the write is on the Redis primary but {err}: retry the call (with the same "
             "request_id), it answers with what the first one did",
         )
     if NO_REPLICAS in str(err):
-        return DocparseError(
-            grpc.StatusCode.UNAVAILABLE,
-            "STATE_STORE_NOT_REPLICATED",
+        return error(
+            ErrorReason.STATE_STORE_NOT_REPLICATED,
             "the Redis primary refuses writes: fewer replicas in reach than its "
             "min-replicas-to-write; retry the call (with the same request_id)",
         )
     if "OOM command not allowed" in str(err):
-        return DocparseError(
-            grpc.StatusCode.UNAVAILABLE,
-            "STATE_STORE_FULL",
+        return error(
+            ErrorReason.STATE_STORE_FULL,
             "the job state store is full and refuses writes; retry later (operators: "
             "docs/operations.md, Redis memory)",
         )
-    return DocparseError(
-        grpc.StatusCode.INTERNAL, "STATE_STORE_ERROR", "state store error (see the replica log)"
-    )
+    return error(ErrorReason.STATE_STORE_ERROR, "state store error (see the replica log)")

@@ -69,7 +69,7 @@ class TenantIndex:
             window.prefix,
             budget,
         ]
-        reply = await self.store.call(lambda: LIST_INDEX(self.store.client, keys, args))
+        reply = await self.store.call(lambda: LIST_INDEX(self.store._redis, keys, args))
         ended, examined, last_id, last_ms, *pairs = (text(item) for item in reply)
         last = Cursor(int(float(last_ms)), last_id) if last_id else None
         entries = [(pairs[i], int(float(pairs[i + 1]))) for i in range(0, len(pairs), 2)]
@@ -80,7 +80,7 @@ class TenantIndex:
     ) -> list[Any]:
         """The records of `job_ids` in one pipeline, in order: whole (HGETALL: {} when gone) or
         the named `fields` (HMGET: Nones when gone)."""
-        client, keys = self.store.client, self.store.keys
+        client, keys = self.store._redis, self.store.keys
 
         async def read() -> list[Any]:
             async with client.pipeline(transaction=False) as pipe:
@@ -97,4 +97,4 @@ class TenantIndex:
         """Drops entries whose record is gone."""
         if gone:
             index = self.store.keys.tenant_jobs(tenant)
-            await self.store.call(lambda: self.store.client.zrem(index, *gone))
+            await self.store.call(lambda: self.store._redis.zrem(index, *gone))

@@ -32,8 +32,9 @@ public (or listed in `webhook_allow_cidrs`), and the connection goes to the addr
 environment, no redirect followed, a timeout, and at most `webhook_max_response_bytes` read.
 
 This module is the submit's side (`Callbacks`) and the start's check (`check_config`); the
-rest, by capability: parser_svc/webhooks/outbox.py (the deliveries in Redis: add, backoff, the
-ends of an attempt, the dead-letter set), parser_svc/webhooks/dispatcher.py (the lease, the
+rest, by capability: parser_svc/webhooks/outbox.py (a delivery's fields, backoff, the ends of
+an attempt; its keys and commands in parser_svc/state/webhook_store.py, the keys built in
+parser_svc/state/keys.py), parser_svc/webhooks/dispatcher.py (the lease, the
 rounds, the attempts), parser_svc/webhooks/signing.py (secrets, signature, body) and
 parser_svc/webhooks/egress.py (the SSRF guard and the POST).
 """
@@ -42,12 +43,13 @@ from __future__ import annotations
 
 import asyncio
 
+from docparse.reasons import ErrorReason
 from docparse.v1 import parser_service_pb2
+from docparse_server.errors import error
 from parser_svc.settings import Settings
 from parser_svc.state.store import JobStore
 from parser_svc.webhooks.egress import (
     AddressPolicy,
-    invalid,
     ip_literal,
     parse_cidrs,
     parse_url,
@@ -85,11 +87,13 @@ class Callbacks:
         if not url and not name:
             return None
         if not url or not name:
-            raise invalid("CALLBACK_INVALID", "a callback needs both a url and a secret_name")
+            raise error(
+                ErrorReason.CALLBACK_INVALID, "a callback needs both a url and a secret_name"
+            )
         target = parse_url(url)
         if await asyncio.to_thread(self.secrets.get, tenant, name) is None:
-            raise invalid(
-                "CALLBACK_SECRET_UNKNOWN",
+            raise error(
+                ErrorReason.CALLBACK_SECRET_UNKNOWN,
                 f"this tenant has no webhook secret named {name[:100]!r}"
                 + ("" if self.secrets.configured else " (no webhook secrets are configured)"),
             )
@@ -103,8 +107,9 @@ class Callbacks:
         except TimeoutError:
             return Hook(url, name)  # every delivery checks again
         except OSError as err:
-            raise invalid(
-                "CALLBACK_INVALID", f"the callback host {target.host!r} does not resolve: {err}"
+            raise error(
+                ErrorReason.CALLBACK_INVALID,
+                f"the callback host {target.host!r} does not resolve: {err}",
             ) from err
         self.policy.check(target.host, addresses)
         return Hook(url, name)

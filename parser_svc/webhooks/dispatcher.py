@@ -11,14 +11,13 @@ import logging
 import os
 import socket
 import time
-from typing import Any
 
 from prometheus_client import Counter
 
 from docparse.errors import DocparseError
 from parser_svc.settings import Settings
 from parser_svc.state.lifetimes import now_ms
-from parser_svc.state.records import TERMINAL_STATES, decode_hash, record_to_job
+from parser_svc.state.records import TERMINAL_STATES, record_to_job
 from parser_svc.state.store import JobStore
 from parser_svc.webhooks.egress import AddressPolicy, DeliveryFailed, Egress, parse_cidrs
 from parser_svc.webhooks.outbox import Outbox
@@ -41,10 +40,6 @@ DELIVERIES = Counter(
 )
 for _outcome in OUTCOMES:
     DELIVERIES.labels(_outcome)
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class Dispatcher:
@@ -97,25 +92,17 @@ class Dispatcher:
         are published on sharded channels, which have no pattern subscription: deliveries are
         found by polling alone (`webhook_poll_s`, a job not yet ended every
         `webhook_recheck_s`)."""
-        if self.store.keys.cells:
+        if not self.outbox.state.has_job_events:
             return
-        pattern = f"{self.store.keys.job_key_prefix}*:events"
         while True:
-            pubsub = self.store.client.pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.psubscribe(pattern)
-                while True:
-                    message = await pubsub.get_message(timeout=1.0)
-                    if message is not None and message.get("type") == "pmessage":
-                        self._on_event(message["data"])
+                async for data in self.outbox.state.job_events():
+                    self._on_event(data)
             except asyncio.CancelledError:
                 raise
             except Exception as err:
                 log.info("webhook event subscription lost (%r); polling meanwhile", err)
                 await asyncio.sleep(1.0)
-            finally:
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
 
     def _on_event(self, data: bytes) -> None:
         if not any(marker in data for marker in _TERMINAL_MARKERS):
@@ -131,65 +118,36 @@ class Dispatcher:
     async def _wake_ended(self, now: int) -> None:
         """Makes the deliveries of the jobs that ended since the last round due now."""
         ended, self._ended = list(self._ended), set()
-        if not ended:
-            return
-        outbox, client = self.outbox, self.store.client
-
-        async def members() -> list[Any]:
-            async with client.pipeline(transaction=False) as pipe:
-                for job_id in ended:
-                    pipe.smembers(outbox.job_key(job_id))
-                return list(await pipe.execute())
-
-        due = {_text(m): now for found in await self.store.call(members) for m in found}
-        if due:
-            await self.store.call(lambda: client.zadd(outbox.due_key, due, xx=True))
+        if ended:
+            await self.outbox.state.wake(ended, now)
 
     async def hold_lease(self) -> bool:
         s = self.settings
         ttl_ms = int(max(s.webhook_poll_s * 3, s.webhook_timeout_s + 5) * 1000)
-        lease = self.outbox.lease_key
-        return await self.store.hold_lease(lease, self.owner, ttl_ms)
+        return await self.outbox.state.hold_lease(self.owner, ttl_ms)
 
     async def dispatch_once(self) -> int:
         """One round: the due deliveries, each rescheduled, dropped or sent. Returns how many
         were due (BATCH: more are, look again at once)."""
-        outbox, keys, client = self.outbox, self.store.keys, self.store.client
         now = now_ms()
         await self._wake_ended(now)
-        found = await self.store.call(
-            lambda: client.zrangebyscore(outbox.due_key, "-inf", now, start=0, num=BATCH)
-        )
-        ids = [_text(i) for i in found]
-        if not ids:
+        found = await self.outbox.state.due(now, BATCH)
+        if not found:
             return 0
-
-        async def read() -> list[Any]:
-            async with client.pipeline(transaction=False) as pipe:
-                for delivery in ids:
-                    job_id = delivery.rsplit(".", 1)[0]
-                    pipe.hgetall(outbox.key(delivery))
-                    pipe.hgetall(keys.job(job_id))
-                    pipe.exists(keys.tombstone(job_id))
-                return list(await pipe.execute())
-
-        replies = await self.store.call(read)
         later: dict[str, int] = {}
         gone: list[str] = []
         orphans: list[str] = []
         ready: list[tuple[str, dict[str, str], dict[str, str]]] = []
         recheck = now + int(self.settings.webhook_recheck_s * 1000)
         orphan_ms = int(self.settings.sweep_uploads_after_s * 1000)
-        for index, delivery in enumerate(ids):
-            spec = decode_hash(replies[3 * index])
-            record = decode_hash(replies[3 * index + 1])
+        for delivery, spec, record, tombstone in found:
             if not spec or "ended_ms" in spec:
                 gone.append(delivery)
             elif record and record.get("state") in TERMINAL_STATES:
                 ready.append((delivery, spec, record))
             elif record or now - int(spec.get("created_ms") or 0) < orphan_ms:
                 later[delivery] = recheck  # not ended yet, or not created yet
-            elif replies[3 * index + 2]:
+            elif tombstone:
                 await self._dead(delivery, spec, "the job's record expired before delivery")
             else:
                 log.info("webhook %s dropped: its job was never created", delivery)
@@ -199,21 +157,10 @@ class Dispatcher:
         ready, waiting = ready[: self._concurrency], len(ready) > self._concurrency
         claim = now + int((self.settings.webhook_timeout_s + 5) * 1000)
         later.update({delivery: claim for delivery, _, _ in ready})
-
-        async def reschedule() -> None:
-            async with client.pipeline(transaction=False) as pipe:
-                if later:
-                    pipe.zadd(outbox.due_key, later, xx=True)
-                if gone or orphans:
-                    pipe.zrem(outbox.due_key, *gone, *orphans)
-                for delivery in orphans:  # nothing to remember: no job will ever name it
-                    pipe.delete(outbox.key(delivery), outbox.job_key(delivery.rsplit(".", 1)[0]))
-                await pipe.execute()
-
-        if later or gone or orphans:
-            await self.store.call(reschedule)
+        # Orphans are forgotten altogether: nothing to remember, no job will ever name them.
+        await self.outbox.state.reschedule(later, gone, orphans)
         await asyncio.gather(*(self._deliver(*item) for item in ready))
-        return BATCH if waiting else len(ids)
+        return BATCH if waiting else len(found)
 
     async def _deliver(self, delivery: str, spec: dict[str, str], record: dict[str, str]) -> None:
         try:
@@ -222,9 +169,7 @@ class Dispatcher:
             log.info("webhook %s: state store error %s; retried later", delivery, err.reason)
 
     async def _attempt(self, delivery: str, spec: dict[str, str], record: dict[str, str]) -> None:
-        outbox, client = self.outbox, self.store.client
-        key = outbox.key(delivery)
-        attempts = int(await self.store.call(lambda: client.hincrby(key, "attempts", 1)))
+        attempts = await self.outbox.state.count_attempt(delivery)
         state = record["state"]
         job = record_to_job(record)
         body = payload(job, state)

@@ -14,20 +14,17 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import aiohttp
-import grpc
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
+from docparse_server.errors import error
 from parser_svc.settings import Settings
 from parser_svc.webhooks.signing import config_error
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 MAX_URL = 2048
-
-
-def invalid(reason: str, message: str) -> DocparseError:
-    return DocparseError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
 
 
 def parse_cidrs(text: str) -> tuple[IPNetwork, ...]:
@@ -61,8 +58,8 @@ class AddressPolicy:
         for text in addresses:
             address = ipaddress.ip_address(text.split("%", 1)[0])
             if not self.allowed(address):
-                raise invalid(
-                    "CALLBACK_NOT_ALLOWED",
+                raise error(
+                    ErrorReason.CALLBACK_NOT_ALLOWED,
                     f"the callback host {host!r} is {address}, a private, loopback, link-local, "
                     "multicast or reserved address; DOCPARSE_WEBHOOK_ALLOW_CIDRS does not list it",
                 )
@@ -89,18 +86,22 @@ def parse_url(url: str) -> Target:
     """CALLBACK_INVALID unless `url` is an http(s) URL with a host, no credentials, at most
     MAX_URL characters."""
     if len(url) > MAX_URL:
-        raise invalid("CALLBACK_INVALID", f"the callback URL is over {MAX_URL} characters")
+        raise error(ErrorReason.CALLBACK_INVALID, f"the callback URL is over {MAX_URL} characters")
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as err:
-        raise invalid("CALLBACK_INVALID", f"the callback URL does not parse: {err}") from err
+        raise error(
+            ErrorReason.CALLBACK_INVALID, f"the callback URL does not parse: {err}"
+        ) from err
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise invalid("CALLBACK_INVALID", "the callback must be an http:// or https:// URL")
+        raise error(ErrorReason.CALLBACK_INVALID, "the callback must be an http:// or https:// URL")
     if parts.username is not None or parts.password is not None:
-        raise invalid("CALLBACK_INVALID", "the callback URL may not carry user:password")
+        raise error(ErrorReason.CALLBACK_INVALID, "the callback URL may not carry user:password")
     if any(c.isspace() or ord(c) < 0x20 for c in url):
-        raise invalid("CALLBACK_INVALID", "the callback URL contains spaces or control bytes")
+        raise error(
+            ErrorReason.CALLBACK_INVALID, "the callback URL contains spaces or control bytes"
+        )
     return Target(url, parts.hostname, port or (443 if parts.scheme == "https" else 80))
 
 

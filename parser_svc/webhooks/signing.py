@@ -11,18 +11,19 @@ import json
 import logging
 from pathlib import Path
 
-import grpc
 from google.protobuf import json_format
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2
+from docparse_server.errors import error
 
 log = logging.getLogger(__name__)
 
 
 def config_error(message: str) -> DocparseError:
     """WEBHOOK_CONFIG_INVALID: a webhook setting (the secrets file, the allow-list) is unusable."""
-    return DocparseError(grpc.StatusCode.FAILED_PRECONDITION, "WEBHOOK_CONFIG_INVALID", message)
+    return error(ErrorReason.WEBHOOK_CONFIG_INVALID, message)
 
 
 def decode_secret(secret: str) -> bytes:

@@ -16,7 +16,7 @@ from parser_svc.state.store import JobStore
 # A running job's progress is written at most this often (the latest state; a stage change is
 # never skipped), and the claim publishes nothing: the first write after it does, at most this
 # long after it. A job that ends sooner costs two state writes (claim, terminal) and one
-# message (the terminal record, which carries the last progress): bench/README.md, issue 9.
+# message (the terminal record, which carries the last progress): bench/README.md, "Redis per job".
 PROGRESS_WRITE_INTERVAL_S = 0.2
 
 

@@ -23,31 +23,29 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
-
-import grpc
-from bullmq import Worker
-from bullmq.custom_errors import UnrecoverableError
+from typing import Any
 
 from docparse.errors import DocparseError
+from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2
 from docparse_server import tracing
+from docparse_server.cpus import usable_cpus
 from parser_svc import observability
-from parser_svc.child.sandbox import Limits, Outcome, run_parse
-from parser_svc.child.zygote import ForkServer
+from parser_svc.child.fork_server import ForkServer
+from parser_svc.child.sandbox import Limits, Outcome, ProgressCallback, run_parse
 from parser_svc.parsers import ParseOptions
 from parser_svc.settings import Settings
+from parser_svc.state.queue_store import FinalFailure, queue_worker
 from parser_svc.state.store import JobStore
 from parser_svc.work.blobs import BlobStore
-from parser_svc.work.cpus import usable_cpus
 from parser_svc.work.job_tracing import job_span, trace_parent
 from parser_svc.work.progress_writer import PROGRESS_WRITE_INTERVAL_S, LostOwnership, ProgressWriter
-from parser_svc.work.queue import JobQueue, bullmq_options
+from parser_svc.work.queue import JobQueue
 from parser_svc.work.sweeper import Sweeper
+from parser_svc.work.terminal_writes import TerminalWrites
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-RETRYABLE_REASONS = frozenset({"PARSER_CRASHED", "WORKER_LOST"})
+RETRYABLE_REASONS = frozenset({ErrorReason.PARSER_CRASHED, ErrorReason.WORKER_LOST})
 # A PDF smaller than this is not asked about page ranges (its pages are too few or too light
 # to repay a second process): no queue read for the common small job.
 SPLIT_MIN_BYTES = 32 * 1024
@@ -62,7 +60,7 @@ class ParseWorker:
         self.settings = settings
         self.store = store
         self.blobs = blobs
-        self._worker: Worker | None = None
+        self._worker: Any = None  # BullMQ's Worker (parser_svc.state.queue_store)
         self._queue: JobQueue | None = None
         self._sweeper: asyncio.Task[None] | None = None
         # Parse children are forked from this (parser_svc.child.zygote), not the server process.
@@ -76,13 +74,13 @@ class ParseWorker:
         # Jobs between their claim and the end of their parse (the ones preparing included).
         self._active = 0
         self._page_threads = settings.ocr_page_threads or usable_cpus()
+        self.writes = TerminalWrites(settings, store, blobs)
 
     def start(self) -> None:
         s = self.settings
         if self._fork_server is not None:
             self._fork_server.start()  # it imports the parsers while the worker starts
         opts: dict[str, Any] = {
-            **bullmq_options(s),
             "concurrency": s.worker_concurrency or usable_cpus(),
             "lockDuration": s.lock_duration_ms,
             "stalledInterval": s.lock_duration_ms,
@@ -90,7 +88,7 @@ class ParseWorker:
             "maxStalledCount": s.max_attempts,
             "runRetryDelay": 1000,
         }
-        self._worker = Worker(s.queue_name, self._process, opts)
+        self._worker = queue_worker(s, self._process, opts)
         self._queue = JobQueue(s)
         sweeper = Sweeper(s, self.store, self._queue, self.blobs)
         self._sweeper = asyncio.get_running_loop().create_task(sweeper.run())
@@ -126,7 +124,7 @@ class ParseWorker:
         last_try = queue_job.attemptsMade + 1 >= attempts
         try:
             return await self._execute(job_id, fence, lock_key, token, last_try)
-        except (RetryableFailure, UnrecoverableError):
+        except (RetryableFailure, FinalFailure):
             raise
         except Exception as err:
             if last_try:
@@ -138,10 +136,10 @@ class ParseWorker:
     async def _give_up(
         self, job_id: str, fence: str, lock_key: str, token: str, err: Exception
     ) -> None:
-        reason = err.reason if isinstance(err, DocparseError) else "WORKER_FAILED"
+        reason = err.reason if isinstance(err, DocparseError) else ErrorReason.WORKER_FAILED
         message = f"the queue gave up on the job after its last attempt failed: {err}"
         try:
-            result = await self._retrying(
+            result = await self.writes.retrying(
                 lambda: self.store.give_up(
                     job_id, fence, reason, message[:500], lock_key=lock_key, lock_token=token
                 )
@@ -160,7 +158,7 @@ class ParseWorker:
         # so a slow Redis reply never costs the job an attempt.
         # Quiet: the claim publishes nothing; the progress writer's first write or the
         # terminal write publishes the record (ProgressWriter).
-        claim = await self._retrying(
+        claim = await self.writes.retrying(
             lambda: self.store.claim(job_id, fence, lock_key=lock_key, lock_token=token, quiet=True)
         )
         if not claim.ok:
@@ -170,7 +168,7 @@ class ParseWorker:
             return claim.status
         record = claim.record
         if record is None:  # not expected: a claim that is in answers with its record
-            record = await self._retrying(lambda: self.store.get(job_id))
+            record = await self.writes.retrying(lambda: self.store.get(job_id))
         writer = ProgressWriter(self.store, job_id, fence, PROGRESS_WRITE_INTERVAL_S)
         writer.start()
         try:
@@ -194,7 +192,7 @@ class ParseWorker:
             if record.attempt > self.settings.max_attempts:
                 # Claimed again and again: workers keep dying on it (a poison document).
                 outcome = Outcome(
-                    "WORKER_LOST",
+                    ErrorReason.WORKER_LOST,
                     f"the job was taken over {record.attempt - 1} times after workers stopped "
                     "while parsing it",
                 )
@@ -215,15 +213,15 @@ class ParseWorker:
             retry = record.attempt < self.settings.max_attempts and not last_try
             if outcome.reason in RETRYABLE_REASONS and retry:
                 await writer.close()  # no progress write after the job is handed back
-                if (await self._retrying(lambda: self.store.release(job_id, fence))).ok:
+                if (await self.writes.retrying(lambda: self.store.release(job_id, fence))).ok:
                     observability.job_retried(job_id, record.attempt, outcome.reason)
                     raise RetryableFailure(f"{outcome.reason}: {outcome.message}")
                 raise LostOwnership("release refused")
-            await self._finish_failed(job_id, fence, outcome, writer)
+            await self.writes.failed(job_id, fence, outcome, writer)
             observability.job_finished(
                 job_id, "FAILED", outcome.reason, attempt=record.attempt, create_ms=created_ms
             )
-            raise UnrecoverableError(f"{outcome.reason}: {outcome.message}")
+            raise FinalFailure(f"{outcome.reason}: {outcome.message}")
         except LostOwnership as lost:
             log.warning("job %s: %s", job_id, lost, extra={"event": "job.lost", "job_id": job_id})
             return "LOST"
@@ -276,10 +274,9 @@ class ParseWorker:
     ) -> Outcome:
         prepared = await asyncio.to_thread(self._prepare, job_id, languages)
         if prepared is None:
-            return Outcome("WORKER_LOST", "the uploaded document is no longer stored")
+            return Outcome(ErrorReason.WORKER_LOST, "the uploaded document is no longer stored")
         input_path, size, scratch, options = prepared
-        content_type = record.content_type
-        options.page_processes = await self._page_processes(content_type, size)
+        options.page_processes = await self._page_processes(record.content_type, size)
 
         async def lost(err: LostOwnership) -> LostOwnership:
             if err.status != "FENCED":  # the job ended (cancelled) mid-parse
@@ -294,8 +291,6 @@ class ParseWorker:
             except LostOwnership as err:
                 raise await lost(err) from None
 
-        s = self.settings
-        limits = Limits(s.parse_timeout_s, s.parse_cpu_s, s.parse_memory_mb)
         output_path = Path(scratch.name) / "package.pb"
         assets_dir = Path(scratch.name) / "assets"
         collected: list[tuple[bytes, str]] = []
@@ -311,25 +306,8 @@ class ParseWorker:
 
         succeeded = False
         try:
-            started = time.monotonic()
-            # The child itself exports nothing: its span is its run as this supervisor saw it.
-            with tracing.span("parse.child", attributes={"docparse.job_id": job_id}) as current:
-                self._parsing += 1
-                try:
-                    outcome = await run_parse(
-                        content_type, input_path, output_path, limits, on_progress, options,
-                        self._fork_server, on_done,
-                    )  # fmt: skip
-                finally:
-                    self._parsing -= 1
-                tracing.set_attributes(
-                    current,
-                    {"docparse.content_type": content_type, "docparse.pages": outcome.pages,
-                     "docparse.reason": outcome.reason, "docparse.processes": outcome.processes},
-                )  # fmt: skip
-            observability.parse_observed(
-                content_type, time.monotonic() - started, outcome.processes
-            )
+            run = (record.content_type, input_path, output_path, options)
+            outcome = await self._run_child(job_id, run, on_progress, on_done)
             try:
                 writer.check()  # a write the timer made while the last page ran was refused
             except LostOwnership as err:
@@ -338,13 +316,44 @@ class ParseWorker:
                 if not collected:
                     collected.append(await asyncio.to_thread(collect))
                 data, sha256 = collected[0]
-                await self._finish_succeeded(
+                await self.writes.succeeded(
                     job_id, fence, record.attempt, outcome, data, sha256, writer
                 )
                 succeeded = True
         finally:
             # The upload goes once the job has its result; the scratch directory always.
             await asyncio.to_thread(self._clean_up, job_id if succeeded else "", scratch)
+        return outcome
+
+    async def _run_child(
+        self,
+        job_id: str,
+        run: tuple[str, Path, Path, ParseOptions],
+        on_progress: ProgressCallback,
+        on_done: Callable[[], Awaitable[None]],
+    ) -> Outcome:
+        """The parse child of the job (`run`: content type, input, output, options), in a
+        span of its own and counted among the replica's running parses."""
+        content_type, input_path, output_path, options = run
+        s = self.settings
+        limits = Limits(s.parse_timeout_s, s.parse_cpu_s, s.parse_memory_mb)
+        started = time.monotonic()
+        # The child itself exports nothing: its span is its run as this supervisor saw it.
+        with tracing.span("parse.child", attributes={"docparse.job_id": job_id}) as current:
+            self._parsing += 1
+            try:
+                outcome = await run_parse(
+                    content_type, input_path, output_path, limits, on_progress, options,
+                    self._fork_server, on_done,
+                )  # fmt: skip
+            finally:
+                self._parsing -= 1
+            tracing.set_attributes(
+                current,
+                {"docparse.content_type": content_type, "docparse.pages": outcome.pages,
+                 "docparse.reason": outcome.reason, "docparse.processes": outcome.processes},
+            )  # fmt: skip
+        observability.parse_observed(content_type, time.monotonic() - started, outcome.processes)
         return outcome
 
     def _collect(self, job_id: str, assets_dir: Path, output_path: Path) -> tuple[bytes, str]:
@@ -358,71 +367,3 @@ class ParseWorker:
         if job_id:
             self.blobs.delete_upload(job_id)
         scratch.cleanup()
-
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        """A state store call that outlasts a blip or a Redis restart: retried with backoff for
-        up to one lock duration (after that the lock is gone and another worker redoes the job).
-        Every write is safe to repeat: a re-run of a write that went in answers DONE."""
-        deadline = time.monotonic() + self.settings.lock_duration_ms / 1000
-        delay = 0.1
-        while True:
-            try:
-                return await call()
-            except DocparseError as err:
-                if err.code != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-
-    async def _finish_failed(
-        self, job_id: str, fence: str, outcome: Outcome, writer: ProgressWriter
-    ) -> None:
-        fields: dict[str, str | int] = {
-            "err_reason": outcome.reason,
-            "err_message": outcome.message,
-            **writer.last_progress(),
-        }
-        await writer.close()
-        result = await self._retrying(lambda: self.store.finish(job_id, fence, "FAILED", fields))
-        if not result.ok:
-            raise LostOwnership(f"terminal write refused: {result.status}")
-        await asyncio.to_thread(self.blobs.delete_upload, job_id)
-
-    async def _finish_succeeded(
-        self,
-        job_id: str,
-        fence: str,
-        attempt: int,
-        outcome: Outcome,
-        data: bytes,
-        sha256: str,
-        writer: ProgressWriter,
-    ) -> None:
-        fields: dict[str, str | int] = {
-            "res_size": len(data),
-            "res_sha256": sha256,
-            "res_content_type": "application/x-protobuf; proto=docparse.v1.ReadingPackage",
-            "res_pages": outcome.pages,
-            "res_chars": outcome.chars,
-            **writer.last_progress(),
-        }
-        inline = b""
-        blob_key = ""
-        if len(data) <= self.settings.inline_result_max_bytes:
-            fields["res_storage"] = "inline"
-            inline = data
-        else:
-            blob_key = await asyncio.to_thread(self.blobs.put_result, job_id, attempt, sha256, data)
-            fields["res_storage"] = "blob"
-            fields["res_blob_key"] = blob_key
-        await writer.close()  # no progress write may race the terminal one
-        # An error here leaves the outcome unknown (the write may have gone in): the blob stays.
-        # The next attempt's claim either finds the job SUCCEEDED with this very blob, or
-        # takes the job over and discards what earlier attempts stored.
-        result = await self._retrying(
-            lambda: self.store.finish(job_id, fence, "SUCCEEDED", fields, inline)
-        )
-        if not result.ok:
-            if blob_key:
-                await asyncio.to_thread(self.blobs.delete, blob_key)
-            raise LostOwnership(f"terminal write refused: {result.status}")

@@ -18,6 +18,8 @@ from docparse.local.embedded_redis import free_port
 from tests import fixtures
 from tests.helpers import Up, eventually, make_pdf
 
+pytestmark = pytest.mark.stack  # `docparse up` and its demo
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCPARSE = [sys.executable, "-m", "docparse"]
 

@@ -206,6 +206,7 @@ def test_expected_failures_exit_2_with_a_code_and_a_reason(no_workers: Up, tmp_p
         assert_no_traceback(done)
 
 
+@pytest.mark.stack  # `docparse up` in its body
 def test_a_stack_that_stops_mid_watch_ends_it_with_exit_2(tmp_path: Path) -> None:
     up = Up("--replicas", "1", "--port", str(free_port()), "--http-port", str(free_port()),
             "--data-dir", str(tmp_path / "stack"), cwd=tmp_path,
@@ -224,6 +225,7 @@ def test_a_stack_that_stops_mid_watch_ends_it_with_exit_2(tmp_path: Path) -> Non
     assert "Traceback" not in out + err
 
 
+@pytest.mark.stack  # `docparse up` in its body
 def test_a_local_stack_with_tls_and_api_keys(tmp_path: Path) -> None:
     """README, "On a local stack": keys file, certificate, `docparse up` with both, clients."""
     key = "local-stack-key"

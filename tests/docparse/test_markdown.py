@@ -1,7 +1,7 @@
 """Markdown as a reader (or an LLM pipeline) gets it: heading roles as headings, list items as
-items, and each table once, as a Markdown table where it stands in the document (issue 10,
-item 6: a Word table's text came twice, as text and as the table). Documents are parsed by the
-parse child's own entry point and rendered by docparse.render, as the HTTP API and CLI do."""
+items, and each table once, as a Markdown table where it stands in the document (a Word
+table's text once came twice, as text and as the table). Documents are parsed by the parse
+child's own entry point and rendered by docparse.render, as the HTTP API and CLI do."""
 
 from __future__ import annotations
 

@@ -51,6 +51,7 @@ async def test_our_servers_listen_on_a_held_port_and_only_one_of_them() -> None:
         held.release()
 
 
+@pytest.mark.stack  # starts an EmbeddedRedis
 def test_an_embedded_redis_holds_the_port_it_drew_until_it_stops(tmp_path: Path) -> None:
     server = EmbeddedRedis(tmp_path / "redis")
     # Drawn, not yet listening: nobody else gets it (the window the hold closes).

@@ -136,6 +136,7 @@ def run_live(
     return lambda name: live(node, name, stack, documents, certificate[0])
 
 
+@pytest.mark.slow  # builds the SDK, runs node
 def test_offline_decisions(node: str) -> None:
     """Retry table, resume-by-version, result checksum and error decoding, with no server."""
     run_suite(node, "offline.test.js")
@@ -215,6 +216,7 @@ def test_readme_example_runs(
     assert lines[-1] == "error: NOT_FOUND JOB_NOT_FOUND", done.stdout
 
 
+@pytest.mark.slow  # builds the SDK, runs node
 def test_lint_and_format(node: str) -> None:
     """Biome's linter (recommended rules) and formatter are clean on the SDK's own code (tsc
     --strict already passed in the build), as ruff is on the Python."""
@@ -225,6 +227,7 @@ def test_lint_and_format(node: str) -> None:
     assert done.returncode == 0, f"biome ci (fix with npm run format):\n{done.stdout}{done.stderr}"
 
 
+@pytest.mark.slow  # builds the SDK, runs buf
 def test_generated_code_matches_protos(node: str, tmp_path: Path) -> None:
     """The committed src/gen is what `make ts-proto` generates from protos/ (like proto-check),
     with the buf that `make tools` installs for lint and tests/docparse/test_buf_curl.py."""

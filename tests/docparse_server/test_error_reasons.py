@@ -1,21 +1,27 @@
 """One error vocabulary: protos/docparse/v1/error_reason.proto lists every reason the code can
-put in an ErrorInfo or a JobError, and nothing else.
+put in an ErrorInfo or a JobError, and nothing else; docparse.reasons.ErrorReason is that list
+as a type, and product code names its members, never the strings.
 
-The check reads the code, not a hand-kept list: every UPPER_SNAKE string in the product's Python
+The checks read the code, not a hand-kept list: every UPPER_SNAKE string in the product's Python
 and Lua (and every string passed as `reason=`) is either a reason the enum names or one of the
-few other kinds of constants below. A new reason raised without its enum entry fails here; so
-does an enum entry no code raises any more."""
+few other kinds of constants below; scripts/check_reasons.py (`make lint`) fails on a reason
+written as a string in Python. A new reason raised without its enum entry fails here; so does an
+enum entry no code raises any more."""
 
 from __future__ import annotations
 
 import ast
 import itertools
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import grpc
 
+from docparse.reasons import ErrorReason
 from docparse.v1 import error_reason_pb2
+from scripts import check_reasons
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("docparse", "docparse_server", "parser_svc", "gateway")
@@ -81,8 +87,40 @@ def _reasons_in_lua() -> dict[str, str]:
     return found
 
 
+def _is_rules_table(node: ast.stmt) -> bool:
+    return isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "RULES"
+
+
+def _members_named() -> dict[str, str]:
+    """`ErrorReason.X` (or an alias's `R.X`) in product code -> one file that names it. The
+    servers' table (RULES, docparse_server/errors.py) names every member, so it does not
+    count."""
+    found: dict[str, str] = {}
+    for path in _python_files():
+        where = str(path.relative_to(ROOT))
+        tree = ast.parse(path.read_text(), filename=where)
+        tree.body = [node for node in tree.body if not _is_rules_table(node)]
+        aliases = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "docparse.reasons"
+            for alias in node.names
+            if alias.name == "ErrorReason"
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+            ):
+                found.setdefault(node.attr, where)
+    return found
+
+
 def _used() -> dict[str, str]:
     used = _constants_in_python()
+    for name, where in _members_named().items():
+        used.setdefault(name, where)
     for name, where in _reasons_in_lua().items():
         used.setdefault(name, where)
     return {name: where for name, where in used.items() if name not in NOT_REASONS}
@@ -132,3 +170,35 @@ def test_the_readme_names_only_listed_reasons() -> None:
     }
     assert named, "README's error model section lists no reasons"
     assert named <= REASONS, f"README names reasons the enum does not list: {named - REASONS}"
+
+
+def test_the_reason_type_lists_exactly_the_enum() -> None:
+    """docparse.reasons.ErrorReason has a member per proto value (UNSPECIFIED aside: never
+    sent), in the same order, each equal to its name, the string the wire carries."""
+    assert [member.name for member in ErrorReason] == [
+        value.name for value in error_reason_pb2.ErrorReason.DESCRIPTOR.values if value.number
+    ]
+    assert all(member == member.name for member in ErrorReason)
+    assert ErrorReason.JOB_EXPIRED == "JOB_EXPIRED"
+    assert f"{ErrorReason.JOB_EXPIRED}" == str(ErrorReason.JOB_EXPIRED) == "JOB_EXPIRED"
+
+
+def test_product_code_writes_no_reason_as_a_string() -> None:
+    done = subprocess.run(
+        [sys.executable, "scripts/check_reasons.py"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout
+
+
+def test_the_reason_check_finds_each_kind_of_literal(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "raise error('JOB_EXPIRED', 'gone')\n"  # 1: a literal reason
+        "fail(reason='SOMETHING_NEW')\n"  # 2: reason= with a string, listed or not
+        "if err.reason == 'CANCELLED': pass\n"  # 3: CANCELLED compared with a reason
+        "state = 'CANCELLED'\n"  # a job state: not a reason
+        "code = grpc.StatusCode.CANCELLED\n"
+        "raise error(ErrorReason.JOB_EXPIRED, 'gone')\n"
+    )
+    found = list(check_reasons.literals(sample, check_reasons.reason_names()))
+    assert found == [(1, "'JOB_EXPIRED'"), (2, "reason='SOMETHING_NEW'"), (3, "'CANCELLED'")]

@@ -16,6 +16,8 @@ import pytest
 from docparse.local.embedded_redis import free_port
 from docparse_server.tenancy import key_digest
 
+pytestmark = pytest.mark.stack  # runs the servers' entry points
+
 KEYS = json.dumps({"keys": [{"sha256": key_digest("k"), "tenant": "t"}]})
 
 

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
-from docparse_server.observability import JsonFormatter, direct_handler, setup_logging
+from docparse_server.logs import JsonFormatter, direct_handler, setup_logging
 from tests.conftest import make_stack
 from tests.helpers import eventually, make_pdf, served_by, stub, wait_terminal
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from docparse.local.embedded_redis import free_port
 from docparse.local.stack import LocalStack, wait_serving
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from docparse_server.tenancy import key_digest
+from gateway.auth import GatewayAuth
+from gateway.settings import GatewaySettings
 from tests.conftest import auth_env, make_stack
 from tests.helpers import make_pdf, rpc_error, stub
 
@@ -64,6 +67,18 @@ def test_calls_without_a_valid_key_are_unauthenticated(stack: LocalStack) -> Non
     assert (missing.code, missing.reason) == (grpc.StatusCode.UNAUTHENTICATED, "API_KEY_MISSING")
     assert (wrong.code, wrong.reason) == (grpc.StatusCode.UNAUTHENTICATED, "API_KEY_INVALID")
     assert (known.code, known.reason) == (grpc.StatusCode.NOT_FOUND, "JOB_NOT_FOUND")
+
+
+def test_a_refused_call_always_names_its_reason() -> None:
+    """The handler that refuses a call without a valid key (it never reads the request) says
+    why with the key check's own error; should the check pass when it runs again (the keys
+    are read once, so it cannot), the call is still refused with a reason, never an empty one."""
+    auth = GatewayAuth(GatewaySettings(auth="required", api_keys=json.dumps(KEYS)))
+    missing, wrong, known = (auth.refusal(metadata) for metadata in ((), (("x-api-key", "no"),), A))
+    assert (missing.code, missing.reason) == (grpc.StatusCode.UNAUTHENTICATED, "API_KEY_MISSING")
+    assert (wrong.code, wrong.reason) == (grpc.StatusCode.UNAUTHENTICATED, "API_KEY_INVALID")
+    assert (known.code, known.reason) == (grpc.StatusCode.UNAUTHENTICATED, "API_KEY_INVALID")
+    assert known.message == "the API key was refused when the call began"
 
 
 def test_other_tenants_jobs_batches_and_results_are_not_found(stack: LocalStack) -> None:

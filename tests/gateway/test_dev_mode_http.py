@@ -1,6 +1,6 @@
 """`docparse up` without API keys (dev mode), as a web page in the developer's browser sees it:
 everything on loopback only, other sites' posts refused before anything is stored, and a
-startup message that says what is really enforced (issue #11, point 8)."""
+startup message that says what is really enforced."""
 
 from __future__ import annotations
 
@@ -113,6 +113,7 @@ def test_other_sites_posts_are_refused_before_anything_is_stored(dev: Up) -> Non
         assert status == 202 and body["job_id"], (headers, body)
 
 
+@pytest.mark.stack  # `docparse up` in its body
 def test_the_startup_message_says_what_is_enforced(tmp_path: Path) -> None:
     """API keys in the environment without DOCPARSE_GATEWAY_AUTH=required are not checked,
     and `docparse up` says so; --api-keys-file enforces them and it says that, never "dev

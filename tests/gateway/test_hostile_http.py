@@ -1,4 +1,4 @@
-"""Hostile load at the edges (issue #11): open streams per tenant, big renders on the gateway's
+"""Hostile load at the edges: open streams per tenant, big renders on the gateway's
 loop, malformed parameters. Measured as another tenant sees it: its calls' latency through the
 same gateway while one tenant does its worst."""
 

@@ -216,7 +216,7 @@ def short_lived(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """API keys required (two tenants), and parser_svc ends every connection 1 s after it
-    opened (max_connection_age, as in §10), so any watch longer than that is cut under the
+    opened (max_connection_age, docs/operations.md), so any watch longer than that is cut under the
     gateway."""
     with make_stack(
         tmp_path_factory.mktemp("http-guarded"),

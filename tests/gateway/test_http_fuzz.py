@@ -1,4 +1,4 @@
-"""Generated requests against every HTTP route of a real stack (issue #11, point 5): malformed
+"""Generated requests against every HTTP route of a real stack: malformed
 ids, query parameters, headers and bodies, known ones mixed with noise. Whatever arrives, the
 gateway never answers 5xx, every /v1/ error is the JSON error body with a reason, and no
 answer echoes a server path or a Python exception. DOCPARSE_FUZZ_EXAMPLES=5000 for a longer

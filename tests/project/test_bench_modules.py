@@ -25,6 +25,7 @@ ENTRY_POINTS = [
 ]
 
 
+@pytest.mark.slow  # a python per entry point
 @pytest.mark.parametrize("module", ENTRY_POINTS)
 def test_entry_point_runs_as_a_module(module: str) -> None:
     done = subprocess.run(
@@ -35,6 +36,7 @@ def test_entry_point_runs_as_a_module(module: str) -> None:
     assert done.stdout.startswith("usage:"), done.stdout
 
 
+@pytest.mark.slow  # a python
 def test_helper_process_module_imports() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.spine.children", "_unknown", "--out", "/dev/null"],

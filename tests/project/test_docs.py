@@ -204,6 +204,7 @@ def check_stack_block(block: Block, site: Site) -> str:
     return f"{block.where}: names files that do not exist: {missing}" if missing else ""
 
 
+@pytest.mark.stack  # `docparse up` (site)
 @pytest.mark.parametrize("doc", DOCS)
 def test_every_block_runs(site: Site, doc: str) -> None:
     failures: list[str] = []
@@ -239,6 +240,7 @@ def test_annotations_are_known_and_give_their_reason() -> None:
     assert any(b.kind == "stack" for b in runnable("README.md"))
 
 
+@pytest.mark.stack  # `docparse up` (site)
 def test_a_broken_block_fails(site: Site) -> None:
     """The runner catches what a reader would: an exit code, a failure inside a pipeline, a
     traceback printed by a command that still exits 0, and a documented command that breaks."""

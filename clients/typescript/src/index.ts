@@ -1,17 +1,6 @@
 // @docparse/client: the TypeScript SDK for docparse (see README.md).
 
-export {
-  type Answer,
-  type ClientOptions,
-  checkSubmitAnswer,
-  DEFAULT_TARGET,
-  DocparseClient,
-  MESSAGE_LIMIT,
-  type RetryEvent,
-  type SubmitOptions,
-  type TlsOptions,
-  type WatchOptions,
-} from "./client.js";
+export { DEFAULT_TARGET, DocparseClient, MESSAGE_LIMIT } from "./client.js";
 export {
   ClientError,
   ContractError,
@@ -26,7 +15,15 @@ export * from "./gen/docparse/v1/error_reason_pb.js";
 export * from "./gen/docparse/v1/job_pb.js";
 export * from "./gen/docparse/v1/parser_service_pb.js";
 export * from "./gen/docparse/v1/reading_package_pb.js";
-export { ResultAssembler } from "./results.js";
+export type {
+  Answer,
+  ClientOptions,
+  RetryEvent,
+  SubmitOptions,
+  TlsOptions,
+  WatchOptions,
+} from "./options.js";
+export { checkSubmitAnswer, ResultAssembler } from "./results.js";
 export {
   backoffDelay,
   classify,

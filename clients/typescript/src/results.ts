@@ -4,7 +4,7 @@
 
 import { createHash } from "node:crypto";
 import { ContractError, DocparseError } from "./errors.js";
-import type { ResultRef } from "./gen/docparse/v1/job_pb.js";
+import { type Job, type ResultRef, State } from "./gen/docparse/v1/job_pb.js";
 import type { GetResultResponse } from "./gen/docparse/v1/parser_service_pb.js";
 
 const DATA_LOSS = 15;
@@ -49,4 +49,15 @@ export class ResultAssembler {
     }
     return { data, ref };
   }
+}
+
+/** A SubmitJob answer must name a job in a real state; anything else is a contract error. */
+export function checkSubmitAnswer(job: Job | undefined): Job {
+  if (!job?.jobId || job.state === State.UNSPECIFIED) {
+    throw new ContractError("SubmitJob answered without a usable job");
+  }
+  if (job.state === State.SUCCEEDED && !job.result?.sha256) {
+    throw new ContractError(`job ${job.jobId} is SUCCEEDED but names no result`);
+  }
+  return job;
 }

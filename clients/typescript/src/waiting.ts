@@ -63,7 +63,7 @@ export const NEVER_RETRIED_REASONS: ReadonlySet<string> = new Set([
   "MESSAGE_TOO_LARGE",
 ]);
 
-/** The retry table, the same as the Python SDK's (docparse/retries.py, issue 13; gRFC A6):
+/** The retry table, the same as the Python SDK's (docparse/retries.py; gRFC A6):
  *
  * | failure                                  | retried                                         |
  * |------------------------------------------|-------------------------------------------------|

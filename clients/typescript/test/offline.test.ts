@@ -9,6 +9,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, RetryInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import {
+  ClientError,
   ContractError,
   classify,
   DEFAULT_POLICY,
@@ -239,6 +240,25 @@ describe("errors", () => {
     const err = DocparseError.from(new Error("socket hang up"));
     assert.equal(err.code, "UNKNOWN");
     assert.equal(err.reason, "");
+  });
+
+  it("have one root: a failed job, a wait that ran out and a contract breach are too", () => {
+    const failed = new JobFailed("j", "FAILED", "CORRUPT_DOCUMENT", "damaged");
+    const waited = new WaitTimeout("j", "RUNNING", 3n, 1000);
+    const contract = new ContractError("no job in the answer");
+    for (const outcome of [failed, waited, contract]) {
+      assert.ok(outcome instanceof ClientError && outcome instanceof DocparseError);
+      assert.equal(DocparseError.from(outcome), outcome);
+    }
+    assert.deepEqual(
+      [failed.code, failed.reason, failed.detail],
+      ["FAILED_PRECONDITION", "CORRUPT_DOCUMENT", "damaged"],
+    );
+    assert.equal(failed.message, "job j ended FAILED: CORRUPT_DOCUMENT: damaged");
+    assert.deepEqual([waited.code, waited.reason], ["DEADLINE_EXCEEDED", ""]);
+    assert.equal(waited.message, "job j still RUNNING (version 3) after 1.0 s; it goes on");
+    assert.deepEqual([contract.code, contract.reason], ["INTERNAL", "UPSTREAM_CONTRACT"]);
+    assert.equal(contract.message, "no job in the answer");
   });
 });
 

@@ -12,7 +12,7 @@
 -- KEYS[4] the batch meta record when the job is a batch file, else ''
 -- KEYS[5] (claim, give_up) the queue's lock key of this job, else '': refused unless the lock
 --         holds patch.lock_token, so only the worker that holds the queue lock may do them
--- ARGV[1] op: 'claim' | 'progress' | 'touch' | 'finish' | 'release' | 'cancel' | 'give_up'
+-- ARGV[1] op: 'claim' | 'progress' | 'finish' | 'release' | 'cancel' | 'give_up'
 --   claim: a worker takes the job (RUNNING, attempt + 1, its token becomes the fence)
 --   release: the owner hands the job back for a retry (QUEUED, stage 'retrying', no owner)
 --   cancel: anyone may cancel a job that has not ended (no fence needed)
@@ -32,7 +32,7 @@
 --          watchers (a version they have not seen), and each version is published once
 -- Returns {status, version}: OK | DONE | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH;
 -- a claim that is in (OK or DONE) adds the record as a flat field/value list (no second read).
--- Loaded after lib/publish.lua (publish_record): parser_svc/state/lua_scripts.py.
+-- Loaded after lib/publish.lua (publish_record, PUBLISH_COMMAND): parser_svc/state/lua_scripts.py.
 local cur = redis.call('HMGET', K[1], 'state', 'version', 'done', 'total', 'stage', 'fence',
   'attempt', 'tenant', 'job_id', 'dedupe_key')
 local state = cur[1]
@@ -68,7 +68,7 @@ local owner, job_id, dedupe = cur[8] or '', cur[9], cur[10]
 local publishing = ARGV[14] or ''
 
 local function publish_batch(batch_version)
-  redis.call('PUBLISH', ARGV[10], cjson.encode({job_id = job_id,
+  redis.call(PUBLISH_COMMAND, ARGV[10], cjson.encode({job_id = job_id,
     version = version, batch_version = batch_version}))
 end
 
@@ -84,15 +84,6 @@ end
 local function open_ttl(s)
   if s == 'QUEUED' then return queued_ttl end
   return running_ttl
-end
-
-if op == 'touch' then
-  local ttl = open_ttl(state)
-  redis.call('PEXPIRE', K[1], ttl)
-  redis.call('HSET', K[1], 'expire_ms', tostring(now + ttl))
-  redis.call('SET', K[2], tostring(now + ttl) .. ':' .. owner, 'PX', ttl + tomb_extra)
-  keep_meta_past(ttl)
-  return {'OK', version}
 end
 
 local set = {}

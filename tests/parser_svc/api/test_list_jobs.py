@@ -176,10 +176,10 @@ async def test_expired_jobs_leave_the_index(redis_server: EmbeddedRedis) -> None
     ids = [await create(store, "a", f"{i}.pdf") for i in range(6)]
     index = store.keys.tenant_jobs("a")
     for job_id in ids[:3]:  # as if their retention ran out
-        await store.client.delete(store.keys.job(job_id))
+        await store._redis.delete(store.keys.job(job_id))
     page = await listing.page("a", ListJobsRequest())
     assert {job.job_id for job in page.jobs} == set(ids[3:])
-    assert {m.decode() for m in await store.client.zrange(index, 0, -1)} == set(ids[3:])
+    assert {m.decode() for m in await store._redis.zrange(index, 0, -1)} == set(ids[3:])
 
 
 async def test_the_index_outlives_every_record_it_lists(redis_server: EmbeddedRedis) -> None:
@@ -188,14 +188,14 @@ async def test_the_index_outlives_every_record_it_lists(redis_server: EmbeddedRe
     batch_id = uuid.uuid4().hex
     assert (await store.create_batch(batch_id, "a", [upload("a", "f.pdf")])).created
     ttl = Lifetimes.of(store.settings)
-    index_ms = await store.client.pttl(store.keys.tenant_jobs("a"))
+    index_ms = await store._redis.pttl(store.keys.tenant_jobs("a"))
     assert ttl.listed_ms - 5000 < index_ms <= ttl.listed_ms
-    record_ms = await store.client.pttl(store.keys.job(job_id))
+    record_ms = await store._redis.pttl(store.keys.job(job_id))
     longest = ttl.retention_ms + ttl.queued_ms  # e.g. a job that waited, then ended at once
     assert record_ms <= longest < index_ms
     assert (await store.claim(job_id, "f")).ok
     assert (await store.finish(job_id, "f", "SUCCEEDED", {"res_sha256": "0" * 64})).ok
-    assert await store.client.pttl(store.keys.job(job_id)) < index_ms
+    assert await store._redis.pttl(store.keys.job(job_id)) < index_ms
 
 
 async def test_creates_drop_the_oldest_entries_whose_records_are_gone(
@@ -207,7 +207,7 @@ async def test_creates_drop_the_oldest_entries_whose_records_are_gone(
     index = store.keys.tenant_jobs("a")
 
     async def entries() -> set[str]:
-        return {m.decode() for m in await store.client.zrange(index, 0, -1)}
+        return {m.decode() for m in await store._redis.zrange(index, 0, -1)}
 
     batch_id = uuid.uuid4().hex
     assert (await store.create_batch(batch_id, "a", [upload("a", "f.pdf")] * 2)).created
@@ -215,13 +215,13 @@ async def test_creates_drop_the_oldest_entries_whose_records_are_gone(
     old = [await create(store, "a", f"old{i}.pdf") for i in range(3)]
     gone = [batch_file_id(batch_id, 0), batch_file_id(batch_id, 1), old[0]]
     for job_id in gone:  # as if their retention ran out
-        await store.client.delete(store.keys.job(job_id))
+        await store._redis.delete(store.keys.job(job_id))
     new = await create(store, "a", "new.pdf")  # the two oldest: the batch's files
     assert await entries() == {*old, new}
     again = await create(store, "a", "again.pdf")
     assert await entries() == {*old[1:], new, again}
     for job_id in [*old[1:], new]:
-        await store.client.delete(store.keys.job(job_id))
+        await store._redis.delete(store.keys.job(job_id))
     other = uuid.uuid4().hex
     assert (await store.create_batch(other, "a", [upload("a", "g.pdf")] * 3)).created
     assert await entries() == {again, *(batch_file_id(other, i) for i in range(3))}

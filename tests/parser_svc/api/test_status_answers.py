@@ -3,10 +3,14 @@ and never differ from the record Redis holds at the time of the call."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
+import grpc
 import redis
 
 from docparse.local.stack import LocalStack
-from docparse.v1 import parser_service_pb2
+from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
+from parser_svc.api.service import ParserService, parser_service_handlers
 from parser_svc.api.status_answers import EncodedStatus
 from parser_svc.state.keys import Keys
 from parser_svc.state.records import decode_hash, record_to_job
@@ -37,6 +41,43 @@ def test_an_answer_is_reused_only_for_the_same_record_and_the_memory_is_bounded(
         assert len(answers) <= 8
     assert len(answers) == 8
     assert answers.answer("a", moved) == _encoded(moved)  # evicted long ago: made again
+
+
+class _Recorder:
+    """Takes the place of a server in the generated registration, to compare its handlers."""
+
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass
+
+    def add_registered_method_handlers(self, name: str, handlers: dict[str, Any]) -> None:
+        self.handlers = handlers
+
+
+def test_the_handlers_are_the_generated_ones_but_get_status_answers_bytes() -> None:
+    service = ParserService.__new__(ParserService)  # its methods only: nothing is called
+    recorder = _Recorder()
+    parser_service_pb2_grpc.add_ParserServiceServicer_to_server(
+        service, cast(grpc.aio.Server, recorder)
+    )
+    ours = parser_service_handlers(service)
+    assert ours.keys() == recorder.handlers.keys()
+    for name, generated in recorder.handlers.items():
+        handler = ours[name]
+        assert handler.request_streaming == generated.request_streaming, name
+        assert handler.response_streaming == generated.response_streaming, name
+        assert handler.request_deserializer == generated.request_deserializer, name
+        behaviour = "_".join(
+            "stream" if s else "unary"
+            for s in (handler.request_streaming, handler.response_streaming)
+        )
+        if name == "GetStatus":
+            assert handler.response_serializer is None
+            assert handler.unary_unary == service.get_status_encoded
+        else:
+            assert handler.response_serializer == generated.response_serializer, name
+            assert getattr(handler, behaviour) == getattr(generated, behaviour), name
 
 
 def test_get_status_answers_the_record_redis_holds_at_each_call(big_stack: LocalStack) -> None:

@@ -115,7 +115,7 @@ async def test_update_between_subscribe_and_snapshot_is_not_lost(
 ) -> None:
     settings = Settings(redis_url=redis_server.url, env=f"gap{uuid.uuid4().hex[:6]}")
     store = _WriteBeforeSnapshot(connect(settings), settings)
-    plain = JobStore(store.client, settings)
+    plain = JobStore(store._redis, settings)
     job_id = await _new_job(plain)
     hub = EventHub(redis_server.url)
     await hub.start()
@@ -255,7 +255,7 @@ async def _watch_over_a_slow_link(
         finally:
             proxy.lag_passthrough(0)
             await hub.close()
-            await store.client.aclose()
+            await store.aclose()
 
 
 async def test_a_late_subscribe_confirmation_makes_the_watch_poll_not_fail(

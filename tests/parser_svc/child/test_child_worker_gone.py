@@ -41,7 +41,7 @@ def test_a_spawned_child_exits_quietly_when_its_stdout_is_closed(tmp_path: Path)
 async def test_a_forked_child_exits_quietly_when_its_stdout_is_closed(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from parser_svc.child.zygote import ForkServer
+    from parser_svc.child.fork_server import ForkServer
 
     server = ForkServer()
     server.start()

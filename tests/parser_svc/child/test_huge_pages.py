@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from parser_svc.child.fork_server import ForkServer
 from parser_svc.child.huge_pages import MADV_COLLAPSE, anonymous_ranges
-from parser_svc.child.zygote import ForkServer
 from tests.helpers import make_pdf
 
 MB2 = 2 * 1024 * 1024

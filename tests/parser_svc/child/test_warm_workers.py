@@ -22,7 +22,7 @@ import redis
 from docparse.client import Client
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
-from parser_svc.work.cpus import cgroup_quota, usable_cpus
+from docparse_server.cpus import cgroup_quota, usable_cpus
 from parser_svc.work.progress_writer import PROGRESS_WRITE_INTERVAL_S
 from tests.conftest import make_stack
 from tests.helpers import eventually, make_pdf, submit, wait_terminal
@@ -118,7 +118,7 @@ def test_a_job_that_leaks_and_corrupts_globals_leaves_later_jobs_untouched(
 
 
 def test_a_one_page_job_publishes_once_after_its_create(stack: LocalStack) -> None:
-    """Issue 9, item 4: a job that ends within the progress interval writes no progress of its
+    """A job that ends within the progress interval writes no progress of its
     own and publishes no claim: its watchers get the created record and the terminal one, which
     carries the last progress (versions strictly increasing)."""
     assert stack.redis_url
@@ -149,6 +149,7 @@ def test_a_one_page_job_publishes_once_after_its_create(stack: LocalStack) -> No
         assert [state for _, state in records] == ["QUEUED", "SUCCEEDED"], (records, took_ms)
 
 
+@pytest.mark.stack  # starts stacks in its body
 def test_a_killed_fork_server_costs_no_running_parse_and_is_replaced(
     tmp_path: Path,
 ) -> None:
@@ -171,6 +172,7 @@ def test_a_killed_fork_server_costs_no_running_parse_and_is_replaced(
         assert slow.parsers[0].alive()
 
 
+@pytest.mark.stack  # starts a stack in its body
 def test_a_killed_forked_child_is_retried_like_a_crashed_one(tmp_path: Path) -> None:
     with make_stack(
         tmp_path,
@@ -217,7 +219,7 @@ def test_cpu_quota_bounds_the_default_concurrency(tmp_path: Path) -> None:
 
 def test_cpu_affinity_bounds_the_default_concurrency() -> None:
     """A process pinned to one CPU (taskset, or a CPU-manager pod) counts one."""
-    code = "from parser_svc.work.cpus import usable_cpus; print(usable_cpus())"
+    code = "from docparse_server.cpus import usable_cpus; print(usable_cpus())"
     pinned = subprocess.run(
         [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{0}}); {code}"],
         capture_output=True, text=True, cwd=ROOT, check=True,
@@ -229,7 +231,7 @@ async def test_a_launch_cancelled_mid_answer_does_not_mix_up_the_next_job(tmp_pa
     """A worker task cancelled while the fork server answers must not leave that answer to be
     read as the next job's: the next parse gets its own child, on its own document."""
     from docparse.v1 import reading_package_pb2 as rp
-    from parser_svc.child.zygote import ForkServer
+    from parser_svc.child.fork_server import ForkServer
 
     first, second = tmp_path / "first.pdf", tmp_path / "second.pdf"
     first.write_bytes(make_pdf(1, "first"))

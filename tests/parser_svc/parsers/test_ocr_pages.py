@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 
 import pymupdf
+import pytest
 
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.child.parse_child import parse
@@ -41,6 +42,7 @@ def run(data: bytes, threads: int) -> tuple[rp.ReadingPackage, list[tuple[int, s
     return package, events
 
 
+@pytest.mark.slow  # OCR of a long scan, twice
 def test_threads_read_a_long_scan_into_the_same_package_as_one_thread() -> None:
     data, truths = mixed_document()
     before = threading.active_count()

@@ -27,7 +27,7 @@ LIMITS: dict[str, tuple[float, float | None]] = {
     "ja": (0.05, None),
     "ar": (0.05, 0.15),
 }
-# `make setup` and the Dockerfile install these (BRIEF: at least these nine).
+# `make setup` and the Dockerfile install these (at least these nine).
 REQUIRED = ("en", "de", "fr", "es", "ru", "zh-Hans", "zh-Hant", "ja", "ar")
 
 
@@ -42,6 +42,7 @@ def test_the_documented_languages_are_installed() -> None:
     check_languages(list(REQUIRED))  # raises naming what is installed if one is missing
 
 
+@pytest.mark.slow  # OCR of a page per language
 @pytest.mark.parametrize("language", sorted(LIMITS))
 def test_generated_scan_is_read_within_the_error_budget(language: str) -> None:
     page = scan(language, dpi=200)

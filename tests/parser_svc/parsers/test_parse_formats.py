@@ -63,6 +63,16 @@ def test_the_child_gets_every_setting_it_needs_from_its_options() -> None:
     assert ParseOptions.defaults().max_pages == Settings.model_fields["parse_max_pages"].default
 
 
+def test_the_parsers_defaults_are_the_settings_defaults() -> None:
+    """The parsers' DEFAULT_* constants (they import nothing of the service) are what Settings'
+    fields default to, field for field, ocr_page_threads resolved the same way."""
+    assert ParseOptions.defaults() == Settings.model_construct().parse_options()
+    overrides = {"job_id": "j", "ocr_page_threads": 3, "max_pages": 9}
+    assert ParseOptions.defaults(**overrides) == Settings.model_construct().parse_options(
+        **overrides
+    )
+
+
 # --- PDF -----------------------------------------------------------------------------------
 
 

@@ -201,6 +201,7 @@ def test_the_package_is_the_same_either_way(
     not (CORPUS / "text_pdf").is_dir(),
     reason=f"the shared corpus is not at {CORPUS} (it is present in CI)",
 )
+@pytest.mark.slow  # every corpus page, twice
 def test_every_corpus_pdf_page_reads_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -310,6 +311,7 @@ print(box.y0, box.y1, hashlib.sha256(package.SerializeToString(deterministic=Tru
 """
 
 
+@pytest.mark.slow  # three pythons
 def test_character_boxes_do_not_depend_on_what_the_process_imported_first(
     tmp_path: Path,
 ) -> None:

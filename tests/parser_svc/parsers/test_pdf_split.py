@@ -1,9 +1,10 @@
-"""A long PDF read in page ranges by forked siblings (parser_svc/parsers/pdf_split.py) gives the
-package one process gives, byte for byte, with the same asset files and nothing else left in
-the assets directory; its progress never goes back; a sibling's failure is the document's
-failure, a sibling's crash the child's, and a sibling never outlives the child. Checked on a
-generated document with text, ruled tables, images shown in both halves, an image-only page
-read by OCR and a second image limit, and on every PDF of the shared corpus when present."""
+"""A long PDF read in page ranges by forked siblings (parser_svc/parsers/pdf_split.py, the
+processes in parser_svc/child/page_siblings.py) gives the package one process gives, byte for
+byte, with the same asset files and nothing else left in the assets directory; its progress
+never goes back; a sibling's failure is the document's failure, a sibling's crash the child's,
+and a sibling never outlives the child. Checked on a generated document with text, ruled tables,
+images shown in both halves, an image-only page read by OCR and a second image limit, and on
+every PDF of the shared corpus when present."""
 
 from __future__ import annotations
 
@@ -24,12 +25,13 @@ import pytest
 from docparse.client import Client
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
+from parser_svc.child import page_siblings
+from parser_svc.child.page_siblings import SiblingCrashed
 from parser_svc.child.parse_child import parse
 from parser_svc.parsers import (
     ParseFailure,
     ParseOptions,
-    SiblingCrashed,
-    pdf,
+    pdf_pages,
     pdf_split,
     too_large,
 )
@@ -127,9 +129,9 @@ def test_asset_limit_in_play_gives_the_single_process_answer(
 
 
 def _sibling_only(action: object) -> object:
-    """A replacement for pdf._page that does `action` in a sibling (not in this process)."""
+    """A replacement for pdf_pages._page that does `action` in a sibling (not in this process)."""
     me = os.getpid()
-    real = pdf._page
+    real = pdf_pages._page
 
     def page(doc, index, options, assets, state):  # type: ignore[no-untyped-def]
         if os.getpid() != me:
@@ -148,7 +150,7 @@ def test_sibling_unexpected_error_reads_the_range_here(
     def fail() -> None:
         raise RuntimeError("a bug that only the sibling meets")
 
-    monkeypatch.setattr(pdf, "_page", _sibling_only(fail))
+    monkeypatch.setattr(pdf_pages, "_page", _sibling_only(fail))
     assert _read(data, tmp_path, 2) == one
 
 
@@ -158,7 +160,7 @@ def test_sibling_document_failure_fails_the_parse(
     def fail() -> None:
         raise too_large("page over the limit")
 
-    monkeypatch.setattr(pdf, "_page", _sibling_only(fail))
+    monkeypatch.setattr(pdf_pages, "_page", _sibling_only(fail))
     with pytest.raises(ParseFailure) as caught:
         _read(mixed_long_pdf(), tmp_path, 2)
     assert caught.value.reason == "DOCUMENT_TOO_LARGE"
@@ -171,7 +173,7 @@ def test_sibling_crash_is_raised_with_its_signal(
         faulthandler.disable()  # pytest's handler would print the sibling's stack
         os.kill(os.getpid(), signal.SIGSEGV)
 
-    monkeypatch.setattr(pdf, "_page", _sibling_only(crash))
+    monkeypatch.setattr(pdf_pages, "_page", _sibling_only(crash))
     with pytest.raises(SiblingCrashed) as caught:
         _read(mixed_long_pdf(), tmp_path, 2)
     assert caught.value.signum == signal.SIGSEGV
@@ -199,7 +201,7 @@ def test_sibling_dies_with_the_child(tmp_path: Path) -> None:
                 time.sleep(60)
                 return pdf_split.Part()
 
-            sibling = pdf_split.fork_sibling(range(10, 20), slow)
+            sibling = page_siblings.fork_sibling(range(10, 20), slow)
             os.write(write, f"{sibling.pid}\n".encode())
             time.sleep(60)
         finally:
@@ -228,6 +230,7 @@ def _corpus_pdfs() -> list[Path]:
     )
 
 
+@pytest.mark.slow  # the corpus PDFs
 @pytest.mark.skipif(not _corpus_pdfs(), reason=f"the shared corpus is absent ({CORPUS})")
 def test_corpus_pdfs_split_as_read_whole(tmp_path: Path) -> None:
     for path in _corpus_pdfs():
@@ -277,7 +280,7 @@ def test_sibling_out_of_memory_is_the_documents(tmp_path: Path) -> None:
 
     def parse_limited(action: object) -> str:
         resource.setrlimit(resource.RLIMIT_AS, (vm * 3 // 2, resource.RLIM_INFINITY))
-        pdf._page = _sibling_only(action)  # type: ignore[assignment]
+        pdf_pages._page = _sibling_only(action)  # type: ignore[assignment]
         try:
             _read(data, tmp_path, 2)
         except SiblingCrashed as crash:
@@ -295,7 +298,7 @@ def test_sibling_out_of_memory_is_the_documents(tmp_path: Path) -> None:
             if room:  # the watch has said so once it has ended
                 deadline = time.monotonic() + 30
                 while time.monotonic() < deadline and any(
-                    t.name == pdf_split.MEMORY_WATCH for t in threading.enumerate()
+                    t.name == page_siblings.MEMORY_WATCH for t in threading.enumerate()
                 ):
                     time.sleep(0.005)
             faulthandler.disable()
@@ -335,6 +338,7 @@ def _replica(tmp_path: Path, **env: str) -> Iterator[tuple[LocalStack, Callable[
         stack.stop()
 
 
+@pytest.mark.stack  # a stack (_replica)
 def test_lone_long_pdf_through_a_stack_uses_two_processes(tmp_path: Path) -> None:
     """A replica with two cores and nothing else to do reads a long PDF in two processes: the
     package a user downloads is the single-process one, the replica counts two processes for
@@ -357,6 +361,7 @@ def test_lone_long_pdf_through_a_stack_uses_two_processes(tmp_path: Path) -> Non
         assert left == [], f"processes of the parse left: {left}"
 
 
+@pytest.mark.stack  # a stack (_replica)
 def test_long_pdfs_waiting_in_the_queue_are_read_whole(tmp_path: Path) -> None:
     """A split pays only on cores that stay idle: a long PDF that starts while another job
     waits in the queue is read by one process; the last one, with nothing waiting, by two."""

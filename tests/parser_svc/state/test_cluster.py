@@ -1,4 +1,4 @@
-"""docparse on Redis Cluster (issue 15): a real cluster of Debian's redis-server 7 (3 primaries,
+"""docparse on Redis Cluster: a real cluster of Debian's redis-server 7 (3 primaries,
 1 replica each, tests/redis_servers.py) under a stack of 2 parser_svc replicas and a gateway on
 its `redis+cluster://` URL. What a user checks, as on one Redis: any replica answers for any
 job, watches see every version in order, a request_id makes one job and refuses other bytes,
@@ -228,18 +228,18 @@ async def test_the_sweeper_lists_a_job_its_creator_did_not(
         for tenant in ("t1", "t1", "t2"):
             job_id = store.keys.new_id(store.keys.place(tenant, uuid.uuid4().hex))
             assert (await store.create(job_id, {"tenant": tenant})).status == "OK"
-            await store.client.zrem(store.keys.tenant_jobs(tenant), job_id)
+            await store._redis.zrem(store.keys.tenant_jobs(tenant), job_id)
             made.append((tenant, job_id))
         report = await Sweeper(
             settings, store, queue, BlobStore(tmp_path, settings.env)
         ).sweep_once()
         assert report.enqueued == 3  # nobody had queued them either
         for tenant, job_id in made:
-            assert await store.client.zscore(store.keys.tenant_jobs(tenant), job_id) is not None
-            assert await store.client.zscore(store.keys.pending(job_id), job_id) is None
+            assert await store._redis.zscore(store.keys.tenant_jobs(tenant), job_id) is not None
+            assert await store._redis.zscore(store.keys.pending(job_id), job_id) is None
     finally:
         await queue.close()
-        await store.client.aclose()
+        await store.aclose()
 
 
 def hub_reconnects(metrics_address: str) -> float:
@@ -412,6 +412,7 @@ def test_list_jobs_newest_first_and_a_queued_job_cancelled(stack: LocalStack) ->
     ]
 
 
+@pytest.mark.stack  # a cluster and a stack in its body
 def test_an_acl_user_limited_to_docparse_keys_and_channels(tmp_path: Path) -> None:
     """On a cluster an ACL user may be confined to `~docparse:*` keys and `&docparse:*`
     channels: a key a script does not need is a placeholder under docparse: there (on one
@@ -436,6 +437,7 @@ def test_an_acl_user_limited_to_docparse_keys_and_channels(tmp_path: Path) -> No
                 assert admin.execute_command("ACL LOG") == [], node.port
 
 
+@pytest.mark.stack  # a cluster and a stack in its body
 def test_a_tls_cluster_with_client_certificates(tmp_path: Path, certs: Certs) -> None:
     """A managed cluster as the clouds offer it: TLS only (clients, bus and replication),
     client certificates required. A job with a watch (sharded subscriptions over TLS to each

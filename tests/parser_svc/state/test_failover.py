@@ -1,4 +1,4 @@
-"""Failover without lost jobs (issue 15): a Sentinel-guarded primary with two replicas (so the
+"""Failover without lost jobs: a Sentinel-guarded primary with two replicas (so the
 promoted one still has a replica to WAIT for) and a Sentinel trio, all real redis-server
 processes, each refusing writes as a primary without a replica (`min-replicas-to-write 1`, what
 the operations guide asks for); a stack of 2 parser_svc replicas and a gateway on the
@@ -33,7 +33,8 @@ from docparse.v1 import job_pb2
 from docparse.waiting import TERMINAL
 from parser_svc.settings import Settings
 from parser_svc.state.keys import Keys
-from parser_svc.work.queue import JobQueue, bullmq_options
+from parser_svc.state.queue_store import bullmq_options
+from parser_svc.work.queue import JobQueue
 from tests.conftest import make_stack
 from tests.helpers import Recorder, eventually, make_pdf
 from tests.redis_servers import SentinelSet, sentinel_set

@@ -5,14 +5,16 @@ placed in a cell whose tag is in its id, the cells spread over the slot space, a
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 import redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
+import parser_svc.state
 from docparse.local.embedded_redis import EmbeddedRedis
 from parser_svc.state.keys import Keys, batch_file_id, cell_of, cell_tags
-from parser_svc.state.lua_scripts import LuaScript
+from parser_svc.state.lua_scripts import CREATE_JOB, LEASE, UPDATE_JOB, LuaScript
 
 CELLS = 16
 
@@ -29,6 +31,13 @@ def test_one_redis_keeps_the_layout_it_always_had() -> None:
     assert keys.request("t", "r") == keys.request("t", "r", cell_of(job_id))
     assert keys.queue_prefix == "docparse:e:bull"
     assert keys.place("t", "r") == ""
+    assert (keys.webhooks_due, keys.webhooks_dead, keys.webhooks_lease) == (
+        "docparse:e:webhooks:due",
+        "docparse:e:webhooks:dead",
+        "docparse:e:webhooks:lease",
+    )
+    assert keys.webhook("j.1") == "docparse:e:webhook:j.1"
+    assert keys.webhook_deliveries("j") == "docparse:e:webhook:j:deliveries"
 
 
 def test_cells_spread_evenly_over_the_slots() -> None:
@@ -68,6 +77,23 @@ def test_a_placed_job_keeps_every_key_of_its_create_in_one_slot() -> None:
         keys.pending(keys.new_id(c)) for c in cell_tags(CELLS)
     }
     assert keys.queue_prefix == "docparse:e:{bull}"
+    webhooks = [keys.webhooks_due, keys.webhooks_dead, keys.webhooks_lease, keys.webhook("j.1")]
+    webhooks.append(keys.webhook_deliveries(job_id))  # the outbox: one slot of its own
+    assert {key_slot(key.encode()) for key in webhooks} == {key_slot(b"webhooks")}
+
+
+@pytest.mark.parametrize("script", [CREATE_JOB, UPDATE_JOB])
+def test_a_script_publishes_with_the_command_its_redis_takes(script: LuaScript) -> None:
+    """One Redis: PUBLISH; Redis Cluster: SPUBLISH (sharded channels). The two sources differ in
+    the library that names the command, put first, and nowhere else."""
+    lua = Path(parser_svc.state.__file__).parent / "lua" / "lib"
+    plain, sharded = ((lua / f"publish_{kind}.lua").read_text() for kind in ("plain", "sharded"))
+    assert "local PUBLISH_COMMAND = 'PUBLISH'" in plain
+    assert "local PUBLISH_COMMAND = 'SPUBLISH'" in sharded
+    assert script.source.startswith(plain) and script.sharded_source.startswith(sharded)
+    assert script.source[len(plain) :] == script.sharded_source[len(sharded) :]
+    assert "redis.call('PUBLISH'" not in script.source + script.sharded_source
+    assert LEASE.source == LEASE.sharded_source  # a script that publishes nothing: one source
 
 
 @pytest.mark.parametrize("placed", [False, True])

@@ -58,7 +58,7 @@ async def test_a_rerun_create_finds_its_own_job(redis_server: EmbeddedRedis) -> 
     retry = await store.create(other_id, fields, request_key=request, dedupe_key=dedupe)
     assert (retry.status, retry.job_id, retry.created) == ("REPLAY", job_id, False)
     # Every create is in the pending-enqueue index until the sweeper confirms it.
-    assert await store.client.zscore(keys.pending(job_id), job_id) is not None
+    assert await store._redis.zscore(keys.pending(job_id), job_id) is not None
 
 
 async def test_a_released_job_waits_with_the_queued_ttl(redis_server: EmbeddedRedis) -> None:
@@ -68,9 +68,9 @@ async def test_a_released_job_waits_with_the_queued_ttl(redis_server: EmbeddedRe
     job_id = uuid.uuid4().hex
     await store.create(job_id, {"file_name": "a.pdf"})
     assert (await store.claim(job_id, "w1")).ok
-    assert near(await ttl_s(store.client, store.keys.job(job_id)), RUNNING_S)
+    assert near(await ttl_s(store._redis, store.keys.job(job_id)), RUNNING_S)
     assert (await store.release(job_id, "w1")).status == "OK"
-    assert near(await ttl_s(store.client, store.keys.job(job_id)), QUEUED_S)
+    assert near(await ttl_s(store._redis, store.keys.job(job_id)), QUEUED_S)
     assert (await store.release(job_id, "w1")).status == "DONE"  # the re-run
     job = await store.get(job_id)
     assert (job.state, job.progress.stage) == (job_pb2.STATE_QUEUED, "retrying")
@@ -80,7 +80,7 @@ async def test_a_batch_and_its_files_expire_together(redis_server: EmbeddedRedis
     """Point 4: a file that ends early lives as long as its batch; when the last one ends, the
     batch and every file expire together; the batch version never goes back."""
     store = new_store(redis_server)
-    keys, client = store.keys, store.client
+    keys, client = store.keys, store._redis
     batch_id = uuid.uuid4().hex
     files = [
         {"file_name": f"f{i}.pdf", "content_sha256": "a" * 64, "content_type": "pdf",
@@ -144,7 +144,7 @@ async def test_a_batch_request_id_returns_the_whole_batch(redis_server: Embedded
     assert (other.status, other.job_id) == ("CONFLICT", first_id)
     batch = await Batches(store, None, None).get(first_id)  # type: ignore[arg-type]
     assert len(batch.jobs) == batch.total == 200
-    assert not await store.client.exists(store.keys.batch_meta(second_id))
+    assert not await store._redis.exists(store.keys.batch_meta(second_id))
 
 
 async def test_a_request_id_whose_job_expired_makes_a_new_job(
@@ -160,8 +160,8 @@ async def test_a_request_id_whose_job_expired_makes_a_new_job(
     await store.claim(first_id, "w")
     await store.finish(first_id, "w", "SUCCEEDED", {"res_sha256": "x"})
     assert (await store.create(uuid.uuid4().hex, fields, request_key=request)).job_id == first_id
-    await store.client.pexpire(store.keys.job(first_id), 1)  # its retention ends
-    while await store.client.exists(store.keys.job(first_id)):
+    await store._redis.pexpire(store.keys.job(first_id), 1)  # its retention ends
+    while await store._redis.exists(store.keys.job(first_id)):
         pass  # expires within a millisecond or so
     with pytest.raises(Exception, match="JOB_EXPIRED"):
         await store.get(first_id)

@@ -149,7 +149,7 @@ def test_sweeper_enqueues_a_job_a_dead_replica_never_queued(
         fields = {"file_name": "z.pdf", "content_type": "pdf", "tenant": "default",
                   "content_sha256": hashlib.sha256(content).hexdigest()}  # fmt: skip
         assert (await store.create(job_id, fields)).created
-        await store.client.aclose()
+        await store.aclose()
 
     import asyncio
 

@@ -192,9 +192,10 @@ async def test_a_read_nobody_answers_fails_at_the_deadline_and_the_reads_behind_
     finally:
         isolated_proxy.calm()
         await reads.aclose()
-        await store.client.aclose()
+        await store.aclose()
 
 
+@pytest.mark.stack  # starts an EmbeddedRedis in its body
 async def test_redis_down_fails_at_once_and_reads_resume_when_it_is_back(tmp_path: Path) -> None:
     server = EmbeddedRedis(tmp_path / "redis")
     server.start()
@@ -317,4 +318,4 @@ async def test_the_store_reads_records_through_it(redis_server: EmbeddedRedis) -
         assert missing.value.code == grpc.StatusCode.NOT_FOUND
     finally:
         await reads.aclose()
-        await store.client.aclose()
+        await store.aclose()

@@ -44,7 +44,7 @@ async def burst(store: JobStore, calls: int) -> int:
     assert (await store.create(job_id, {"file_name": "a.pdf"})).status == "OK"
     jobs = await asyncio.gather(*(store.get(job_id) for _ in range(calls)))
     assert {job.job_id for job in jobs} == {job_id}
-    return len(store.client.connection_pool._available_connections)
+    return len(store._redis.connection_pool._available_connections)
 
 
 async def test_a_burst_beyond_the_pool_waits_for_connections(own_redis: EmbeddedRedis) -> None:
@@ -54,7 +54,7 @@ async def test_a_burst_beyond_the_pool_waits_for_connections(own_redis: Embedded
         assert pooled <= 4
         assert clients(own_redis) <= 4
     finally:
-        await store.client.aclose()
+        await store.aclose()
 
 
 async def test_the_default_pool_takes_more_concurrent_calls_than_connections(
@@ -65,7 +65,7 @@ async def test_the_default_pool_takes_more_concurrent_calls_than_connections(
         await burst(store, 400)  # redis-py's own pool: MaxConnectionsError past 100 in flight
         assert clients(own_redis) <= 100
     finally:
-        await store.client.aclose()
+        await store.aclose()
 
 
 def test_a_sentinel_client_waits_for_its_connections_too() -> None:

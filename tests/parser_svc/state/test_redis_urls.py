@@ -310,7 +310,7 @@ async def test_credentials_refused_while_running_answer_unavailable_in_words(
     finally:
         if reads is not None:
             await reads.aclose()
-        await store.client.aclose()
+        await store.aclose()
 
 
 # --- Sentinel ----------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from parser_svc.state.store import JobStore, connect
 from tests.helpers import eventually
 from tests.redis_servers import Server
 
+pytestmark = pytest.mark.stack  # redis-servers of its own
+
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedRedis, int, int]]:
@@ -81,11 +83,11 @@ async def test_a_create_answers_once_a_replica_has_it(
                                request_key=store.keys.request("t", "frozen"))  # fmt: skip
         assert (unsure.value.code, unsure.value.reason) == (
             grpc.StatusCode.UNAVAILABLE, "STATE_STORE_NOT_REPLICATED")  # fmt: skip
-        assert await store.client.exists(store.keys.job(second))  # the primary has it
+        assert await store._redis.exists(store.keys.job(second))  # the primary has it
 
         lax = store_for(primary, replicas=0)
         assert (await lax.create(uuid.uuid4().hex, fields)).created  # the loss window
-        await lax.client.aclose()
+        await lax.aclose()
     finally:
         os.kill(replica_pid, signal.SIGCONT)
     # The documented retry (same request_id) answers with the job the first call made.
@@ -94,7 +96,7 @@ async def test_a_create_answers_once_a_replica_has_it(
     assert (retry.status, retry.job_id) == ("REPLAY", second)
     eventually(lambda: on_replica.exists(store.keys.job(second)), 30, "replicated")
     on_replica.close()
-    await store.client.aclose()
+    await store.aclose()
 
 
 async def test_a_terminal_write_waits_for_a_replica(pair: tuple[EmbeddedRedis, int, int]) -> None:
@@ -114,7 +116,7 @@ async def test_a_terminal_write_waits_for_a_replica(pair: tuple[EmbeddedRedis, i
         os.kill(replica_pid, signal.SIGCONT)
     # The worker's retry finds its own write: DONE.
     assert (await store.finish(job_id, "w1", "SUCCEEDED", {"res_sha256": "x"})).status == "DONE"
-    await store.client.aclose()
+    await store.aclose()
 
 
 async def test_a_primary_without_its_replicas_refuses_retryably(tmp_path: Path) -> None:
@@ -133,5 +135,5 @@ async def test_a_primary_without_its_replicas_refuses_retryably(tmp_path: Path) 
             grpc.StatusCode.UNAVAILABLE, "STATE_STORE_NOT_REPLICATED")  # fmt: skip
         assert "min-replicas-to-write" in refused.value.message
     finally:
-        await store.client.aclose()
+        await store.aclose()
         server.stop()

@@ -26,6 +26,8 @@ from parser_svc.settings import Settings
 from parser_svc.state.lifetimes import now_ms
 from parser_svc.state.store import JobStore, connect
 
+pytestmark = pytest.mark.stack  # an EmbeddedRedis of its own
+
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 STATE_NAMES = {
     job_pb2.STATE_QUEUED: "QUEUED",
@@ -85,7 +87,7 @@ class JobRecordMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(coro)
 
     def teardown(self) -> None:
-        self.run(self.store.client.aclose())
+        self.run(self.store.aclose())
         self.loop.close()
 
     @initialize()
@@ -151,7 +153,7 @@ class JobRecordMachine(RuleBasedStateMachine):
         back (NOT_FOUND), and a read answers JOB_EXPIRED, never a bare not-found."""
         if self.expired:
             return
-        client, key = self.store.client, self.store.keys.job(self.job_id)
+        client, key = self.store._redis, self.store.keys.job(self.job_id)
         self.run(client.pexpire(key, 1))
         while self.run(client.exists(key)):
             pass  # it goes within a millisecond or so
@@ -247,8 +249,8 @@ class JobRecordMachine(RuleBasedStateMachine):
         if self.expired:
             return
         keys = self.store.keys
-        record_ms = self.run(self.store.client.pttl(keys.job(self.job_id)))
-        tomb_ms = self.run(self.store.client.pttl(keys.tombstone(self.job_id)))
+        record_ms = self.run(self.store._redis.pttl(keys.job(self.job_id)))
+        tomb_ms = self.run(self.store._redis.pttl(keys.tombstone(self.job_id)))
         expected_ms = TTL_S[self.state] * 1000
         # Within the few seconds this example has run since the last write.
         assert expected_ms - 10_000 < record_ms <= expected_ms, (self.state, record_ms)

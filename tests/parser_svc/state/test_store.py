@@ -102,7 +102,7 @@ async def test_every_change_is_published_with_its_version(redis_server: Embedded
 async def test_a_quiet_claim_is_published_by_the_claimers_next_write(
     redis_server: EmbeddedRedis,
 ) -> None:
-    """What a worker does for a one-page job (issue 9): a quiet claim (versioned, fenced, not
+    """What a worker does for a one-page job: a quiet claim (versioned, fenced, not
     published) answering with the record, then the terminal write carrying the last progress.
     Watchers get strictly increasing versions; the announce write publishes the claimed
     record even when it changes nothing, and its re-run does not publish it again."""
@@ -160,17 +160,17 @@ async def test_ttl_follows_state_and_tombstone_outlives_record(redis_server: Emb
     store = new_store(redis_server, retention_s=60, running_ttl_s=600, tombstone_s=3600)
     job_id = await created(store)
     await store.claim(job_id, "w")
-    assert 590_000 < await store.client.pttl(store.keys.job(job_id)) <= 600_000
+    assert 590_000 < await store._redis.pttl(store.keys.job(job_id)) <= 600_000
     await store.finish(job_id, "w", "SUCCEEDED", {"res_sha256": "ab"}, b"payload")
-    assert 50_000 < await store.client.pttl(store.keys.job(job_id)) <= 60_000
-    assert 50_000 < await store.client.pttl(store.keys.result(job_id)) <= 60_000
-    assert await store.client.pttl(store.keys.tombstone(job_id)) > 3_600_000
+    assert 50_000 < await store._redis.pttl(store.keys.job(job_id)) <= 60_000
+    assert 50_000 < await store._redis.pttl(store.keys.result(job_id)) <= 60_000
+    assert await store._redis.pttl(store.keys.tombstone(job_id)) > 3_600_000
 
 
 async def test_expired_job_answers_job_expired(redis_server: EmbeddedRedis) -> None:
     store = new_store(redis_server)
     job_id = await created(store)
-    await store.client.delete(store.keys.job(job_id))  # what expiry does
+    await store._redis.delete(store.keys.job(job_id))  # what expiry does
     with pytest.raises(DocparseError) as expired:
         await store.get(job_id)
     assert expired.value.code == grpc.StatusCode.NOT_FOUND
@@ -185,12 +185,13 @@ async def test_scripts_survive_a_script_cache_flush(redis_server: EmbeddedRedis)
     """EVALSHA falls back to EVAL when the server lost its scripts (restart, failover)."""
     store = new_store(redis_server)
     job_id = await created(store)
-    await store.client.script_flush()
+    await store._redis.script_flush()
     assert (await store.claim(job_id, "w")).ok
-    await store.client.script_flush()
+    await store._redis.script_flush()
     assert (await created(store)) != job_id
 
 
+@pytest.mark.stack  # starts an EmbeddedRedis in its body
 async def test_unreachable_redis_is_unavailable_not_not_found(tmp_path: object) -> None:
     server = EmbeddedRedis(tmp_path)  # type: ignore[arg-type]
     server.start()
@@ -237,8 +238,8 @@ async def test_a_lease_has_one_holder_at_a_time(redis_server: EmbeddedRedis) -> 
     assert await store.hold_lease(lease, "host-a/1", 300)
     assert await store.hold_lease(lease, "host-a/1", 300)  # renewed
     assert not await store.hold_lease(lease, "host-b/2", 300)
-    assert 0 < await store.client.pttl(lease) <= 300  # it expires unless renewed
-    await store.client.delete(lease)  # what its expiry does, without waiting for it
+    assert 0 < await store._redis.pttl(lease) <= 300  # it expires unless renewed
+    await store._redis.delete(lease)  # what its expiry does, without waiting for it
     assert await store.hold_lease(lease, "host-b/2", 60_000)
     assert not await store.hold_lease(lease, "host-a/1", 60_000)
-    await store.client.aclose()
+    await store.aclose()

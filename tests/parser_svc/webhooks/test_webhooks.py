@@ -381,6 +381,7 @@ def test_http_submit_takes_the_callback_fields(stack: LocalStack) -> None:
     assert list(receiver.accepted) == [f"msg_{job_id}_succeeded"]
 
 
+@pytest.mark.stack  # starts a stack in its body
 def test_a_stack_with_an_unreadable_secrets_file_does_not_start(tmp_path: Path) -> None:
     secrets = tmp_path / "secrets.json"
     secrets.write_text('{"default": {"main": "not-a-whsec-secret"}}')

@@ -82,7 +82,7 @@ async def run(worker: ParseWorker, content: bytes | None, *, created: bool = Tru
         fields = {"file_name": "a.pdf", "content_type": "pdf"}
         assert (await worker.store.create(job_id, fields)).status == "OK"
     lock = worker.store.keys.queue_lock(worker.settings.queue_name, job_id)
-    await worker.store.client.set(lock, token)
+    await worker.store._redis.set(lock, token)
     queue_job = SimpleNamespace(data={"job_id": job_id}, attemptsMade=0, opts={"attempts": 3})
     try:
         return await worker._process(queue_job, token)

@@ -4,7 +4,8 @@
 -- object, without the fencing token, the dedupe pointer and `published` (the version published
 -- last, kept so that a re-run of a write that publishes without a change, update_job.lua's
 -- 'announce', does not publish one version twice). Returns the record as HGETALL gives it (a
--- flat field/value list).
+-- flat field/value list). PUBLISH_COMMAND (PUBLISH, or SPUBLISH on Redis Cluster) is defined
+-- before it by lib/publish_plain.lua or lib/publish_sharded.lua.
 local function publish_record(key, channel)
   redis.call('HSET', key, 'published', redis.call('HGET', key, 'version'))
   local flat = redis.call('HGETALL', key)
@@ -13,6 +14,6 @@ local function publish_record(key, channel)
   rec['fence'] = nil
   rec['dedupe_key'] = nil
   rec['published'] = nil
-  redis.call('PUBLISH', channel, cjson.encode(rec))
+  redis.call(PUBLISH_COMMAND, channel, cjson.encode(rec))
   return flat
 end

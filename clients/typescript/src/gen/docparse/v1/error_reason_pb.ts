@@ -230,7 +230,7 @@ export enum ErrorReason {
   INVALID_RESUME_CURSOR = 36,
 
   /**
-   * HTTP (403): a state-changing browser request from another site.
+   * HTTP (403, PERMISSION_DENIED): a state-changing browser request from another site.
    *
    * @generated from enum value: CROSS_SITE_REQUEST = 37;
    */
@@ -410,7 +410,8 @@ export enum ErrorReason {
   RENDER_FAILED = 67,
 
   /**
-   * INTERNAL: an upstream answer the gateway cannot read (a version mismatch).
+   * INTERNAL: an upstream answer the gateway cannot read (a version mismatch); in the SDK,
+   * an answer the API contract rules out (ContractError).
    *
    * @generated from enum value: UPSTREAM_CONTRACT = 68;
    */

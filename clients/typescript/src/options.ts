@@ -1,0 +1,67 @@
+// What a DocparseClient is given and answers with: its options, a submit's options, a watch's
+// options, an answer and what it says about a retry.
+
+import type { DocparseError } from "./errors.js";
+import type { Job } from "./gen/docparse/v1/job_pb.js";
+import type { WaitPolicy } from "./waiting.js";
+
+export interface TlsOptions {
+  /** PEM root certificate(s) to trust instead of the system's (a self-signed gateway). */
+  ca?: string | Buffer;
+  /** The name the certificate must carry, when it is not the target's host. */
+  serverName?: string;
+}
+
+/** What the SDK tells about a retry: the call, why, and how long it waits before the next try. */
+export interface RetryEvent {
+  method: string;
+  error: DocparseError;
+  attempt: number;
+  delayMs: number;
+  /** WatchJob: the version the next stream resumes after. */
+  afterVersion?: bigint;
+}
+
+export interface ClientOptions {
+  /** host:port of a gateway (or a parser_svc replica); default $DOCPARSE_TARGET or 127.0.0.1:50050. */
+  target?: string;
+  /** Sent as `authorization: Bearer <key>`; default $DOCPARSE_API_KEY; "" sends none. */
+  apiKey?: string;
+  /** TLS: true uses the system's roots; an object gives a CA and/or a server name. Default off
+   * (plaintext HTTP/2, for a local stack). */
+  tls?: boolean | TlsOptions;
+  /** Deadline of each unary call, ms (default 30 s). */
+  callTimeoutMs?: number;
+  /** How waiting and retries behave (defaults: DEFAULT_POLICY). */
+  policy?: Partial<WaitPolicy>;
+  /** Told about every retry (a cut watch stream resumed, a submit repeated, ...). */
+  onRetry?: (event: RetryEvent) => void;
+  /** Where retries are logged, one line each (e.g. `console`); default: nowhere. */
+  logger?: { info(message: string): void };
+  /** Told who answered each call: the `x-served-by` values (the replica, then the gateway). */
+  onAnswer?: (method: string, servedBy: string[]) => void;
+}
+
+export interface SubmitOptions {
+  /** Idempotency key: the same request_id returns the first job (a new UUID when omitted). */
+  requestId?: string;
+  /** For encrypted documents; never stored or logged by the server. */
+  password?: string;
+  /** OCR language hints, BCP-47 ("en", "de", "zh-Hant"); empty: detected per page. */
+  languages?: string[];
+  /** How long the server may wait for the job to end before answering (the sync answer). */
+  waitTimeoutMs?: number;
+}
+
+export interface Answer {
+  job: Job;
+  /** The `x-served-by` trailer values: the parser_svc replica, then the gateway. */
+  servedBy: string[];
+}
+
+export interface WatchOptions {
+  /** Only records newer than this version (the resume cursor of an earlier watch). */
+  afterVersion?: bigint;
+  policy?: Partial<WaitPolicy>;
+  signal?: AbortSignal;
+}
