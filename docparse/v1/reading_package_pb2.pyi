@@ -72,18 +72,33 @@ class TextBlock(_message.Message):
     SOURCE_FIELD_NUMBER: _builtins.int
     ROLE_FIELD_NUMBER: _builtins.int
     CONFIDENCE_FIELD_NUMBER: _builtins.int
+    LEVEL_FIELD_NUMBER: _builtins.int
+    MARKER_FIELD_NUMBER: _builtins.int
+    ORDERED_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     source: _builtins.str
     """Where the text came from: "text" (the document's own text) or "ocr" (recognised in a
     rendered image of the page).
     """
     role: _builtins.str
-    """What the block is, where the format says: "" (body text), "title", "heading", "list_item",
-    "table" (a table's text, also in `tables`), "header", "footer", "footnote", "endnote",
-    "comment", "textbox", "notes".
+    """What the block is: "" (body text), "title", "heading", "list_item", "caption",
+    "table" (a table's text, also in `tables`), "header" and "footer" (page furniture: running
+    headers, footers and page numbers, repeated across pages), "footnote", "endnote",
+    "comment", "textbox", "notes". Renderings (Markdown, text) leave page furniture out unless
+    asked to keep it; the JSON package always has it.
     """
     confidence: _builtins.float
     """OCR only: the recogniser's confidence, 0..1."""
+    level: _builtins.int
+    """Headings (role "title" or "heading"): 1 (top) to 6. List items: the nesting depth, 1 at
+    the top level. 0 for other blocks, and where the format does not say.
+    """
+    marker: _builtins.str
+    """List items: the marker as the document shows it ("•", "-", "1.", "a)", "iv."); "" for
+    other blocks.
+    """
+    ordered: _builtins.bool
+    """List items: true when the marker counts (numbers, letters, roman numerals)."""
     @_builtins.property
     def bbox(self) -> Global___BoundingBox:
         """Unset where the format has no geometry (Word documents). On a PDF page: the union of its
@@ -99,10 +114,13 @@ class TextBlock(_message.Message):
         source: _builtins.str = ...,
         role: _builtins.str = ...,
         confidence: _builtins.float = ...,
+        level: _builtins.int = ...,
+        marker: _builtins.str = ...,
+        ordered: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox", "confidence", b"confidence", "role", b"role", "source", b"source", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox", "confidence", b"confidence", "level", b"level", "marker", b"marker", "ordered", b"ordered", "role", b"role", "source", b"source", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -110,12 +128,27 @@ Global___TextBlock: _TypeAlias = TextBlock  # noqa: Y015
 
 @_typing.final
 class Table(_message.Message):
-    """A table: rows of cell texts (merged cells repeat their text in each covered cell)."""
+    """A table: rows of cell texts, a full grid (merged cells repeat their text in each covered
+    cell; `TableRow.spans` says which cells are one).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     BBOX_FIELD_NUMBER: _builtins.int
     ROWS_FIELD_NUMBER: _builtins.int
+    HEADER_ROWS_FIELD_NUMBER: _builtins.int
+    CONTINUES_PREVIOUS_FIELD_NUMBER: _builtins.int
+    CAPTION_FIELD_NUMBER: _builtins.int
+    header_rows: _builtins.int
+    """How many rows at the top are header rows (column headings); 0 when there are none or the
+    format does not say.
+    """
+    continues_previous: _builtins.bool
+    """True when this table continues the last table of the previous page (a table broken across
+    pages); its repeated header rows, if the document repeats them, are not in `rows`.
+    """
+    caption: _builtins.str
+    """The table's caption ("Table 2: ..."), when one stands next to it; also a "caption" block."""
     @_builtins.property
     def bbox(self) -> Global___BoundingBox:
         """Unset where the format has no geometry."""
@@ -127,10 +160,13 @@ class Table(_message.Message):
         *,
         bbox: Global___BoundingBox | None = ...,
         rows: _abc.Iterable[Global___TableRow] | None = ...,
+        header_rows: _builtins.int = ...,
+        continues_previous: _builtins.bool = ...,
+        caption: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox", "rows", b"rows"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox", "caption", b"caption", "continues_previous", b"continues_previous", "header_rows", b"header_rows", "rows", b"rows"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -143,20 +179,58 @@ class TableRow(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CELLS_FIELD_NUMBER: _builtins.int
+    SPANS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def cells(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def spans(self) -> _containers.RepeatedCompositeFieldContainer[Global___CellSpan]:
+        """Merged cells whose top-left cell is in this row: each names that cell's column (0-based
+        index into `cells`) and how many rows and columns it covers. Cells not listed span 1 x 1.
+        """
+
     def __init__(
         self,
         *,
         cells: _abc.Iterable[_builtins.str] | None = ...,
+        spans: _abc.Iterable[Global___CellSpan] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cells", b"cells"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cells", b"cells", "spans", b"spans"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TableRow: _TypeAlias = TableRow  # noqa: Y015
+
+@_typing.final
+class CellSpan(_message.Message):
+    """A merged cell: its top-left corner and its extent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COLUMN_FIELD_NUMBER: _builtins.int
+    ROW_SPAN_FIELD_NUMBER: _builtins.int
+    COL_SPAN_FIELD_NUMBER: _builtins.int
+    column: _builtins.int
+    """0-based index into the row's `cells`."""
+    row_span: _builtins.int
+    """Rows covered, this one included (>= 1)."""
+    col_span: _builtins.int
+    """Columns covered, this one included (>= 1)."""
+    def __init__(
+        self,
+        *,
+        column: _builtins.int = ...,
+        row_span: _builtins.int = ...,
+        col_span: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["col_span", b"col_span", "column", b"column", "row_span", b"row_span"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CellSpan: _TypeAlias = CellSpan  # noqa: Y015
 
 @_typing.final
 class ImageRef(_message.Message):
@@ -169,11 +243,14 @@ class ImageRef(_message.Message):
     MIME_TYPE_FIELD_NUMBER: _builtins.int
     WIDTH_FIELD_NUMBER: _builtins.int
     HEIGHT_FIELD_NUMBER: _builtins.int
+    CAPTION_FIELD_NUMBER: _builtins.int
     asset_id: _builtins.str
     mime_type: _builtins.str
     width: _builtins.int
     """Pixel size of the stored image (0 when unknown)."""
     height: _builtins.int
+    caption: _builtins.str
+    """The figure's caption ("Figure 3: ..."), when one stands next to it; also a "caption" block."""
     @_builtins.property
     def bbox(self) -> Global___BoundingBox:
         """Where the image is drawn; unset where the format has no geometry."""
@@ -186,10 +263,11 @@ class ImageRef(_message.Message):
         mime_type: _builtins.str = ...,
         width: _builtins.int = ...,
         height: _builtins.int = ...,
+        caption: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["bbox", b"bbox"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["asset_id", b"asset_id", "bbox", b"bbox", "height", b"height", "mime_type", b"mime_type", "width", b"width"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["asset_id", b"asset_id", "bbox", b"bbox", "caption", b"caption", "height", b"height", "mime_type", b"mime_type", "width", b"width"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -331,6 +409,7 @@ class Sheet(_message.Message):
     VISIBILITY_FIELD_NUMBER: _builtins.int
     ROWS_FIELD_NUMBER: _builtins.int
     CELL_COUNT_FIELD_NUMBER: _builtins.int
+    MERGED_RANGES_FIELD_NUMBER: _builtins.int
     number: _builtins.int
     """1-based position in the workbook."""
     name: _builtins.str
@@ -340,6 +419,12 @@ class Sheet(_message.Message):
     """Number of cells with a value."""
     @_builtins.property
     def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___SheetRow]: ...
+    @_builtins.property
+    def merged_ranges(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Merged cell ranges as the workbook declares them, in A1 notation ("A1:C1"); the value is
+        the top-left cell's.
+        """
+
     def __init__(
         self,
         *,
@@ -348,10 +433,11 @@ class Sheet(_message.Message):
         visibility: _builtins.str = ...,
         rows: _abc.Iterable[Global___SheetRow] | None = ...,
         cell_count: _builtins.int = ...,
+        merged_ranges: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cell_count", b"cell_count", "name", b"name", "number", b"number", "rows", b"rows", "visibility", b"visibility"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cell_count", b"cell_count", "merged_ranges", b"merged_ranges", "name", b"name", "number", b"number", "rows", b"rows", "visibility", b"visibility"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

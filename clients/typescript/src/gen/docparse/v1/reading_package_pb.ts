@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file docparse/v1/reading_package.proto.
  */
 export const file_docparse_v1_reading_package: GenFile = /*@__PURE__*/
-  fileDesc("CiFkb2NwYXJzZS92MS9yZWFkaW5nX3BhY2thZ2UucHJvdG8SC2RvY3BhcnNlLnYxIj0KC0JvdW5kaW5nQm94EgoKAngwGAEgASgBEgoKAnkwGAIgASgBEgoKAngxGAMgASgBEgoKAnkxGAQgASgBInMKCVRleHRCbG9jaxIMCgR0ZXh0GAEgASgJEiYKBGJib3gYAiABKAsyGC5kb2NwYXJzZS52MS5Cb3VuZGluZ0JveBIOCgZzb3VyY2UYAyABKAkSDAoEcm9sZRgEIAEoCRISCgpjb25maWRlbmNlGAUgASgCIlQKBVRhYmxlEiYKBGJib3gYASABKAsyGC5kb2NwYXJzZS52MS5Cb3VuZGluZ0JveBIjCgRyb3dzGAIgAygLMhUuZG9jcGFyc2UudjEuVGFibGVSb3ciGQoIVGFibGVSb3cSDQoFY2VsbHMYASADKAkidgoISW1hZ2VSZWYSEAoIYXNzZXRfaWQYASABKAkSJgoEYmJveBgCIAEoCzIYLmRvY3BhcnNlLnYxLkJvdW5kaW5nQm94EhEKCW1pbWVfdHlwZRgDIAEoCRINCgV3aWR0aBgEIAEoDRIOCgZoZWlnaHQYBSABKA0i1QEKBFBhZ2USDgoGbnVtYmVyGAEgASgNEg0KBXdpZHRoGAIgASgBEg4KBmhlaWdodBgDIAEoARIQCghyb3RhdGlvbhgEIAEoDRImCgZibG9ja3MYBSADKAsyFi5kb2NwYXJzZS52MS5UZXh0QmxvY2sSIgoGdGFibGVzGAYgAygLMhIuZG9jcGFyc2UudjEuVGFibGUSJQoGaW1hZ2VzGAcgAygLMhUuZG9jcGFyc2UudjEuSW1hZ2VSZWYSDAoEdGV4dBgIIAEoCRILCgNvY3IYCSABKAgilgEKBENlbGwSDgoGY29sdW1uGAEgASgNEhYKDHN0cmluZ192YWx1ZRgCIAEoCUgAEhYKDG51bWJlcl92YWx1ZRgDIAEoAUgAEhQKCmJvb2xfdmFsdWUYBCABKAhIABIYCg5kYXRldGltZV92YWx1ZRgFIAEoCUgAEhUKC2Vycm9yX3ZhbHVlGAYgASgJSABCBwoFdmFsdWUiPAoIU2hlZXRSb3cSDgoGbnVtYmVyGAEgASgNEiAKBWNlbGxzGAIgAygLMhEuZG9jcGFyc2UudjEuQ2VsbCJyCgVTaGVldBIOCgZudW1iZXIYASABKA0SDAoEbmFtZRgCIAEoCRISCgp2aXNpYmlsaXR5GAMgASgJEiMKBHJvd3MYBCADKAsyFS5kb2NwYXJzZS52MS5TaGVldFJvdxISCgpjZWxsX2NvdW50GAUgASgEIicKB0NvbW1lbnQSDgoGYXV0aG9yGAEgASgJEgwKBHRleHQYAiABKAkijQIKBVNsaWRlEg4KBm51bWJlchgBIAEoDRINCgV3aWR0aBgCIAEoARIOCgZoZWlnaHQYAyABKAESDgoGaGlkZGVuGAQgASgIEg0KBXRpdGxlGAUgASgJEiYKBmJsb2NrcxgGIAMoCzIWLmRvY3BhcnNlLnYxLlRleHRCbG9jaxIiCgZ0YWJsZXMYByADKAsyEi5kb2NwYXJzZS52MS5UYWJsZRIlCgZpbWFnZXMYCCADKAsyFS5kb2NwYXJzZS52MS5JbWFnZVJlZhINCgVub3RlcxgJIAEoCRImCghjb21tZW50cxgKIAMoCzIULmRvY3BhcnNlLnYxLkNvbW1lbnQSDAoEdGV4dBgLIAEoCSKTAQoFQXNzZXQSEAoIYXNzZXRfaWQYASABKAkSEQoJbWltZV90eXBlGAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAQSDgoGc2hhMjU2GAQgASgJEhIKCmRlcGxveW1lbnQYBSABKAkSDgoGam9iX2lkGAYgASgJEg0KBXdpZHRoGAcgASgNEg4KBmhlaWdodBgIIAEoDSLMAQoQRG9jdW1lbnRNZXRhZGF0YRINCgV0aXRsZRgBIAEoCRIOCgZhdXRob3IYAiABKAkSDwoHc3ViamVjdBgDIAEoCRIPCgdjcmVhdG9yGAQgASgJEhAKCHByb2R1Y2VyGAUgASgJEjcKBWV4dHJhGAYgAygLMiguZG9jcGFyc2UudjEuRG9jdW1lbnRNZXRhZGF0YS5FeHRyYUVudHJ5GiwKCkV4dHJhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASK3AgoOUmVhZGluZ1BhY2thZ2USFgoOcGFyc2VyX3ZlcnNpb24YASABKAkSFAoMY29udGVudF90eXBlGAIgASgJEi8KCG1ldGFkYXRhGAMgASgLMh0uZG9jcGFyc2UudjEuRG9jdW1lbnRNZXRhZGF0YRIgCgVwYWdlcxgEIAMoCzIRLmRvY3BhcnNlLnYxLlBhZ2USEAoId2FybmluZ3MYBSADKAkSIgoGc2hlZXRzGAYgAygLMhIuZG9jcGFyc2UudjEuU2hlZXQSIgoGc2xpZGVzGAcgAygLMhIuZG9jcGFyc2UudjEuU2xpZGUSIgoGYXNzZXRzGAggAygLMhIuZG9jcGFyc2UudjEuQXNzZXQSEwoLZGF0ZV9zeXN0ZW0YCSABKAkSEQoJZGVjcnlwdGVkGAogASgIYgZwcm90bzM");
+  fileDesc("CiFkb2NwYXJzZS92MS9yZWFkaW5nX3BhY2thZ2UucHJvdG8SC2RvY3BhcnNlLnYxIj0KC0JvdW5kaW5nQm94EgoKAngwGAEgASgBEgoKAnkwGAIgASgBEgoKAngxGAMgASgBEgoKAnkxGAQgASgBIqMBCglUZXh0QmxvY2sSDAoEdGV4dBgBIAEoCRImCgRiYm94GAIgASgLMhguZG9jcGFyc2UudjEuQm91bmRpbmdCb3gSDgoGc291cmNlGAMgASgJEgwKBHJvbGUYBCABKAkSEgoKY29uZmlkZW5jZRgFIAEoAhINCgVsZXZlbBgGIAEoDRIOCgZtYXJrZXIYByABKAkSDwoHb3JkZXJlZBgIIAEoCCKWAQoFVGFibGUSJgoEYmJveBgBIAEoCzIYLmRvY3BhcnNlLnYxLkJvdW5kaW5nQm94EiMKBHJvd3MYAiADKAsyFS5kb2NwYXJzZS52MS5UYWJsZVJvdxITCgtoZWFkZXJfcm93cxgDIAEoDRIaChJjb250aW51ZXNfcHJldmlvdXMYBCABKAgSDwoHY2FwdGlvbhgFIAEoCSI/CghUYWJsZVJvdxINCgVjZWxscxgBIAMoCRIkCgVzcGFucxgCIAMoCzIVLmRvY3BhcnNlLnYxLkNlbGxTcGFuIj4KCENlbGxTcGFuEg4KBmNvbHVtbhgBIAEoDRIQCghyb3dfc3BhbhgCIAEoDRIQCghjb2xfc3BhbhgDIAEoDSKHAQoISW1hZ2VSZWYSEAoIYXNzZXRfaWQYASABKAkSJgoEYmJveBgCIAEoCzIYLmRvY3BhcnNlLnYxLkJvdW5kaW5nQm94EhEKCW1pbWVfdHlwZRgDIAEoCRINCgV3aWR0aBgEIAEoDRIOCgZoZWlnaHQYBSABKA0SDwoHY2FwdGlvbhgGIAEoCSLVAQoEUGFnZRIOCgZudW1iZXIYASABKA0SDQoFd2lkdGgYAiABKAESDgoGaGVpZ2h0GAMgASgBEhAKCHJvdGF0aW9uGAQgASgNEiYKBmJsb2NrcxgFIAMoCzIWLmRvY3BhcnNlLnYxLlRleHRCbG9jaxIiCgZ0YWJsZXMYBiADKAsyEi5kb2NwYXJzZS52MS5UYWJsZRIlCgZpbWFnZXMYByADKAsyFS5kb2NwYXJzZS52MS5JbWFnZVJlZhIMCgR0ZXh0GAggASgJEgsKA29jchgJIAEoCCKWAQoEQ2VsbBIOCgZjb2x1bW4YASABKA0SFgoMc3RyaW5nX3ZhbHVlGAIgASgJSAASFgoMbnVtYmVyX3ZhbHVlGAMgASgBSAASFAoKYm9vbF92YWx1ZRgEIAEoCEgAEhgKDmRhdGV0aW1lX3ZhbHVlGAUgASgJSAASFQoLZXJyb3JfdmFsdWUYBiABKAlIAEIHCgV2YWx1ZSI8CghTaGVldFJvdxIOCgZudW1iZXIYASABKA0SIAoFY2VsbHMYAiADKAsyES5kb2NwYXJzZS52MS5DZWxsIokBCgVTaGVldBIOCgZudW1iZXIYASABKA0SDAoEbmFtZRgCIAEoCRISCgp2aXNpYmlsaXR5GAMgASgJEiMKBHJvd3MYBCADKAsyFS5kb2NwYXJzZS52MS5TaGVldFJvdxISCgpjZWxsX2NvdW50GAUgASgEEhUKDW1lcmdlZF9yYW5nZXMYBiADKAkiJwoHQ29tbWVudBIOCgZhdXRob3IYASABKAkSDAoEdGV4dBgCIAEoCSKNAgoFU2xpZGUSDgoGbnVtYmVyGAEgASgNEg0KBXdpZHRoGAIgASgBEg4KBmhlaWdodBgDIAEoARIOCgZoaWRkZW4YBCABKAgSDQoFdGl0bGUYBSABKAkSJgoGYmxvY2tzGAYgAygLMhYuZG9jcGFyc2UudjEuVGV4dEJsb2NrEiIKBnRhYmxlcxgHIAMoCzISLmRvY3BhcnNlLnYxLlRhYmxlEiUKBmltYWdlcxgIIAMoCzIVLmRvY3BhcnNlLnYxLkltYWdlUmVmEg0KBW5vdGVzGAkgASgJEiYKCGNvbW1lbnRzGAogAygLMhQuZG9jcGFyc2UudjEuQ29tbWVudBIMCgR0ZXh0GAsgASgJIpMBCgVBc3NldBIQCghhc3NldF9pZBgBIAEoCRIRCgltaW1lX3R5cGUYAiABKAkSEgoKc2l6ZV9ieXRlcxgDIAEoBBIOCgZzaGEyNTYYBCABKAkSEgoKZGVwbG95bWVudBgFIAEoCRIOCgZqb2JfaWQYBiABKAkSDQoFd2lkdGgYByABKA0SDgoGaGVpZ2h0GAggASgNIswBChBEb2N1bWVudE1ldGFkYXRhEg0KBXRpdGxlGAEgASgJEg4KBmF1dGhvchgCIAEoCRIPCgdzdWJqZWN0GAMgASgJEg8KB2NyZWF0b3IYBCABKAkSEAoIcHJvZHVjZXIYBSABKAkSNwoFZXh0cmEYBiADKAsyKC5kb2NwYXJzZS52MS5Eb2N1bWVudE1ldGFkYXRhLkV4dHJhRW50cnkaLAoKRXh0cmFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIrcCCg5SZWFkaW5nUGFja2FnZRIWCg5wYXJzZXJfdmVyc2lvbhgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSLwoIbWV0YWRhdGEYAyABKAsyHS5kb2NwYXJzZS52MS5Eb2N1bWVudE1ldGFkYXRhEiAKBXBhZ2VzGAQgAygLMhEuZG9jcGFyc2UudjEuUGFnZRIQCgh3YXJuaW5ncxgFIAMoCRIiCgZzaGVldHMYBiADKAsyEi5kb2NwYXJzZS52MS5TaGVldBIiCgZzbGlkZXMYByADKAsyEi5kb2NwYXJzZS52MS5TbGlkZRIiCgZhc3NldHMYCCADKAsyEi5kb2NwYXJzZS52MS5Bc3NldBITCgtkYXRlX3N5c3RlbRgJIAEoCRIRCglkZWNyeXB0ZWQYCiABKAhiBnByb3RvMw");
 
 /**
  * An axis-aligned rectangle in points (1/72 inch), origin at the top-left. On PDF pages the
@@ -76,9 +76,11 @@ export type TextBlock = Message<"docparse.v1.TextBlock"> & {
   source: string;
 
   /**
-   * What the block is, where the format says: "" (body text), "title", "heading", "list_item",
-   * "table" (a table's text, also in `tables`), "header", "footer", "footnote", "endnote",
-   * "comment", "textbox", "notes".
+   * What the block is: "" (body text), "title", "heading", "list_item", "caption",
+   * "table" (a table's text, also in `tables`), "header" and "footer" (page furniture: running
+   * headers, footers and page numbers, repeated across pages), "footnote", "endnote",
+   * "comment", "textbox", "notes". Renderings (Markdown, text) leave page furniture out unless
+   * asked to keep it; the JSON package always has it.
    *
    * @generated from field: string role = 4;
    */
@@ -90,6 +92,29 @@ export type TextBlock = Message<"docparse.v1.TextBlock"> & {
    * @generated from field: float confidence = 5;
    */
   confidence: number;
+
+  /**
+   * Headings (role "title" or "heading"): 1 (top) to 6. List items: the nesting depth, 1 at
+   * the top level. 0 for other blocks, and where the format does not say.
+   *
+   * @generated from field: uint32 level = 6;
+   */
+  level: number;
+
+  /**
+   * List items: the marker as the document shows it ("•", "-", "1.", "a)", "iv."); "" for
+   * other blocks.
+   *
+   * @generated from field: string marker = 7;
+   */
+  marker: string;
+
+  /**
+   * List items: true when the marker counts (numbers, letters, roman numerals).
+   *
+   * @generated from field: bool ordered = 8;
+   */
+  ordered: boolean;
 };
 
 /**
@@ -100,7 +125,8 @@ export const TextBlockSchema: GenMessage<TextBlock> = /*@__PURE__*/
   messageDesc(file_docparse_v1_reading_package, 1);
 
 /**
- * A table: rows of cell texts (merged cells repeat their text in each covered cell).
+ * A table: rows of cell texts, a full grid (merged cells repeat their text in each covered
+ * cell; `TableRow.spans` says which cells are one).
  *
  * @generated from message docparse.v1.Table
  */
@@ -116,6 +142,29 @@ export type Table = Message<"docparse.v1.Table"> & {
    * @generated from field: repeated docparse.v1.TableRow rows = 2;
    */
   rows: TableRow[];
+
+  /**
+   * How many rows at the top are header rows (column headings); 0 when there are none or the
+   * format does not say.
+   *
+   * @generated from field: uint32 header_rows = 3;
+   */
+  headerRows: number;
+
+  /**
+   * True when this table continues the last table of the previous page (a table broken across
+   * pages); its repeated header rows, if the document repeats them, are not in `rows`.
+   *
+   * @generated from field: bool continues_previous = 4;
+   */
+  continuesPrevious: boolean;
+
+  /**
+   * The table's caption ("Table 2: ..."), when one stands next to it; also a "caption" block.
+   *
+   * @generated from field: string caption = 5;
+   */
+  caption: string;
 };
 
 /**
@@ -135,6 +184,14 @@ export type TableRow = Message<"docparse.v1.TableRow"> & {
    * @generated from field: repeated string cells = 1;
    */
   cells: string[];
+
+  /**
+   * Merged cells whose top-left cell is in this row: each names that cell's column (0-based
+   * index into `cells`) and how many rows and columns it covers. Cells not listed span 1 x 1.
+   *
+   * @generated from field: repeated docparse.v1.CellSpan spans = 2;
+   */
+  spans: CellSpan[];
 };
 
 /**
@@ -143,6 +200,41 @@ export type TableRow = Message<"docparse.v1.TableRow"> & {
  */
 export const TableRowSchema: GenMessage<TableRow> = /*@__PURE__*/
   messageDesc(file_docparse_v1_reading_package, 3);
+
+/**
+ * A merged cell: its top-left corner and its extent.
+ *
+ * @generated from message docparse.v1.CellSpan
+ */
+export type CellSpan = Message<"docparse.v1.CellSpan"> & {
+  /**
+   * 0-based index into the row's `cells`.
+   *
+   * @generated from field: uint32 column = 1;
+   */
+  column: number;
+
+  /**
+   * Rows covered, this one included (>= 1).
+   *
+   * @generated from field: uint32 row_span = 2;
+   */
+  rowSpan: number;
+
+  /**
+   * Columns covered, this one included (>= 1).
+   *
+   * @generated from field: uint32 col_span = 3;
+   */
+  colSpan: number;
+};
+
+/**
+ * Describes the message docparse.v1.CellSpan.
+ * Use `create(CellSpanSchema)` to create a new message.
+ */
+export const CellSpanSchema: GenMessage<CellSpan> = /*@__PURE__*/
+  messageDesc(file_docparse_v1_reading_package, 4);
 
 /**
  * An image placed in a page or slide. The bytes are the asset `asset_id` (see Asset).
@@ -178,6 +270,13 @@ export type ImageRef = Message<"docparse.v1.ImageRef"> & {
    * @generated from field: uint32 height = 5;
    */
   height: number;
+
+  /**
+   * The figure's caption ("Figure 3: ..."), when one stands next to it; also a "caption" block.
+   *
+   * @generated from field: string caption = 6;
+   */
+  caption: string;
 };
 
 /**
@@ -185,7 +284,7 @@ export type ImageRef = Message<"docparse.v1.ImageRef"> & {
  * Use `create(ImageRefSchema)` to create a new message.
  */
 export const ImageRefSchema: GenMessage<ImageRef> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 4);
+  messageDesc(file_docparse_v1_reading_package, 5);
 
 /**
  * One page of a document.
@@ -254,7 +353,7 @@ export type Page = Message<"docparse.v1.Page"> & {
  * Use `create(PageSchema)` to create a new message.
  */
 export const PageSchema: GenMessage<Page> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 5);
+  messageDesc(file_docparse_v1_reading_package, 6);
 
 /**
  * One cell of a worksheet that holds a value (empty cells are left out).
@@ -316,7 +415,7 @@ export type Cell = Message<"docparse.v1.Cell"> & {
  * Use `create(CellSchema)` to create a new message.
  */
 export const CellSchema: GenMessage<Cell> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 6);
+  messageDesc(file_docparse_v1_reading_package, 7);
 
 /**
  * A row of a worksheet with at least one value.
@@ -344,7 +443,7 @@ export type SheetRow = Message<"docparse.v1.SheetRow"> & {
  * Use `create(SheetRowSchema)` to create a new message.
  */
 export const SheetRowSchema: GenMessage<SheetRow> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 7);
+  messageDesc(file_docparse_v1_reading_package, 8);
 
 /**
  * One worksheet of a workbook. Values are the cached results of formulas.
@@ -382,6 +481,14 @@ export type Sheet = Message<"docparse.v1.Sheet"> & {
    * @generated from field: uint64 cell_count = 5;
    */
   cellCount: bigint;
+
+  /**
+   * Merged cell ranges as the workbook declares them, in A1 notation ("A1:C1"); the value is
+   * the top-left cell's.
+   *
+   * @generated from field: repeated string merged_ranges = 6;
+   */
+  mergedRanges: string[];
 };
 
 /**
@@ -389,7 +496,7 @@ export type Sheet = Message<"docparse.v1.Sheet"> & {
  * Use `create(SheetSchema)` to create a new message.
  */
 export const SheetSchema: GenMessage<Sheet> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 8);
+  messageDesc(file_docparse_v1_reading_package, 9);
 
 /**
  * A reviewer's comment attached to a slide or a document.
@@ -413,7 +520,7 @@ export type Comment = Message<"docparse.v1.Comment"> & {
  * Use `create(CommentSchema)` to create a new message.
  */
 export const CommentSchema: GenMessage<Comment> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 9);
+  messageDesc(file_docparse_v1_reading_package, 10);
 
 /**
  * One slide of a presentation.
@@ -494,7 +601,7 @@ export type Slide = Message<"docparse.v1.Slide"> & {
  * Use `create(SlideSchema)` to create a new message.
  */
 export const SlideSchema: GenMessage<Slide> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 10);
+  messageDesc(file_docparse_v1_reading_package, 11);
 
 /**
  * A binary part of the document (an image) stored in the blob store beside the result.
@@ -560,7 +667,7 @@ export type Asset = Message<"docparse.v1.Asset"> & {
  * Use `create(AssetSchema)` to create a new message.
  */
 export const AssetSchema: GenMessage<Asset> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 11);
+  messageDesc(file_docparse_v1_reading_package, 12);
 
 /**
  * Document-level metadata (title, author, ... as the document declares them).
@@ -604,7 +711,7 @@ export type DocumentMetadata = Message<"docparse.v1.DocumentMetadata"> & {
  * Use `create(DocumentMetadataSchema)` to create a new message.
  */
 export const DocumentMetadataSchema: GenMessage<DocumentMetadata> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 12);
+  messageDesc(file_docparse_v1_reading_package, 13);
 
 /**
  * What a SUCCEEDED job produces: the document as text per page with its layout.
@@ -685,5 +792,5 @@ export type ReadingPackage = Message<"docparse.v1.ReadingPackage"> & {
  * Use `create(ReadingPackageSchema)` to create a new message.
  */
 export const ReadingPackageSchema: GenMessage<ReadingPackage> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 13);
+  messageDesc(file_docparse_v1_reading_package, 14);
 
