@@ -38,8 +38,8 @@ done
 
 # The SDK's offline tests (scripted transports, no server) against the installed package.
 "${pip[@]}" install pytest
-mkdir -p "$work/run/tests"
-touch "$work/run/tests/__init__.py"
-cp tests/docparse/test_sdk_offline.py tests/docparse/test_client_parity.py "$work/run/tests/"
+mkdir -p "$work/run/tests/docparse"
+touch "$work/run/tests/__init__.py" "$work/run/tests/docparse/__init__.py"
+cp tests/docparse/test_sdk_offline.py tests/docparse/test_client_parity.py "$work/run/tests/docparse/"
 cd "$work/run"
 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -c /dev/null tests
