@@ -1,0 +1,258 @@
+"""A reading package as the units a chunker packs, in reading order: headings (with their
+level), paragraphs (list items with their depth), and tables (rows, header rows, caption; a
+table continued across pages joined to its start). Page furniture (roles "header" and
+"footer") is left out. Pages are page numbers for PDF and Word, slide numbers for
+presentations and sheet numbers for workbooks."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from docparse.v1 import reading_package_pb2 as rp
+
+FURNITURE = frozenset({"header", "footer"})
+HEADINGS = frozenset({"title", "heading"})
+# A heading whose level the format does not say: a title counts as the top, a heading as one
+# below it.
+UNSTATED_LEVEL = {"title": 1, "heading": 2}
+# A PDF table with a cell longer than this holds paragraphs (a frame drawn around a column or a
+# figure more likely than a table): the text blocks inside its box stay text. The same rule as
+# the Markdown rendering's (docparse/render.py).
+PROSE_CELL_CHARS = 400
+_CELL = re.compile(r"([A-Z]{1,3})([0-9]{1,7})")
+
+
+@dataclass(frozen=True)
+class Box:
+    """Where a unit stands: its page (slide, sheet) and its box in points."""
+
+    page: int
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"page": self.page, "x0": self.x0, "y0": self.y0, "x1": self.x1, "y1": self.y1}
+
+
+@dataclass
+class Heading:
+    level: int
+    text: str
+    page: int
+    boxes: tuple[Box, ...]
+
+
+@dataclass
+class Paragraph:
+    text: str
+    page: int
+    boxes: tuple[Box, ...]
+    # List items: their nesting depth (1 at the top); 0 for other blocks.
+    list_level: int = 0
+
+
+@dataclass
+class TableUnit:
+    caption: str
+    header: list[list[str]]
+    # Each body row with the index of the part (in `parts`) it came from.
+    rows: list[tuple[list[str], int]]
+    # (page, boxes) of each part: the table's start, then each page it continues on.
+    parts: list[tuple[int, tuple[Box, ...]]] = field(default_factory=list)
+
+
+Unit = Heading | Paragraph | TableUnit
+
+
+def _boxes(message: rp.TextBlock | rp.Table, page: int) -> tuple[Box, ...]:
+    if not message.HasField("bbox"):
+        return ()
+    box = message.bbox
+    return (Box(page, box.x0, box.y0, box.x1, box.y1),)
+
+
+def _has_text(table: rp.Table) -> bool:
+    return any(cell for row in table.rows for cell in row.cells)
+
+
+def _inside(block: rp.TextBlock, table: rp.Table) -> bool:
+    """Whether the block lies in the table's box (a point of slack), both having geometry and
+    the table's cells holding no paragraphs."""
+    if not (block.HasField("bbox") and table.HasField("bbox")):
+        return False
+    if any(len(cell) > PROSE_CELL_CHARS for row in table.rows for cell in row.cells):
+        return False
+    inner, box = block.bbox, table.bbox
+    return (
+        inner.x0 >= box.x0 - 1
+        and inner.y0 >= box.y0 - 1
+        and inner.x1 <= box.x1 + 1
+        and inner.y1 <= box.y1 + 1
+    )
+
+
+def _table_unit(table: rp.Table, page: int) -> TableUnit:
+    header_rows = min(table.header_rows, len(table.rows))
+    return TableUnit(
+        caption=table.caption,
+        header=[list(row.cells) for row in table.rows[:header_rows]],
+        rows=[(list(row.cells), 0) for row in table.rows[header_rows:]],
+        parts=[(page, _boxes(table, page))],
+    )
+
+
+def _block_unit(block: rp.TextBlock, page: int, captions: set[str]) -> Unit | None:
+    text = block.text.strip()
+    if not text or block.role in FURNITURE:
+        return None
+    if block.role == "caption" and text in captions:
+        return None  # it goes with its table
+    boxes = _boxes(block, page)
+    if block.role in HEADINGS:
+        level = block.level or UNSTATED_LEVEL[block.role]
+        return Heading(min(level, 6), " ".join(text.split()), page, boxes)
+    if block.role == "list_item":
+        indent = "  " * (max(block.level, 1) - 1)
+        marker = block.marker if block.marker and not text.startswith(block.marker) else ""
+        line = f"{indent}{marker} {text}" if marker else f"{indent}{text}"
+        return Paragraph(line, page, boxes, max(block.level, 1))
+    return Paragraph(text, page, boxes)
+
+
+def _page_units(
+    blocks: Sequence[rp.TextBlock], tables: Sequence[rp.Table], text: str, page: int
+) -> Iterator[Unit | rp.Table]:
+    """One page's or slide's units in reading order, its tables as they are (joined later).
+    A table stands where the first text block inside its box is (PDF) or where a "table" block
+    is (Word, PowerPoint: the n-th table with text); a table nothing stands for comes after
+    the blocks. A page without blocks gives its text, paragraph by paragraph."""
+    if not blocks:
+        for paragraph in text.split("\n\n"):
+            if paragraph.strip():
+                yield Paragraph(paragraph.strip(), page, ())
+    captions = {t.caption.strip() for t in tables if t.caption.strip() and _has_text(t)}
+    placed: set[int] = set()
+    with_text = [i for i, table in enumerate(tables) if _has_text(table)]
+    for block in blocks:
+        index = next((i for i, table in enumerate(tables) if _inside(block, table)), None)
+        if index is None and block.role == "table":
+            index = next((i for i in with_text if i not in placed), None)
+        if index is not None:
+            if index not in placed:
+                placed.add(index)
+                yield tables[index]
+            continue
+        unit = _block_unit(block, page, captions)
+        if unit is not None:
+            yield unit
+    yield from (table for i, table in enumerate(tables) if i not in placed)
+
+
+def _joined(units: Iterator[tuple[Unit | rp.Table, int]]) -> Iterator[Unit]:
+    """Tables become table units; a table that continues the previous page's joins it when
+    that is the last unit before it."""
+    last: Unit | None = None
+    for unit, page in units:
+        if isinstance(unit, rp.Table):
+            if not _has_text(unit):
+                continue
+            table = _table_unit(unit, page)
+            if unit.continues_previous and isinstance(last, TableUnit):
+                last.parts.append(table.parts[0])
+                part = len(last.parts) - 1
+                if table.header != last.header:  # a repeated header is dropped
+                    last.rows += [(cells, part) for cells in table.header]
+                last.rows += [(cells, part) for cells, _ in table.rows]
+                continue
+            unit = table
+        if last is not None:
+            yield last
+        last = unit
+    if last is not None:
+        yield last
+
+
+def _cell_text(cell: rp.Cell) -> str:
+    kind = cell.WhichOneof("value")
+    if kind is None:
+        return ""
+    value = getattr(cell, kind)
+    if kind == "bool_value":
+        return "TRUE" if value else "FALSE"
+    if kind == "number_value" and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _corner(reference: str) -> tuple[int, int]:
+    """ "B3" -> (row 3, column 2); (0, 0) for what is no cell reference."""
+    match = _CELL.fullmatch(reference.strip().replace("$", "").upper())
+    if match is None:
+        return 0, 0
+    column = 0
+    for letter in match[1]:
+        column = column * 26 + ord(letter) - ord("A") + 1
+    return int(match[2]), column
+
+
+def _fill_merged(sheet: rp.Sheet, grid: list[list[str]]) -> None:
+    """Each merged range's value repeated in the cells it covers (the rows with values), as a
+    table's grid has it."""
+    rows = {row.number: index for index, row in enumerate(sheet.rows)}
+    width = len(grid[0]) if grid else 0
+    for merged in sheet.merged_ranges:
+        first, _, last = merged.partition(":")
+        (top, left), (bottom, right) = _corner(first), _corner(last or first)
+        if top not in rows or left < 1:
+            continue
+        value = grid[rows[top]][left - 1] if left <= width else ""
+        covered = (n for n in range(top, bottom + 1) if n in rows)
+        if bottom - top > len(rows):
+            covered = (n for n in rows if top <= n <= bottom)
+        for number in covered:
+            for column in range(left, min(right, width) + 1):
+                grid[rows[number]][column - 1] = grid[rows[number]][column - 1] or value
+
+
+def _sheet_units(sheet: rp.Sheet) -> Iterator[Unit]:
+    """A worksheet: its name as a heading, its rows as a table (a merged range's value in each
+    cell it covers) whose first row is the header when it holds only text and more rows
+    follow."""
+    width = max((cell.column for row in sheet.rows for cell in row.cells), default=0)
+    grid = []
+    for row in sheet.rows:
+        values = [""] * width
+        for cell in row.cells:
+            values[cell.column - 1] = _cell_text(cell)
+        grid.append(values)
+    _fill_merged(sheet, grid)
+    yield Heading(1, sheet.name, sheet.number, ())
+    if not grid:
+        return
+    first = sheet.rows[0].cells
+    header = 1 if len(grid) > 1 and all(c.HasField("string_value") for c in first) else 0
+    yield TableUnit("", grid[:header], [(row, 0) for row in grid[header:]], [(sheet.number, ())])
+
+
+def package_units(package: rp.ReadingPackage) -> Iterator[Unit]:
+    """Every unit of the package in reading order: pages, then slides (their notes after
+    them), then sheets."""
+
+    def located() -> Iterator[tuple[Unit | rp.Table, int]]:
+        for page in package.pages:
+            for unit in _page_units(page.blocks, page.tables, page.text, page.number):
+                yield unit, page.number
+        for slide in package.slides:
+            for unit in _page_units(slide.blocks, slide.tables, slide.text, slide.number):
+                yield unit, slide.number
+            if slide.notes.strip():
+                yield Paragraph(f"Notes: {slide.notes.strip()}", slide.number, ()), slide.number
+
+    yield from _joined(located())
+    for sheet in package.sheets:
+        yield from _sheet_units(sheet)
