@@ -5,7 +5,8 @@
     docparse status JOB_ID           a job's current record
     docparse watch JOB_ID            follow a job to its end with a progress bar
     docparse result JOB_ID           the reading package (Markdown on a terminal, else JSON;
-                                     --format json|text|markdown|raw, -o FILE, --assets-dir DIR)
+                                     --format json|text|markdown|html|chunks|raw,
+                                     --furniture, -o FILE, --assets-dir DIR)
     docparse cancel JOB_ID           cancel a job that has not ended
     docparse batch BATCH_ID          a batch's files and counters
 
@@ -173,9 +174,17 @@ def _add_result(add: AddParser) -> None:
     result.add_argument("job_id")
     result.add_argument(
         "--format",
-        choices=["json", "text", "markdown", "raw"],
+        choices=["json", "text", "markdown", "html", "chunks", "raw"],
         default=None,
-        help="default: markdown on a terminal, json otherwise (a pipe, a file)",
+        help="default: markdown on a terminal, json otherwise (a pipe, a file); html: one "
+        "self-contained page (images as assets/<id>: add --assets-dir assets); chunks: JSON "
+        "Lines of sections by heading path, for retrieval",
+    )
+    result.add_argument(
+        "--furniture",
+        action="store_true",
+        help="keep page furniture (running headers, footers, page numbers) in text, markdown "
+        "and html",
     )
     result.add_argument("-o", "--output", help="write to this file (needed with --format raw)")
     result.add_argument(

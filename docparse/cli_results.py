@@ -1,5 +1,5 @@
-"""`docparse result`: a SUCCEEDED job's reading package, as Markdown, text, JSON or the raw
-verified bytes, and its assets (images), each checked against its sha256."""
+"""`docparse result`: a SUCCEEDED job's reading package, as Markdown, text, HTML, chunks, JSON
+or the raw verified bytes, and its assets (images), each checked against its sha256."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from docparse.cli_output import EXIT_OK, local_error, write
 from docparse.client import Client
 from docparse.errors import ContractError
 from docparse.reasons import ErrorReason
-from docparse.render import to_markdown, to_text
+from docparse.render import RENDERERS
 from docparse.v1 import reading_package_pb2
 
 
@@ -33,7 +33,7 @@ def cmd_result(args: argparse.Namespace, client: Client) -> int:
     if fmt == "json":
         text = json_format.MessageToJson(package, preserving_proto_field_name=True) + "\n"
     else:
-        text = to_markdown(package) if fmt == "markdown" else to_text(package)
+        text = RENDERERS[fmt](package, args.furniture)
     if args.output:
         write(Path(args.output), text.encode("utf-8"))
     else:

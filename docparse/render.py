@@ -1,179 +1,34 @@
-"""A reading package as plain text or Markdown, for people and for LLM pipelines."""
+"""A reading package as JSON, plain text, Markdown, HTML or chunks, for people and for LLM
+pipelines (Markdown: docparse.render_markdown; HTML: docparse.render_html)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from docparse.render_html import to_html
+from docparse.render_layout import page_text, sheet_rows
+from docparse.render_markdown import to_markdown
 from docparse.v1 import reading_package_pb2 as rp
 
-
-def _cell(cell: rp.Cell) -> str:
-    kind = cell.WhichOneof("value")
-    if kind is None:
-        return ""
-    value = getattr(cell, kind)
-    if kind == "bool_value":
-        return "TRUE" if value else "FALSE"
-    if kind == "number_value" and float(value).is_integer():
-        return str(int(value))
-    return str(value)
+__all__ = ["RENDERERS", "iter_json", "render", "to_html", "to_json", "to_markdown", "to_text"]
 
 
-def _sheet_rows(sheet: rp.Sheet) -> list[list[str]]:
-    width = max((cell.column for row in sheet.rows for cell in row.cells), default=0)
-    table = []
-    for row in sheet.rows:
-        values = [""] * width
-        for cell in row.cells:
-            values[cell.column - 1] = _cell(cell)
-        table.append(values)
-    return table
-
-
-def _markdown_table(rows: list[list[str]]) -> str:
-    if not rows:
-        return ""
-    width = max(len(r) for r in rows)
-    padded = [[c.replace("|", "\\|").replace("\n", " ") for c in r] + [""] * (width - len(r))
-              for r in rows]  # fmt: skip
-    lines = ["| " + " | ".join(padded[0]) + " |", "|" + " --- |" * width]
-    lines += ["| " + " | ".join(r) + " |" for r in padded[1:]]
-    return "\n".join(lines)
-
-
-def to_text(package: rp.ReadingPackage) -> str:
+def to_text(package: rp.ReadingPackage, *, furniture: bool = False) -> str:
+    """The text of each page, slide and sheet, separated by form feeds; page furniture
+    (running headers, footers) left out unless `furniture`."""
     parts: list[str] = []
     for page in package.pages:
-        parts.append(page.text)
+        parts.append(page_text(page, furniture=furniture))
     for slide in package.slides:
         parts.append(slide.text + (f"\n\nNotes: {slide.notes}" if slide.notes else ""))
     for sheet in package.sheets:
-        parts.append("\n".join("\t".join(row) for row in _sheet_rows(sheet)))
+        parts.append("\n".join("\t".join(row) for row in sheet_rows(sheet)))
     return "\n\f\n".join(parts) + "\n"
-
-
-def _table_has_text(table: rp.Table) -> bool:
-    return any(cell for row in table.rows for cell in row.cells)
-
-
-# A PDF table with a cell longer than this holds paragraphs: more likely a frame drawn around
-# a figure or a column than a table, so the text inside its box stays text.
-PROSE_CELL_CHARS = 400
-
-
-def _inside(block: rp.TextBlock, table: rp.Table) -> bool:
-    """Whether the block lies in the table's box (both with geometry; a point of slack), the
-    table's cells holding no paragraphs."""
-    if not (block.HasField("bbox") and table.HasField("bbox")):
-        return False
-    if any(len(cell) > PROSE_CELL_CHARS for row in table.rows for cell in row.cells):
-        return False
-    inner, box = block.bbox, table.bbox
-    return (
-        inner.x0 >= box.x0 - 1
-        and inner.y0 >= box.y0 - 1
-        and inner.x1 <= box.x1 + 1
-        and inner.y1 <= box.y1 + 1
-    )
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _markdown_blocks(
-    blocks: Sequence[rp.TextBlock],
-    tables: Sequence[rp.Table],
-    text: str,
-    *,
-    heading: str,
-    already: str = "",
-) -> list[str]:
-    """A page's or slide's blocks in reading order with their roles as Markdown: titles and
-    headings as headings (`heading` is the level's marks), list items as items, and each table
-    once, where it stands: a "table" block (Word, PowerPoint: the n-th table with text) or the
-    text blocks wholly inside a table's box (PDF) become the table; a table nothing stands for comes
-    after the blocks. `already`: a title printed above (the first block repeating it is left
-    out). Without blocks: the text, then the tables."""
-    rendered = [_markdown_table([list(r.cells) for r in t.rows]) for t in tables]
-    if not tables and not any(block.role for block in blocks):
-        return [text]  # plain text (OCR lines stay lines of one paragraph)
-    if not blocks:
-        return [text, *rendered]
-    out: list[str] = []
-    placed: set[int] = set()
-    with_text = [i for i, table in enumerate(tables) if _table_has_text(table)]
-    next_with_text = 0
-    # Formats that mark their tables' text (Word, PowerPoint) are placed by that; a PDF's by
-    # geometry.
-    by_geometry = not any(block.role == "table" for block in blocks)
-
-    def place(index: int) -> None:
-        if index not in placed:
-            placed.add(index)
-            out.append(rendered[index])
-
-    for block in blocks:
-        if block.role == "table" and next_with_text < len(with_text):
-            place(with_text[next_with_text])
-            next_with_text += 1
-            continue
-        boxed = None
-        if by_geometry:
-            boxed = next((i for i, table in enumerate(tables) if _inside(block, table)), None)
-        if boxed is not None:
-            place(boxed)
-            continue
-        line = _one_line(block.text)
-        if already and line == _one_line(already) and block.role in ("title", "heading"):
-            already = ""
-            continue
-        already = ""
-        if block.role in ("title", "heading") and line:
-            out.append(f"{heading} {line}")
-        elif block.role == "list_item":
-            out.append("- " + block.text.replace("\n", "\n  "))
-        else:
-            out.append(block.text)
-    out += [rendered[i] for i in range(len(tables)) if i not in placed]
-    return out
-
-
-def to_markdown(package: rp.ReadingPackage) -> str:
-    """Markdown: the title, then each page (or the Word document's body), slide and sheet;
-    heading roles as headings, list items as items, each table once as a Markdown table."""
-    out: list[str] = []
-    title = package.metadata.title
-    if title:
-        out.append(f"# {_one_line(title)}")
-    # A Word document is one page whose number means nothing: its headings are the sections.
-    unpaged = package.content_type in ("docx", "doc") and len(package.pages) == 1
-    for page in package.pages:
-        if not unpaged:
-            out.append(f"## Page {page.number}")
-        out += _markdown_blocks(
-            page.blocks,
-            page.tables,
-            page.text,
-            heading="##" if unpaged else "###",
-            already=title if unpaged else "",
-        )
-    for slide in package.slides:
-        out.append(f"## Slide {slide.number}" + (f": {slide.title}" if slide.title else ""))
-        out += _markdown_blocks(
-            slide.blocks, slide.tables, slide.text, heading="###", already=slide.title
-        )
-        if slide.notes:
-            out.append(f"> Notes: {slide.notes}")
-    for sheet in package.sheets:
-        out.append(f"## Sheet {sheet.name}")
-        out.append(_markdown_table(_sheet_rows(sheet)))
-    return "\n\n".join(part for part in out if part) + "\n"
 
 
 def to_json(package: rp.ReadingPackage) -> str:
@@ -225,10 +80,24 @@ def iter_json(message: Message, depth: int = 2) -> Iterator[str]:
     yield "}"
 
 
-RENDERERS = {"json": to_json, "text": to_text, "markdown": to_markdown}
+def _chunks(package: rp.ReadingPackage, furniture: bool) -> str:
+    from docparse.chunks import to_chunks_jsonl  # only the "chunks" format needs it
+
+    return to_chunks_jsonl(package)
 
 
-def render(data: bytes, fmt: str) -> bytes:
-    """A serialized ReadingPackage rendered as `fmt` (json, text or markdown), UTF-8. Pure
-    function of its arguments, so it can run in another process."""
-    return RENDERERS[fmt](rp.ReadingPackage.FromString(data)).encode()
+Renderer = Callable[[rp.ReadingPackage, bool], str]
+RENDERERS: dict[str, Renderer] = {
+    "json": lambda package, furniture: to_json(package),
+    "text": lambda package, furniture: to_text(package, furniture=furniture),
+    "markdown": lambda package, furniture: to_markdown(package, furniture=furniture),
+    "html": lambda package, furniture: to_html(package, furniture=furniture),
+    "chunks": _chunks,
+}
+
+
+def render(data: bytes, fmt: str, furniture: bool = False) -> bytes:
+    """A serialized ReadingPackage rendered as `fmt` (a RENDERERS key), UTF-8; `furniture`
+    keeps running headers and footers in text, Markdown and HTML. Pure function of its
+    arguments, so it can run in another process."""
+    return RENDERERS[fmt](rp.ReadingPackage.FromString(data), furniture).encode()

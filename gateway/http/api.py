@@ -22,6 +22,7 @@ from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.errors import check_request_id, error
 from gateway.http.errors import echo, parse_uint
 from gateway.http.keys import RENDERER, SETTINGS, UPSTREAM
+from gateway.http.rendering import HTML_RESULT_CSP, RESULT_FORMATS, result_format
 from gateway.http.upstream import HttpError, Req, Resp, rpc_failure, served_by_header
 
 TERMINAL = frozenset({job_pb2.STATE_SUCCEEDED, job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED})
@@ -240,23 +241,12 @@ async def cancel_job(request: web.Request) -> web.Response:
     return await _answer_record(request, stub.CancelJob, message, lambda reply: reply.job)
 
 
-RESULT_FORMATS = {
-    "json": "application/json",
-    "text": "text/plain",
-    "markdown": "text/markdown",
-    "proto": "application/x-protobuf",
-}
-
-
 async def get_result(request: web.Request) -> web.StreamResponse:
-    """GET /v1/jobs/{id}/result[?format=json|text|markdown|proto]: the reading package,
-    checked against the sha256 its ResultRef announces before anything is sent."""
+    """GET /v1/jobs/{id}/result[?format=json|text|markdown|html|chunks|proto][&furniture=true]:
+    the reading package, checked against the sha256 its ResultRef announces before anything is
+    sent."""
     job_id = text(request.match_info["job_id"])
-    fmt = request.query.get("format", "json")
-    if fmt not in RESULT_FORMATS:
-        raise HttpError(
-            error(ErrorReason.INVALID_FORMAT, f"format must be one of {', '.join(RESULT_FORMATS)}")
-        )
+    fmt, furniture = result_format(request.query)
     upstream = request.app[UPSTREAM]
     call = upstream.stub.GetResult(
         parser_service_pb2.GetResultRequest(job_id=job_id),
@@ -283,8 +273,10 @@ async def get_result(request: web.Request) -> web.StreamResponse:
         "Cache-Control": "no-store",
         "Content-Type": RESULT_FORMATS[fmt] + ("" if fmt == "proto" else "; charset=utf-8"),
     }
+    if fmt == "html":  # escaped already; nothing in it runs or loads from elsewhere anyway
+        headers["Content-Security-Policy"] = HTML_RESULT_CSP
     if fmt != "proto":  # seconds of CPU for a big package: never on this loop
-        data = await request.app[RENDERER].render(data, fmt)
+        data = await request.app[RENDERER].render(data, fmt, furniture)
     response = web.StreamResponse(headers=headers)
     response.content_length = len(data)
     await response.prepare(request)

@@ -202,6 +202,8 @@ def _get_result(package: Schema) -> Schema:
                     JSON: {"schema": package},
                     "text/plain": {"schema": {"type": "string"}},
                     "text/markdown": {"schema": {"type": "string"}},
+                    "text/html": {"schema": {"type": "string"}},
+                    "application/jsonl": {"schema": {"type": "string"}},
                     "application/x-protobuf": {"schema": {"type": "string"}},
                 },
             },
@@ -212,9 +214,19 @@ def _get_result(package: Schema) -> Schema:
             _param(
                 "format",
                 "query",
-                "json (default), text, markdown or proto",
+                "json (default), text, markdown, html (a self-contained HTML5 document: "
+                "heading tree, lists, tables with merged cells), chunks (JSON Lines: sections "
+                "by heading path for retrieval) or proto",
                 type="string",
-                enum=["json", "text", "markdown", "proto"],
+                enum=["json", "text", "markdown", "html", "chunks", "proto"],
+            ),
+            _param(
+                "furniture",
+                "query",
+                "true keeps page furniture (running headers, footers, page numbers) in text, "
+                "markdown and html; false (default) leaves it out",
+                type="string",
+                enum=["true", "false"],
             ),
         ],
     )

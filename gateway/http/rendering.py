@@ -13,6 +13,7 @@ import asyncio
 import logging
 import multiprocessing
 import resource
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -24,6 +25,34 @@ from docparse.render import render
 from docparse_server.errors import error
 
 log = logging.getLogger(__name__)
+
+
+# The result endpoint's formats and their content types (text ones with charset=utf-8).
+RESULT_FORMATS = {
+    "json": "application/json",
+    "text": "text/plain",
+    "markdown": "text/markdown",
+    "html": "text/html",
+    "chunks": "application/jsonl",
+    "proto": "application/x-protobuf",
+}
+# format=html: the images beside it (its assets) load; nothing else, no script.
+HTML_RESULT_CSP = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"
+FLAGS = {"": False, "false": False, "0": False, "true": True, "1": True}
+
+
+def result_format(query: Mapping[str, str]) -> tuple[str, bool]:
+    """The `format` (json by default) and `furniture` (false by default) a result request asks
+    for; INVALID_ARGUMENT INVALID_FORMAT for any other value."""
+    fmt = query.get("format", "json")
+    if fmt not in RESULT_FORMATS:
+        raise error(
+            ErrorReason.INVALID_FORMAT, f"format must be one of {', '.join(RESULT_FORMATS)}"
+        )
+    furniture = query.get("furniture", "").lower()
+    if furniture not in FLAGS:
+        raise error(ErrorReason.INVALID_FORMAT, "furniture must be true or false")
+    return fmt, FLAGS[furniture]
 
 
 def _limit_memory(memory_mb: int) -> None:
@@ -50,14 +79,17 @@ class Renderer:
             )
         return self._pool
 
-    async def render(self, data: bytes, fmt: str) -> bytes:
-        """`data` (a serialized ReadingPackage) as `fmt`. RESOURCE_EXHAUSTED
+    async def render(self, data: bytes, fmt: str, furniture: bool = False) -> bytes:
+        """`data` (a serialized ReadingPackage) as `fmt` (`furniture`: keep running headers and
+        footers in text, Markdown and HTML). RESOURCE_EXHAUSTED
         RESULT_TOO_LARGE_TO_RENDER past the worker's memory limit (format=proto still works);
         UNAVAILABLE RENDER_FAILED when the worker process died (it is replaced for the next
         request)."""
         pool = self._executor()
         try:
-            return await asyncio.get_running_loop().run_in_executor(pool, render, data, fmt)
+            return await asyncio.get_running_loop().run_in_executor(
+                pool, render, data, fmt, furniture
+            )
         except (MemoryError, DecodeError) as err:
             # Verified bytes that do not decode: protobuf's arena could not allocate.
             if isinstance(err, DecodeError) and "alloc" not in str(err):

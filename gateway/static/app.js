@@ -127,6 +127,8 @@ class FileRow {
       const base = `/v1/jobs/${encodeURIComponent(job.job_id)}/result`;
       const open = { target: "_blank", rel: "noopener" };
       links.push(el("a", { href: withToken(`${base}?format=text`), ...open }, "Text"));
+      // Headings, lists and tables as one page (escaped, no script: the gateway sends a CSP).
+      links.push(el("a", { href: withToken(`${base}?format=html`), ...open }, "Page"));
       links.push(el("a", { href: withToken(base), ...open }, "JSON"));
       links.push(
         el("button", { type: "button", class: "link", onclick: () => this.showImages() }, "Images"),

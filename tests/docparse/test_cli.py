@@ -84,10 +84,14 @@ def test_submit_watch_status_result_and_errors(
     watched = run_cli("watch", job_id, "--target", target)
     assert watched.returncode == 0 and "SUCCEEDED" in watched.stdout
 
-    text = run_cli("result", job_id, "--format", "text", "--target", target)
+    # "page N of 6" atop each page is page furniture: kept with --furniture.
+    text = run_cli("result", job_id, "--format", "text", "--furniture", "--target", target)
     assert text.returncode == 0 and "page 6 of 6" in text.stdout
     markdown = run_cli("result", job_id, "--format", "markdown", "--target", target)
-    assert "## Page 6" in markdown.stdout
+    assert "<!-- page 6 -->" in markdown.stdout  # page breaks are comments, not headings
+    html = run_cli("result", job_id, "--format", "html", "--target", target)
+    assert html.returncode == 0 and html.stdout.startswith("<!DOCTYPE html>")
+    assert '<section data-page="6">' in html.stdout
     package = json.loads(run_cli("result", job_id, "--target", target).stdout)
     assert len(package["pages"]) == 6
     raw = run_cli("result", job_id, "--format", "raw", "-o", str(tmp_path / "r.pb"),

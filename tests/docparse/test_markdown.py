@@ -21,7 +21,7 @@ def test_a_word_document_has_headings_items_and_each_table_once() -> None:
     package = parsed("docx", fixtures.docx_full())
     markdown = to_markdown(package)
     lines = markdown.splitlines()
-    assert "## Annual report" in lines
+    assert "# Annual report" in lines  # a level-1 heading is `#`
     assert "- First bullet point" in lines
     assert "The board approved the budget for the northern plant." in lines
     assert markdown.count("Ada") == 1 and markdown.count("Score") == 1, markdown
@@ -29,14 +29,21 @@ def test_a_word_document_has_headings_items_and_each_table_once() -> None:
     assert lines[table + 1 : table + 3] == ["| --- | --- |", "| Ada | 97 |"]
     # In its place: after the list item it follows in the body, not at the end.
     assert lines.index("- First bullet point") < table
-    assert "## Page 1" not in lines  # a Word document's one page is no section
+    assert not any(line.startswith("<!-- page") for line in lines)  # Word has no pages
+    # Its running header and footer are page furniture: out of Markdown and text, unless kept.
+    assert "ACME Corp confidential header" not in markdown
+    assert "Page footer text" not in to_text(package)
+    kept = to_markdown(package, furniture=True)
+    assert "ACME Corp confidential header" in kept and "Page footer text" in kept
     assert "Ada\t97" in to_text(package)  # the plain text keeps the table's text
 
 
 def test_a_slide_shows_its_title_once_and_its_table_once() -> None:
     markdown = to_markdown(parsed("pptx", fixtures.pptx_full()))
     assert markdown.count("Roadmap 2025") == 1, markdown
-    assert "## Slide 1: Roadmap 2025" in markdown
+    # The slide break is a comment, the slide's title its heading (no "Slide 1" heading).
+    assert "<!-- slide 1 -->\n\n# Roadmap 2025\n" in markdown, markdown
+    assert "Slide 1" not in markdown
     assert markdown.count("Milestone") == 1 and "| Milestone | Date |" in markdown, markdown
     assert markdown.index("Ship the parser service") < markdown.index("| Milestone | Date |")
 

@@ -200,9 +200,13 @@ def test_upload_page_shows_every_file_to_the_end(
 
     summaries = page.locator(".batch .summary").all_inner_texts()
     assert sorted(summaries) == ["1 of 1 done", "5 of 5 done · 1 failed"]
-    # The result link serves the text the parser found.
-    text_link = rows["report.pdf"]["links"][0]
-    assert "report 12 of 12" in page.request.get(f"{base}{text_link}").text()
+    # The result link serves the text the parser found ("report N of 12" atop every page is
+    # page furniture, left out); the Page link the same document as HTML, page by page.
+    text_link, html_link = rows["report.pdf"]["links"][:2]
+    assert "job state lives in Redis" in page.request.get(f"{base}{text_link}").text()
+    assert html_link.endswith("?format=html")
+    html = page.request.get(f"{base}{html_link}").text()
+    assert '<section data-page="12">' in html and "job state lives in Redis" in html
 
     shot = tmp_path / "upload-page.png"
     page.screenshot(path=str(shot), full_page=True)

@@ -418,7 +418,7 @@ def test_results_and_errors_are_not_cached_or_sniffed(parsing: LocalStack) -> No
         job = s.SubmitJob(request, metadata=A, timeout=30).job
     assert finished(gateway, job.job_id, A).state == job_pb2.STATE_SUCCEEDED
     key = {"X-Api-Key": "key-of-a"}
-    for fmt in ("json", "text", "markdown", "proto"):
+    for fmt in ("json", "text", "markdown", "html", "chunks", "proto"):
         url = f"http://{http}/v1/jobs/{job.job_id}/result?format={fmt}"
         status, headers, body = http_call("GET", url, None, key)
         assert status == 200 and body

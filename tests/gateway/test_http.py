@@ -270,9 +270,20 @@ def test_submit_status_result_as_json_and_text(stack: LocalStack) -> None:
 
     text = request(http_b, "GET", f"/v1/jobs/{queued['job_id']}/result?format=text")
     assert text.status == 200 and text.headers["Content-Type"].startswith("text/plain")
-    assert "async 2 of 3" in text.body.decode()
+    # "async N of 3" atop every page is a page number line: page furniture (role "header" in
+    # the JSON) is left out of text unless asked for with furniture=true.
+    furniture = {b["text"] for p in pages for b in p["blocks"] if b["role"] in ("header", "footer")}
+    assert ("async 2 of 3" in text.body.decode()) == ("async 2 of 3" not in furniture)
+    kept = request(http_b, "GET", f"/v1/jobs/{queued['job_id']}/result?format=text&furniture=true")
+    assert "async 2 of 3" in kept.body.decode()
     markdown = request(http_b, "GET", f"/v1/jobs/{queued['job_id']}/result?format=markdown")
-    assert "## Page 3" in markdown.body.decode()
+    assert "<!-- page 3 -->" in markdown.body.decode()  # page breaks are comments
+    html = request(http_b, "GET", f"/v1/jobs/{queued['job_id']}/result?format=html")
+    assert html.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert "sandbox" in html.headers["Content-Security-Policy"]
+    assert '<section data-page="3">' in html.body.decode()
+    bad = request(http_b, "GET", f"/v1/jobs/{queued['job_id']}/result?furniture=maybe")
+    assert (bad.status, error_of(bad)["reason"]) == (400, "INVALID_FORMAT")
 
 
 def test_batch_json_and_its_event_stream(stack: LocalStack) -> None:

@@ -235,7 +235,8 @@ def test_real_ids_get_documented_200s(stack: LocalStack, known: dict[str, str]) 
             path_parameters["name"] = "app.js"
         queries: list[dict[str, str]] = [{}]
         if operation.path.endswith("/result"):
-            queries = [{"format": f} for f in ("json", "text", "markdown", "proto")]
+            formats = ("json", "text", "markdown", "html", "chunks", "proto")
+            queries = [{"format": f} for f in formats] + [{"format": "html", "furniture": "true"}]
         for query in queries:
             case = operation.Case(path_parameters=path_parameters, query=query)
             response = case.call_and_validate(
