@@ -5,4 +5,6 @@
 # server's own, not the client package's (a new SDK release does not invalidate any result).
 # 0.1.1: PDF text boxes are mupdf's own character boxes in every process (they depended on
 # what the process had imported; production packages had pymupdf's stretched ones).
-PARSER_VERSION = "0.1.1"
+# 0.2.0: PDF structure: blocks in reading order (columns), list items, headings with levels,
+# the title and page furniture (headers, footers) marked.
+PARSER_VERSION = "0.2.0"

@@ -219,6 +219,7 @@ def decode_part(body: bytes) -> Part:
         dropped_assets=meta["dropped_assets"],
         mupdf_warnings=meta["mupdf_warnings"],
         package=package,
+        looks={int(k): [(float(s), bool(b)) for s, b in v] for k, v in meta["looks"].items()},
     )
 
 

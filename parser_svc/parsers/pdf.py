@@ -2,7 +2,8 @@
 
 Each page: the text layer's blocks in reading order; if the page has no usable text but shows
 images (a scan), it is rendered and OCR'd instead (mixed documents OCR only such pages); its
-images become assets; ruled tables are found from the page's vector rules (pdf_tables.py).
+images become assets; its tables are found from its rules and word boxes
+(pdf_table_structure.py) and joined where one continues on the next page (pdf_table_pages.py).
 
 Failures are precise: PASSWORD_REQUIRED / WRONG_PASSWORD for encrypted files, CORRUPT_DOCUMENT
 for a file that cannot be opened, whose page count cannot be read, that has 0 pages, or that
@@ -31,8 +32,10 @@ from parser_svc.parsers import (
     too_large,
 )
 from parser_svc.parsers.password import candidates
+from parser_svc.parsers.pdf_headings import mark_structure
 from parser_svc.parsers.pdf_pages import Reading, read_pages
 from parser_svc.parsers.pdf_split import ForkRange, ReadRange
+from parser_svc.parsers.pdf_table_pages import join_continued_tables
 
 PDF_PERM_COPY = 1 << 4  # bit 5 of /P: copy or extract text
 
@@ -97,6 +100,7 @@ def parse_pdf(
         _all_pages(reading, progress, fork)
         reading.assets.finish()
         state = reading.state
+        join_continued_tables(doc, package)  # tables broken across pages
         repaired = pymupdf.TOOLS.mupdf_warnings().strip()
         if repaired:
             lines = repaired.splitlines()
@@ -228,6 +232,8 @@ def _all_pages(reading: Reading, progress: ProgressFn, fork: ForkRange | None) -
     finally:
         for sibling in siblings:
             sibling.kill()
+    # Headings, title and page furniture: once every page is in, whatever process read it.
+    mark_structure(package, reading.state.looks, _outline(reading.doc, package))
 
 
 def _range_reader(reading: Reading) -> ReadRange:
@@ -244,6 +250,7 @@ def _range_reader(reading: Reading) -> ReadRange:
         part.warnings, part.warned_xrefs = state.warnings, state.warned_xrefs
         part.extracted, part.dropped_assets = state.extracted, mine.assets.dropped
         part.mupdf_warnings = pymupdf.TOOLS.mupdf_warnings().strip()
+        part.looks = state.looks
         return part
 
     return read_range
@@ -288,7 +295,18 @@ def _add_part(part: pdf_split.Part, reading: Reading) -> bool:
     state.warned_xrefs.extend(part.warned_xrefs)
     for xref, named in part.extracted.items():
         state.extracted.setdefault(xref, named)
+    state.looks.update(part.looks)
     return True
+
+
+def _outline(doc: pymupdf.Document, package: rp.ReadingPackage) -> list[list[object]]:
+    """The document's outline (level, title, page number), or [] (with a warning) when it
+    cannot be read."""
+    try:
+        return list(doc.get_toc(simple=True))
+    except Exception as err:
+        package.warnings.append(safe(f"the document outline cannot be read: {err}"))
+        return []
 
 
 def _garbage_warning(pages: list[tuple[int, str]]) -> str:

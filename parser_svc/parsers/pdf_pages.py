@@ -1,5 +1,5 @@
 """The pages of a PDF, one by one: each page's text blocks in reading order, its images stored as
-assets once per document, its ruled tables (pdf_tables.py), and the pages that need OCR read
+assets once per document, its tables (pdf_table_structure.py), and the pages that need OCR read
 beside the next ones (pdf_ocr.py). A `Reading` is what one process adds pages to (pdf.py
 reads the document, pdf_split.py says how ranges read elsewhere are added).
 """
@@ -20,21 +20,18 @@ from parser_svc.parsers import (
     ProgressFn,
     describe_error,
     is_out_of_memory,
-    make_table,
     mime_for_ext,
     page_text,
-    safe,
     too_large,
 )
 from parser_svc.parsers.pdf_images import named_images
 from parser_svc.parsers.pdf_ocr import OcrPages, PendingPage
-from parser_svc.parsers.pdf_pass import Rules, rules_of, text_and_rules
+from parser_svc.parsers.pdf_pass import text_and_rules
 from parser_svc.parsers.pdf_resources import ResourceScans
-from parser_svc.parsers.pdf_tables import find_tables
+from parser_svc.parsers.pdf_structure import Look, add_page_blocks
+from parser_svc.parsers.pdf_table_structure import add_tables
 from parser_svc.parsers.textlayer import fonts_without_unicode, strip_replacements
 from parser_svc.parsers.textlayer import judge_page as judge_text_layer
-
-TEXT_BLOCK = 0
 
 
 class _State:
@@ -55,6 +52,8 @@ class _State:
         self.image_digests: dict[int, bytes | None] = {}
         # Images whose extraction failed with a warning (pdf_split: a range read elsewhere).
         self.warned_xrefs: list[int] = []
+        # Page number -> its text blocks' looks (pdf_structure.py), for pages read from their text.
+        self.looks: dict[int, list[Look]] = {}
 
 
 def _bbox(rect: Any) -> rp.BoundingBox:
@@ -157,7 +156,8 @@ def _page(
     try:
         # The page's rules and image count come from the run that reads its text.
         textpage, rules, drawn, image_page = text_and_rules(page)
-        texts = _text_blocks(page, textpage, out)
+        # Blocks in reading order, list items marked; their looks for the document's headings.
+        texts, looks = add_page_blocks(textpage, out)
         usable = _usable_chars("".join(texts))
         # A page that draws no image has none to list or store (most pages: no image scan).
         images = _images(doc, page, out, assets, state, usable, image_page) if drawn != 0 else 0
@@ -175,9 +175,9 @@ def _page(
                 state.warnings.append(f"page {index + 1} needs OCR, which is disabled")
                 if garbage:
                     texts = [strip_replacements(t) for t in texts]
+        state.looks[index + 1] = looks
         if options.pdf_tables:
-            for table in _tables(page, textpage, rules, state):
-                out.tables.append(table)
+            add_tables(page, textpage, rules, out, state.warnings)
         out.text = page_text(texts)
     except Exception as err:
         _page_error(err, index, state)
@@ -194,19 +194,6 @@ def _page_error(err: Exception, index: int, state: _State) -> None:
             f"page {index + 1} exceeded the parse's memory limit ({describe_error(err)})"
         ) from err
     state.warnings.append(f"page {index + 1} cannot be read: {describe_error(err)}")
-
-
-def _text_blocks(page: pymupdf.Page, textpage: Any, out: rp.Page) -> list[str]:
-    texts = []
-    add = out.blocks.add  # built in place: append() copies a message built apart (4x slower)
-    for x0, y0, x1, y1, text, _no, kind in page.get_text("blocks", sort=True, textpage=textpage):
-        if kind != TEXT_BLOCK or not text.strip():
-            continue
-        clean = safe(text.strip())
-        texts.append(clean)
-        bbox = add(text=clean, source="text").bbox
-        bbox.x0, bbox.y0, bbox.x1, bbox.y1 = x0, y0, x1, y1
-    return texts
 
 
 def _images(
@@ -262,21 +249,3 @@ def _images(
                 )
             )
     return shown
-
-
-def _tables(
-    page: pymupdf.Page, textpage: Any, rules: Rules | None, state: _State
-) -> list[rp.Table]:
-    try:
-        if rules is None:  # not read with the text: a second run of the page
-            rules = rules_of(page.get_cdrawings())
-        if not rules[0]:
-            return []
-        found = find_tables(rules, lambda: page.get_text("words", textpage=textpage))
-    except Exception as err:
-        state.warnings.append(f"page {page.number + 1}: table detection failed: {err}")
-        return []
-    return [
-        make_table([[safe(cell) for cell in row] for row in table.rows], _bbox(table.bbox))
-        for table in found
-    ]

@@ -47,6 +47,8 @@ class Part:
     dropped_assets: int = 0
     mupdf_warnings: str = ""
     package: rp.ReadingPackage = field(default_factory=rp.ReadingPackage)
+    # Page number -> its text blocks' looks (font size, bold), for the document's headings.
+    looks: dict[int, list[tuple[float, bool]]] = field(default_factory=dict)
 
 
 # How many processes read the pages of the document this process parsed last (accepted parts:

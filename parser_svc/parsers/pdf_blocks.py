@@ -1,0 +1,259 @@
+"""A PDF page's text blocks with what they look like: each block's lines with their dominant
+font size and boldness (for the document's headings, pdf_headings.py), and list items (a
+leading marker, its kind, a nesting level from the indent). Built from the text page the page's
+run made (`extractDICT`: spans with sizes and flags, no second run of the page)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+BOLD_FLAG = 16  # mupdf's span flag for a bold font
+# A line starting a new block in a mupdf block: a size change above this, or a boldness change.
+SIZE_STEP = 0.8
+# List markers: bullets, or numbers / letters / roman numerals followed by "." or ")", or
+# parenthesised; then whitespace (the marker alone on its line joins the text beside it).
+_BULLETS = "•◦▪‣●■□○▫·\u2013\u2014*-"  # en and em dashes are bullets too
+_MARKER = re.compile(
+    r"^(?:(?P<bullet>[" + re.escape(_BULLETS) + r"])"
+    r"|(?P<ordered>(?:\d{1,3}|[a-z]|[ivxlc]{1,6}|[IVXLC]{1,6})[.)]"
+    r"|\((?:\d{1,3}|[a-z]|[ivxlc]{1,6})\)))(?:\s+|$)"
+)
+# Indents closer than this are one list level.
+INDENT_STEP = 6.0
+
+
+@dataclass(slots=True)
+class Line:
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    text: str
+    size: float
+    bold: bool
+    chars: int
+
+
+@dataclass(slots=True)
+class Block:
+    """A text block of a page: its lines (never re-worded), its look and what it is."""
+
+    lines: list[Line]  # not changed once the block is made: its box is theirs
+    marker: str = ""
+    ordered: bool = False
+    level: int = 0
+    column_left: float = 0.0  # the left edge of the column it stands in (pdf_reading_order)
+    x0: float = field(init=False)
+    y0: float = field(init=False)
+    x1: float = field(init=False)
+    y1: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        lines = self.lines
+        self.x0 = min(line.x0 for line in lines)
+        self.y0 = min(line.y0 for line in lines)
+        self.x1 = max(line.x1 for line in lines)
+        self.y1 = max(line.y1 for line in lines)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(line.text for line in self.lines)
+
+    def look(self) -> tuple[float, bool]:
+        """The font size with the most characters, and whether most characters are bold."""
+        sizes: dict[float, int] = {}
+        bold = 0
+        for line in self.lines:
+            sizes[line.size] = sizes.get(line.size, 0) + line.chars
+            bold += line.chars if line.bold else 0
+        total = sum(sizes.values())
+        return max(sizes, key=lambda s: sizes[s]), bold * 2 > total
+
+
+def list_marker(text: str) -> tuple[str, bool] | None:
+    """The list marker `text` starts with and whether it counts, or None."""
+    found = _MARKER.match(text)
+    if found is None:
+        return None
+    if found.group("bullet"):
+        return found.group("bullet"), False
+    return found.group("ordered"), True
+
+
+def page_blocks(textpage: Any) -> list[Block]:
+    """The page's text blocks as mupdf groups them, itemised (`items_of`)."""
+    blocks: list[Block] = []
+    for raw in textpage.extractDICT()["blocks"]:
+        if raw.get("type", 0) != 0:
+            continue
+        lines = [line for line in map(_line, raw["lines"]) if line is not None]
+        if lines:
+            blocks += items_of(Block(lines))
+    return blocks
+
+
+def items_of(block: Block) -> list[Block]:
+    """`block` split where a line starts a list item or changes size or weight (a heading run
+    into its paragraph), a marker alone on its line joined to the text on its right; each
+    part with its list marker, if it starts with one."""
+    parts: list[list[Line]] = []
+    for line in _joined_markers(block.lines):
+        if parts and not _starts_block(parts[-1], line):
+            parts[-1].append(line)
+        else:
+            parts.append([line])
+    out = [Block(lines) for lines in parts]
+    for part in out:
+        part.column_left = block.column_left
+        found = list_marker(part.lines[0].text)
+        if found is not None:
+            part.marker, part.ordered = found
+    return out
+
+
+def itemised(blocks: list[Block]) -> list[Block]:
+    """Blocks in reading order, each itemised again (a block split across columns holds
+    lines of several items), and a block that is only a list marker joined to the block
+    beside it on the same line (mupdf may make the bullet a block of its own)."""
+    out: list[Block] = []
+    for block in blocks:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and len(last.lines) == 1
+            and _MARKER.fullmatch(last.lines[0].text) is not None
+            and _beside(last.lines[0], block.lines[0])
+        ):
+            out.pop()
+            joined = Block([last.lines[0], *block.lines])
+            joined.column_left = last.column_left
+            block = joined
+        out += items_of(block)
+    return out
+
+
+def _beside(marker: Line, line: Line) -> bool:
+    return 0 < line.x0 - marker.x1 < HANGING and abs(
+        (line.y0 + line.y1) - (marker.y0 + marker.y1)
+    ) < (line.y1 - line.y0)
+
+
+def _line(raw: dict[str, Any]) -> Line | None:
+    spans = raw["spans"]
+    text = "".join(span["text"] for span in spans)
+    if not text.strip():
+        return None
+    sizes: dict[float, int] = {}
+    bold = 0
+    for span in spans:
+        count = len(span["text"].strip())
+        size = round(float(span["size"]), 1)
+        sizes[size] = sizes.get(size, 0) + count
+        if span["flags"] & BOLD_FLAG or "bold" in str(span.get("font", "")).lower():
+            bold += count
+    chars = sum(sizes.values())
+    x0, y0, x1, y1 = raw["bbox"]
+    size = max(sizes, key=lambda s: sizes[s])
+    return Line(x0, y0, x1, y1, text.strip(), size, bold * 2 > chars, chars)
+
+
+def _joined_markers(lines: list[Line]) -> list[Line]:
+    """A line that is only a list marker, followed by a line beside it on the same baseline,
+    becomes one line (mupdf splits a line at a wide gap, as after a bullet)."""
+    out: list[Line] = []
+    for line in lines:
+        last = out[-1] if out else None
+        if last is not None and _MARKER.fullmatch(last.text) is not None and _beside(last, line):
+            out[-1] = Line(
+                last.x0, min(last.y0, line.y0), line.x1, max(last.y1, line.y1),
+                f"{last.text} {line.text}", line.size, line.bold, line.chars + last.chars,
+            )  # fmt: skip
+            continue
+        out.append(line)
+    return out
+
+
+def _starts_block(current: list[Line], line: Line) -> bool:
+    """Whether `line` starts a new block after the lines `current` of one: a list item, a
+    change of look, or a line back at a list item's marker after its hanging indent."""
+    previous, first = current[-1], current[0]
+    if list_marker(line.text) is not None:
+        return True
+    if abs(previous.size - line.size) > SIZE_STEP or previous.bold != line.bold:
+        return True
+    return (
+        len(current) > 1
+        and previous.x0 > first.x0 + 2.0
+        and line.x0 < first.x0 + 1.0
+        and list_marker(first.text) is not None
+    )
+
+
+def list_levels(blocks: list[Block]) -> None:
+    """Each list item's nesting level: the rank of its indent (from its column's left edge)
+    among the page's list items' indents, those closer than INDENT_STEP counting as one."""
+    indents = sorted({round(b.x0 - b.column_left, 1) for b in blocks if b.marker})
+    steps: list[float] = []
+    for indent in indents:
+        if not steps or indent - steps[-1] > INDENT_STEP:
+            steps.append(indent)
+    for block in blocks:
+        if block.marker:
+            indent = block.x0 - block.column_left
+            block.level = 1 + sum(1 for step in steps[1:] if indent >= step - INDENT_STEP / 2)
+
+
+def joined_paragraphs(blocks: list[Block]) -> list[Block]:
+    """Blocks in reading order with the lines mupdf left apart joined into their paragraph (a
+    content stream drawing columns line by line alternately gives a block per line): a block
+    right under the previous one in the same column (closer than LINE_GAP of a line's height),
+    starting at its left edge (a list item's hanging indent), in the same look, and not a list
+    item itself. A list item takes the block's lines at its hanging indent; the lines after
+    them (back at the marker's edge: the paragraph after the list) stay a block."""
+    out: list[Block] = []
+    for block in blocks:
+        last = out[-1] if out else None
+        if last is None or not _continues(last, block):
+            out.append(block)
+            continue
+        taken = len(block.lines)
+        if last.marker:
+            edge = block.lines[0].x0
+            taken = next(
+                (i for i, line in enumerate(block.lines) if abs(line.x0 - edge) >= 2.0), taken
+            )
+        joined = Block(last.lines + block.lines[:taken], last.marker, last.ordered)
+        joined.column_left = last.column_left
+        out[-1] = joined
+        if taken < len(block.lines):
+            rest = Block(block.lines[taken:])
+            rest.column_left = block.column_left
+            out.append(rest)
+    return out
+
+
+LINE_GAP = 0.35
+HANGING = 36.0  # points: the widest hanging indent of a list item's text after its marker
+
+
+def _continues(last: Block, block: Block) -> bool:
+    if block.marker or last.column_left != block.column_left:
+        return False
+    above, first = last.lines[-1], block.lines[0]
+    height = first.y1 - first.y0
+    # A paragraph goes on at its edge; a list item at its hanging indent, right of its marker
+    # (under its second line, or within HANGING of the marker under its first).
+    if not last.marker:
+        aligned = abs(first.x0 - last.x0) < 2.0
+    elif len(last.lines) > 1:
+        aligned = abs(first.x0 - above.x0) < 2.0 and first.x0 > last.x0 + 2.0
+    else:
+        aligned = last.x0 + 2.0 < first.x0 < last.x0 + HANGING
+    return (
+        -height / 2 < first.y0 - above.y1 < LINE_GAP * height
+        and aligned
+        and abs(above.size - first.size) <= SIZE_STEP
+        and above.bold == first.bold
+    )

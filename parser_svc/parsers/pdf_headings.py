@@ -1,0 +1,171 @@
+"""A PDF's headings, title and page furniture, marked once every page is read (pdf.py, after
+the ranges read by other processes are joined): roles and levels are set on the existing text
+blocks; no text changes.
+
+- Page furniture: blocks in the top or bottom FURNITURE_BAND of the page whose text, digits
+  aside, repeats on at least half the pages (2 at least) become "header" / "footer"; so does a
+  lone page number there, and in a one-page document a small one-line head (or foot with a
+  number).
+- Body size: the font size with the most characters (furniture aside).
+- Headings: blocks of one or two lines larger than the body, or bold at the body size, short
+  and not ending in a period. Levels: the headings' (size, bold) classes, largest first (bold
+  before regular at one size); within a class, numbering ("2.", "2.1", "2.1.3") nests deeper.
+  The document outline, where there is one, wins for the titles it names.
+- Title: the largest text near the top of page 1, when larger than the body: "title", level 1.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from docparse.v1 import reading_package_pb2 as rp
+from parser_svc.parsers.pdf_structure import Look
+
+FURNITURE_BAND = 0.1  # of the page height, top and bottom
+TITLE_BAND = 0.35  # the title stands in this top share of page 1
+BIGGER = 0.5  # points above the body size that make a heading
+MAX_HEADING_CHARS = 120
+MAX_LEVEL = 6
+_PAGE_NUMBER = re.compile(
+    r"^(?:page\s+)?[-\u2013(\[]?\s*(?:\d{1,4}|[ivxlc]{1,7})\s*[-\u2013)\]]?(?:\s*(?:of|/)\s*\d{1,4})?$",
+    re.IGNORECASE,
+)
+_NUMBERING = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){0,5})\.?\s+\S")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def mark_structure(
+    package: rp.ReadingPackage, looks: dict[int, list[Look]], outline: Sequence[Any]
+) -> None:
+    """Sets furniture, title and heading roles and levels on the package's PDF blocks read
+    from their text (`looks`: page number -> each block's look)."""
+    pages = [p for p in package.pages if len(looks.get(p.number, ())) == len(p.blocks) > 0]
+    if not pages:
+        return
+    sized = [
+        (block, look)
+        for page in pages
+        for block, look in zip(page.blocks, looks[page.number], strict=True)
+    ]
+    sizes: Counter[float] = Counter()
+    for block, (size, _bold) in sized:
+        sizes[size] += len(block.text)
+    body = sizes.most_common(1)[0][0]
+    _furniture(pages, looks, body)
+    sized = [(block, look) for block, look in sized if block.role not in ("header", "footer")]
+    _headings([(b, look) for b, look in sized if _is_heading(b, look, body)])
+    _title(pages[0], looks[pages[0].number], body)
+    _outline(package, outline)
+
+
+def _furniture(pages: list[rp.Page], looks: dict[int, list[Look]], body: float) -> None:
+    seen: dict[tuple[str, str], set[int]] = {}
+    zoned: list[tuple[rp.TextBlock, str, str, bool]] = []
+    for page in pages:
+        for block, (size, _bold) in zip(page.blocks, looks[page.number], strict=True):
+            zone = _zone(page, block)
+            if zone and block.role in ("", "list_item"):
+                key = re.sub(r"\d+", "#", " ".join(block.text.lower().split()))
+                seen.setdefault((zone, key), set()).add(page.number)
+                # One page shows no repetition: a small one-line running head, or foot with a
+                # number (not a footnote: those start with their number or mark), is
+                # furniture there.
+                small = size < body - BIGGER and "\n" not in block.text
+                foot = "#" in key and not key.startswith(("#", "*", "\u2020", "\u2021"))
+                alone = len(pages) == 1 and small and (zone == "header" or foot)
+                zoned.append((block, zone, key, alone))
+    least = max(2, (len(pages) + 1) // 2)
+    for block, zone, key, alone in zoned:
+        lone_number = _PAGE_NUMBER.match(" ".join(block.text.split())) is not None
+        if lone_number or alone or len(seen[(zone, key)]) >= least:
+            block.role = zone
+            block.marker, block.ordered, block.level = "", False, 0
+
+
+def _zone(page: rp.Page, block: rp.TextBlock) -> str:
+    if page.height <= 0 or not block.HasField("bbox"):
+        return ""
+    if block.bbox.y1 <= page.height * FURNITURE_BAND:
+        return "header"
+    if block.bbox.y0 >= page.height * (1 - FURNITURE_BAND):
+        return "footer"
+    return ""
+
+
+def _is_heading(block: rp.TextBlock, look: Look, body: float) -> bool:
+    size, bold = look
+    text = block.text.strip()
+    if block.role not in ("", "list_item") or block.text.count("\n") > 1:
+        return False
+    if len(text) > MAX_HEADING_CHARS or not _LETTER.search(text):
+        return False
+    if block.role == "list_item" and (not block.ordered or _NUMBERING.match(text) is None):
+        return size > body + BIGGER  # a list item unless it stands out by its size
+    if size > body + BIGGER:
+        return True
+    return bold and size >= body - BIGGER and not text.endswith((".", ",", ";", ":"))
+
+
+def _headings(found: list[tuple[rp.TextBlock, Look]]) -> None:
+    classes = sorted(
+        {(round(size * 2) / 2, bold) for _b, (size, bold) in found}, key=lambda c: (-c[0], not c[1])
+    )
+    rank = {c: i + 1 for i, c in enumerate(classes)}
+    depths: dict[tuple[float, bool], int] = {}
+    for block, (size, bold) in found:
+        depth = _depth(block.text)
+        if depth:
+            key = (round(size * 2) / 2, bold)
+            depths[key] = min(depths.get(key, depth), depth)
+    for block, (size, bold) in found:
+        key = (round(size * 2) / 2, bold)
+        depth = _depth(block.text)
+        deeper = depth - depths[key] if depth and key in depths else 0
+        block.role = "heading"
+        block.level = min(MAX_LEVEL, rank[key] + deeper)
+        block.marker, block.ordered = "", False
+
+
+def _depth(text: str) -> int:
+    numbered = _NUMBERING.match(text.strip())
+    return numbered.group(1).count(".") + 1 if numbered else 0
+
+
+def _title(page: rp.Page, looks: list[Look], body: float) -> None:
+    if page.number != 1:
+        return
+    candidates = [
+        (look[0], index)
+        for index, (block, look) in enumerate(zip(page.blocks, looks, strict=True))
+        if block.role in ("", "heading") and block.bbox.y0 <= page.height * TITLE_BAND
+    ]
+    if not candidates:
+        return
+    size, index = max(candidates, key=lambda c: (c[0], -c[1]))
+    largest = max(look[0] for look in looks)
+    if size > body + BIGGER and size >= largest:
+        block = page.blocks[index]
+        block.role, block.level = "title", 1
+
+
+def _outline(package: rp.ReadingPackage, outline: Sequence[Any]) -> None:
+    """The outline's entries (level, title, page number) name headings on their pages."""
+    for entry in outline:
+        if len(entry) < 3 or not 1 <= int(entry[2]) <= len(package.pages):
+            continue
+        level, title, number = int(entry[0]), " ".join(str(entry[1]).split()).lower(), entry[2]
+        page = next((p for p in package.pages if p.number == number), None)
+        if page is None or not title:
+            continue
+        for block in page.blocks:
+            if block.role in ("", "heading", "title", "list_item") and (
+                " ".join(block.text.split()).lower() == title
+            ):
+                if block.role != "title":
+                    block.role = "heading"
+                block.level = max(1, min(MAX_LEVEL, level))
+                block.marker, block.ordered = "", False
+                break
