@@ -3,15 +3,17 @@
 pymupdf's find_tables builds a Python object per character and costs 0.1-0.8 s per page; this
 works on word boxes and line segments only (milliseconds per page): horizontal and vertical
 rules are snapped and merged, rules that cross form connected grids, and each grid with at least
-two rows and two columns becomes a table whose cells collect the words whose centres they hold.
-Borderless tables (whitespace alignment only) are not detected.
+two rows and two columns becomes a table whose cells collect the words whose centres they hold;
+a cell whose inner rules are missing is a merged cell (pdf_table_cells.py). Borderless tables
+(whitespace alignment only): pdf_stream_tables.py; what a page's tables become:
+pdf_table_structure.py.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from parser_svc.parsers.pdf_pass import (
@@ -21,6 +23,7 @@ from parser_svc.parsers.pdf_pass import (
     Rule,
     Rules,
 )
+from parser_svc.parsers.pdf_table_cells import Span, grid_cells, spanned_header_rows
 
 SNAP = 2.0
 MAX_ITEMS = 5000
@@ -35,6 +38,14 @@ _Seg = tuple[float, float, float]
 class FoundTable:
     bbox: tuple[float, float, float, float]
     rows: list[list[str]]
+    # Merged cells: (row, column, row_span, col_span) at their top-left cell.
+    spans: list[Span] = field(default_factory=list)
+    # The x-edges of the columns (columns + 1 values): what a continuation's columns match.
+    columns: list[float] = field(default_factory=list)
+    # (top, bottom) of each row.
+    row_bounds: list[tuple[float, float]] = field(default_factory=list)
+    # Header rows the rules or merged cells tell (0: they do not).
+    header_rows: int = 0
 
 
 def _segments(rules: Iterable[Rule]) -> tuple[list[_Seg], list[_Seg]]:
@@ -59,6 +70,11 @@ def _segments(rules: Iterable[Rule]) -> tuple[list[_Seg], list[_Seg]]:
                 hs += [(y0, x0, x1), (y1, x0, x1)]
                 vs += [(x0, y0, y1), (x1, y0, y1)]
     return _merge(hs), _merge(vs)
+
+
+def rule_segments(rules: Rules) -> tuple[list[_Seg], list[_Seg]]:
+    """The page's horizontal and vertical rules, merged: (position, lo, hi) each."""
+    return _segments(rules[0])
 
 
 def _merge(segs: list[_Seg]) -> list[_Seg]:
@@ -140,25 +156,22 @@ def find_tables(rules: Rules, get_words: Callable[[], Sequence[Sequence[Any]]]) 
         xs = _cuts(v[0] for v in gvs)
         if len(ys) < 3 or len(xs) < 3:
             continue  # fewer than 2 rows or 2 columns: a box or a rule, not a table
-        cells: dict[tuple[int, int], list[str]] = {}
         if words is None:
             words = get_words()
-        top, bottom, left, right = ys[0], ys[-1], xs[0], xs[-1]
-        for word in words:
-            cx, cy = (word[0] + word[2]) / 2, (word[1] + word[3]) / 2
-            if not (top <= cy <= bottom and left <= cx <= right):
-                continue  # outside the grid (what _index answers -1 for, without the call)
-            row, col = _index(ys, cy), _index(xs, cx)
-            if row >= 0 and col >= 0:
-                cells.setdefault((row, col), []).append(str(word[4]))
-        if not cells:
-            continue
-        rows = [
-            [" ".join(cells.get((r, c), [])) for c in range(len(xs) - 1)]
-            for r in range(len(ys) - 1)
-        ]
-        used_cols = [c for c in range(len(xs) - 1) if any(row[c] for row in rows)]
-        rows = [[row[c] for c in used_cols] for row in rows if any(row)]
-        if len(rows) >= 2 and len(used_cols) >= 2:
-            tables.append(FoundTable((xs[0], ys[0], xs[-1], ys[-1]), rows))
+        grid = grid_cells(ys, xs, ghs, gvs, words, _index)
+        rows = grid.rows
+        if len(rows) >= 2 and len(grid.columns) >= 3:
+            # A double rule (an empty band a few points high) ends the header above it.
+            header = grid.thin_rows[0] if grid.thin_rows else 0
+            header = max(header, spanned_header_rows(grid.spans, len(rows)))
+            tables.append(
+                FoundTable(
+                    (xs[0], ys[0], xs[-1], ys[-1]),
+                    rows,
+                    grid.spans,
+                    grid.columns,
+                    grid.row_bounds,
+                    header if header < len(rows) else 0,
+                )
+            )
     return tables

@@ -1,0 +1,120 @@
+"""Tables broken across PDF pages, joined once every page is read (pages may be read by
+several processes, pdf_split.py): the first table of page k+1 continues the last table of page
+k when their column x-edges agree within EDGE_SLACK points and little but page furniture
+stands between them. It is marked `continues_previous`, and its first rows, when they repeat
+the header rows of the table it continues, are dropped; rows repeated so, where the first
+table had no header rows marked, are its header rows.
+
+The column edges are not in the package: the pages of a candidate pair are read again for
+their tables (pdf_table_structure.page_tables), only those.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pymupdf
+
+from docparse.v1 import reading_package_pb2 as rp
+from parser_svc.parsers.pdf_pass import text_and_rules
+from parser_svc.parsers.pdf_table_structure import page_tables
+
+EDGE_SLACK = 2.0
+MAX_TEXT_BETWEEN = 200  # characters of body text between the two tables
+MAX_HEADER_ROWS = 3
+FURNITURE = ("header", "footer", "caption")
+_CONTINUED = re.compile(r"cont", re.IGNORECASE)
+
+
+_Found = list[tuple[Sequence[float], list[float]]]  # a page's tables: (bbox, column x-edges)
+
+
+def _edges(doc: pymupdf.Document, number: int, cache: dict[int, _Found]) -> _Found:
+    if number not in cache:
+        try:
+            page = doc[number - 1]
+            run = text_and_rules(page)
+            found = page_tables(page, run.textpage, run.rules)
+        except Exception:  # read once already: this second reading only adds a link
+            found = []
+        cache[number] = [(t.bbox, t.columns) for t in found]
+    return cache[number]
+
+
+def _columns_of(table: rp.Table, found: _Found) -> list[float] | None:
+    box = table.bbox
+    for bbox, columns in found:
+        near = zip(bbox, (box.x0, box.y0, box.x1, box.y1), strict=True)
+        if all(abs(a - b) <= 1 for a, b in near):
+            return columns
+    return None
+
+
+def _text_between(before: rp.Page, after: rp.Page, top: float, bottom: float) -> int:
+    """Characters of body text below `top` on `before` and above `bottom` on `after`."""
+    count = 0
+    for page, below, edge in ((before, True, top), (after, False, bottom)):
+        for block in page.blocks:
+            if block.role in FURNITURE or not block.HasField("bbox"):
+                continue
+            if (block.bbox.y0 >= edge - 1) if below else (block.bbox.y1 <= edge + 1):
+                count += len(block.text)
+    return count
+
+
+def _cells(table: rp.Table, count: int) -> list[list[str]]:
+    return [list(row.cells) for row in table.rows[:count]]
+
+
+def _drop_repeated_header(head: rp.Table, table: rp.Table) -> None:
+    """Drops `table`'s first rows where they repeat `head`'s header rows (or, `head` having
+    none marked, its first rows: they become its header rows)."""
+    count = head.header_rows
+    if not count:
+        limit = min(MAX_HEADER_ROWS, len(head.rows), len(table.rows) - 1)
+        while count < limit and _cells(head, count + 1) == _cells(table, count + 1):
+            count += 1
+        if count:
+            head.header_rows = count
+    if count and count < len(table.rows) and _cells(head, count) == _cells(table, count):
+        del table.rows[:count]
+        table.header_rows = 0
+
+
+def join_continued_tables(doc: pymupdf.Document, package: rp.ReadingPackage) -> None:
+    """Marks the tables that continue one on the page before (see the module's comment)."""
+    cache: dict[int, _Found] = {}
+    head: rp.Table | None = None  # the table a chain of continuations started with
+    for before, after in zip(package.pages, package.pages[1:], strict=False):
+        if not before.tables or not after.tables or after.number != before.number + 1:
+            continue
+        last = max(before.tables, key=lambda t: t.bbox.y1)
+        first = min(after.tables, key=lambda t: t.bbox.y0)
+        if not _candidates(last, first, before, after):
+            continue
+        ours = _columns_of(last, _edges(doc, before.number, cache))
+        theirs = _columns_of(first, _edges(doc, after.number, cache))
+        if (
+            ours is None
+            or theirs is None
+            or len(ours) != len(theirs)
+            or any(abs(a - b) > EDGE_SLACK for a, b in zip(ours, theirs, strict=True))
+        ):
+            continue
+        if head is None or not last.continues_previous:
+            head = last
+        first.continues_previous = True
+        _drop_repeated_header(head, first)
+
+
+def _candidates(last: rp.Table, first: rp.Table, before: rp.Page, after: rp.Page) -> bool:
+    """Whether the two tables can be one, before their columns are compared."""
+    if not last.rows or not first.rows or len(last.rows[0].cells) != len(first.rows[0].cells):
+        return False
+    left, right = last.bbox.x0 - first.bbox.x0, last.bbox.x1 - first.bbox.x1
+    if abs(left) > EDGE_SLACK or abs(right) > EDGE_SLACK:
+        return False
+    if first.caption and not _CONTINUED.search(first.caption):
+        return False  # a caption of its own: a new table
+    return _text_between(before, after, last.bbox.y1, first.bbox.y0) <= MAX_TEXT_BETWEEN
