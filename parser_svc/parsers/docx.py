@@ -24,6 +24,7 @@ from parser_svc.parsers import (
     safe,
     table_text,
 )
+from parser_svc.parsers.docx_structure import Kind, WordStructure, table_layout
 from parser_svc.parsers.office import check_zip, parse_xml
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -114,12 +115,26 @@ class _Reader:
         self.page = page
         self.assets = assets
         self.texts: list[str] = []
+        numbering = self._part("/word/numbering.xml")
+        self.structure = WordStructure(
+            document.styles.element,
+            None if numbering is None else getattr(numbering, "element", None),
+        )
+        # The body item just read (a table or an image), for a caption below it; a caption
+        # read just before, for the table that follows it.
+        self.previous: rp.Table | rp.ImageRef | None = None
+        self.pending_caption = ""
 
-    def add(self, text: str, role: str = "") -> None:
+    def add(self, text: str, role: str = "", kind: Kind | None = None) -> bool:
         text = safe(text.strip())
-        if text:
-            self.texts.append(text)
-            self.page.blocks.append(rp.TextBlock(text=text, source="text", role=role))
+        if not text:
+            return False
+        self.texts.append(text)
+        block = rp.TextBlock(text=text, source="text", role=role)
+        if kind is not None:
+            block.level, block.marker, block.ordered = kind.level, kind.marker, kind.ordered
+        self.page.blocks.append(block)
+        return True
 
     def block(self, item: Any) -> None:
         from docx.table import Table
@@ -130,24 +145,28 @@ class _Reader:
             self.paragraph(item)
 
     def paragraph(self, paragraph: Any) -> None:
-        style = (paragraph.style.name if paragraph.style is not None else "") or ""
-        lowered = style.lower()
-        role = ""
-        if lowered == "title":
-            role = "title"
-        elif lowered.startswith("heading"):
-            role = "heading"
-        elif lowered.startswith("list") or (
-            paragraph._p.pPr is not None and (paragraph._p.pPr.numPr is not None)
-        ):
-            role = "list_item"
-        self.add(paragraph.text, role)
+        kind = self.structure.paragraph(paragraph._p)
+        text = safe(paragraph.text.strip())
+        images = len(self.page.images)
         self.images(paragraph._p, self.document.part)
+        if len(self.page.images) > images:  # a figure: its caption may have come just before
+            self.previous = self.page.images[-1]
+            self.previous.caption, self.pending_caption = self.pending_caption, ""
+        elif kind.role == "caption" and text:  # below the table or figure just read, or above
+            if self.previous is not None and not self.previous.caption:
+                self.previous.caption = text
+            else:
+                self.pending_caption = text
+            self.previous = None
+        elif text:
+            self.previous, self.pending_caption = None, ""
+        self.add(text, kind.role, kind)
         # Text boxes: w:txbxContent, once (not again in the VML fallback of mc:AlternateContent).
         for box in TEXT_BOXES(paragraph._p):
             self.add(_xml_text(box), "textbox")
 
     def table(self, table: Any) -> None:
+        self.previous = None
         rows: list[list[str]] = []
         for row in table.rows:
             try:
@@ -157,11 +176,21 @@ class _Reader:
             rows.append(cells)
         if not rows:
             return
+        spans, header_rows, before = table_layout(table._tbl)
+        # A full grid: the columns a row skips (w:gridBefore) as empty cells.
+        before.extend([0] * (len(rows) - len(before)))
+        rows = [[""] * skip + cells for cells, skip in zip(rows, before, strict=False)]
         # Kept even when every cell is empty: the structure is content too.
-        self.page.tables.append(make_table(rows))
+        out = make_table(rows)
+        out.header_rows = header_rows
+        for row_out, row_spans in zip(out.rows, spans, strict=False):
+            row_out.spans.extend(row_spans)
+        out.caption, self.pending_caption = self.pending_caption, ""
+        self.page.tables.append(out)
         if any(any(row) for row in rows):
             self.add(table_text(rows), "table")
         self.images(table._tbl, self.document.part)
+        self.previous = self.page.tables[-1]
 
     def images(self, element: Any, part: Any) -> None:
         for rid in BLIPS(element):

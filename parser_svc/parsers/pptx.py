@@ -13,13 +13,13 @@ from parser_svc.parsers import (
     ParseOptions,
     ProgressFn,
     corrupt,
-    make_table,
     page_text,
     safe,
     table_text,
     too_large,
 )
 from parser_svc.parsers.office import check_zip, parse_xml
+from parser_svc.parsers.pptx_structure import frame_blocks, slide_table
 
 EMU_PER_PT = 12700
 P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
@@ -83,26 +83,45 @@ def _flatten(shapes: Any) -> list[Any]:
     return out
 
 
-def _slide(slide: Any, out: rp.Slide, assets: AssetSink) -> None:
+def _kind(shape: Any) -> str:
+    """ "title", "subtitle", "body" (a placeholder whose paragraphs are bulleted by the master)
+    or "" for a shape's text."""
     from pptx.enum.shapes import PP_PLACEHOLDER
 
+    if not shape.is_placeholder:
+        return ""
+    try:
+        kind = shape.placeholder_format.type
+    except (ValueError, AttributeError):
+        return ""
+    if kind in (PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE, PP_PLACEHOLDER.VERTICAL_TITLE):
+        return "title"
+    if kind == PP_PLACEHOLDER.SUBTITLE:
+        return "subtitle"
+    if kind in (PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTICAL_BODY):
+        return "body"
+    return ""
+
+
+def _layout_body(slide: Any, shape: Any) -> Any:
+    """The text body of the layout placeholder `shape` inherits from, or None."""
+    try:
+        inherited = slide.slide_layout.placeholders.get(idx=shape.placeholder_format.idx)
+    except (ValueError, AttributeError, KeyError):
+        return None
+    return None if inherited is None else inherited.element.find(f"{{{P_NS}}}txBody")
+
+
+def _slide(slide: Any, out: rp.Slide, assets: AssetSink) -> None:
     shapes = _flatten(slide.shapes)
     shapes.sort(key=lambda s: ((s.top or 0) // (EMU_PER_PT * 10), s.left or 0))
     texts: list[str] = []
     for shape in shapes:
         bbox = _bbox(shape)
-        role = ""
-        if shape.is_placeholder:
-            try:
-                kind = shape.placeholder_format.type
-            except (ValueError, AttributeError):
-                kind = None
-            if kind in (PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE):
-                role = "title"
         if getattr(shape, "has_table", False) and shape.has_table:
-            rows = [[safe(cell.text.strip()) for cell in row.cells] for row in shape.table.rows]
-            out.tables.append(make_table(rows, bbox))
-            text = table_text(rows).strip()
+            table = slide_table(shape.table, bbox)
+            out.tables.append(table)
+            text = table_text([list(row.cells) for row in table.rows]).strip()
             if text:
                 texts.append(text)
                 block = out.blocks.add(text=text, source="text", role="table")
@@ -123,14 +142,15 @@ def _slide(slide: Any, out: rp.Slide, assets: AssetSink) -> None:
                 if bbox is not None:
                     ref.bbox.CopyFrom(bbox)
         if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
-            text = safe(shape.text_frame.text.strip())
-            if text:
-                if role == "title" and not out.title:
-                    out.title = text
-                texts.append(text)
-                block = out.blocks.add(text=text, source="text", role=role)
+            kind = _kind(shape)
+            layout = _layout_body(slide, shape) if kind == "body" else None
+            for block in frame_blocks(shape.text_frame._txBody, kind, layout):
+                if kind == "title" and not out.title:
+                    out.title = block.text
+                texts.append(block.text)
                 if bbox is not None:
                     block.bbox.CopyFrom(bbox)
+                out.blocks.append(block)
     if slide.has_notes_slide:
         frame = slide.notes_slide.notes_text_frame
         if frame is not None:

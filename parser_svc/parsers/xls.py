@@ -8,6 +8,7 @@ from typing import Any
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.parsers import ParseOptions, ProgressFn, corrupt, safe
 from parser_svc.parsers.office import decrypt, is_encrypted
+from parser_svc.parsers.xls_merges import worksheet_merges
 from parser_svc.parsers.xlsx import CellBudget, iso, set_value
 
 
@@ -52,6 +53,7 @@ def _read(
     if total == 0:
         raise corrupt("the workbook has no sheets")
     budget = CellBudget(options)
+    merges = worksheet_merges(getattr(book, "mem", b"") or b"", getattr(book, "base", 0) or 0)
     progress(0, total, "text")
     for index in range(total):
         try:
@@ -93,6 +95,7 @@ def _read(
                     set_value(cell, value, "s" if kind == xlrd.XL_CELL_TEXT else "")
             count += len(filled)
         sheet.cell_count = count
+        sheet.merged_ranges.extend(merges[index] if index < len(merges) else [])
         book.unload_sheet(index)
         progress(index + 1, total, "text")
     if budget.used == 0:

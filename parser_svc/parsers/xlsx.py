@@ -24,6 +24,7 @@ from parser_svc.parsers import (
     too_large,
 )
 from parser_svc.parsers.office import check_zip
+from parser_svc.parsers.xlsx_merges import WorkbookMerges, open_merges
 
 STRICT_NS = b"http://purl.oclc.org/ooxml/spreadsheetml/main"
 ERRORS = frozenset({"#NULL!", "#DIV/0!", "#VALUE!", "#REF!", "#NAME?", "#NUM!", "#N/A"})
@@ -93,13 +94,18 @@ def parse_xlsx(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.R
         )
     except Exception as err:
         raise corrupt(f"the workbook cannot be opened: {type(err).__name__}: {err}") from err
+    merges = open_merges(data)
     try:
-        return _read(book, progress, options)
+        return _read(book, progress, options, merges)
     finally:
         book.close()
+        if merges is not None:
+            merges.close()
 
 
-def _read(book: Any, progress: ProgressFn, options: ParseOptions) -> rp.ReadingPackage:
+def _read(
+    book: Any, progress: ProgressFn, options: ParseOptions, merges: WorkbookMerges | None = None
+) -> rp.ReadingPackage:
     from openpyxl.utils.datetime import CALENDAR_MAC_1904  # type: ignore[import-untyped]
 
     package = rp.ReadingPackage(content_type="xlsx")
@@ -140,6 +146,8 @@ def _read(book: Any, progress: ProgressFn, options: ParseOptions) -> rp.ReadingP
                 f"sheet {ws.title!r} cannot be read: {type(err).__name__}: {err}"
             ) from err
         sheet.cell_count = count
+        if merges is not None:
+            sheet.merged_ranges.extend(merges.of(ws.title))
         progress(number, total, "text")
     if budget.used == 0:
         package.warnings.append("the workbook has no cells with values")
