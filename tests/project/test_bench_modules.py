@@ -22,6 +22,9 @@ ENTRY_POINTS = [
     "bench.parse.split",
     "bench.bench_batch_watch",
     "bench.spine.parts",
+    "bench.structure.bench",
+    "bench.structure.generate",
+    "bench.structure.engines",
 ]
 
 
