@@ -126,6 +126,8 @@ def _furniture(markdown: str, truth: Truth) -> int:
     drawn = Counter(norm(line) for line in truth.furniture)
     left: Counter[str] = Counter()
     for line in markdown.splitlines():
+        if line.lstrip().startswith("<!--"):
+            continue  # a comment (the renderer's page marks) is not text a reader sees
         text = f" {norm(line)} "
         for furniture in drawn:
             long = len(furniture.split()) >= 3

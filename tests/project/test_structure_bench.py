@@ -153,6 +153,10 @@ def test_a_broken_markdown_scores_less(documents: dict[str, tuple[Truth, Path]])
     assert cut["tables TEDS"] is not None and cut["tables TEDS"] < 0.7
     with_furniture = perfect(truth) + "\n\n".join(truth.furniture)
     assert score(with_furniture, truth).values()["furniture lines"] == len(truth.furniture)
+    # The renderer's page marks are comments, not text a reader sees, even where a footer's
+    # words ("Page 3") are the same.
+    commented = perfect(truth) + "\n\n".join(f"<!-- {line} -->" for line in truth.furniture)
+    assert score(commented, truth).values()["furniture lines"] == 0
     backwards = Truth(**{**truth.__dict__, "paragraphs": truth.paragraphs[::-1]})
     assert score(perfect(backwards), truth).values()["paragraph order"] == 0.0
 
