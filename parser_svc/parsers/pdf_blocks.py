@@ -22,6 +22,8 @@ _MARKER = re.compile(
 )
 # Indents closer than this are one list level.
 INDENT_STEP = 6.0
+# A caption's first line ("Table 2: ...", "Figure 3. ...", "Fig. 4 ...") starts a block of its own.
+CAPTION_START = re.compile(r"^(?:(?:Table|Figure)\s+|Fig\.\s*)\d+(?:[:.\u2014]|\s)")
 
 
 @dataclass(slots=True)
@@ -177,9 +179,10 @@ def _joined_markers(lines: list[Line]) -> list[Line]:
 
 def _starts_block(current: list[Line], line: Line) -> bool:
     """Whether `line` starts a new block after the lines `current` of one: a list item, a
-    change of look, or a line back at a list item's marker after its hanging indent."""
+    caption's first line, a change of look, or a line back at a list item's marker after its
+    hanging indent."""
     previous, first = current[-1], current[0]
-    if list_marker(line.text) is not None:
+    if list_marker(line.text) is not None or CAPTION_START.match(line.text):
         return True
     if abs(previous.size - line.size) > SIZE_STEP or previous.bold != line.bold:
         return True
@@ -210,8 +213,8 @@ def joined_paragraphs(blocks: list[Block]) -> list[Block]:
     content stream drawing columns line by line alternately gives a block per line): a block
     right under the previous one in the same column (closer than LINE_GAP of a line's height),
     starting at its left edge (a list item's hanging indent), in the same look, and not a list
-    item itself. A list item takes the block's lines at its hanging indent; the lines after
-    them (back at the marker's edge: the paragraph after the list) stay a block."""
+    item or a caption itself. A list item takes the block's lines at its hanging indent; the
+    lines after them (back at the marker's edge: the paragraph after the list) stay a block."""
     out: list[Block] = []
     for block in blocks:
         last = out[-1] if out else None
@@ -239,7 +242,7 @@ HANGING = 36.0  # points: the widest hanging indent of a list item's text after 
 
 
 def _continues(last: Block, block: Block) -> bool:
-    if block.marker or last.column_left != block.column_left:
+    if block.marker or last.column_left != block.column_left or CAPTION_START.match(block.text):
         return False
     above, first = last.lines[-1], block.lines[0]
     height = first.y1 - first.y0

@@ -8,8 +8,9 @@ blocks; no text changes.
   number).
 - Body size: the font size with the most characters (furniture aside).
 - Headings: blocks of one or two lines larger than the body, or bold at the body size, short
-  and not ending in a period. Levels: the headings' (size, bold) classes, largest first (bold
-  before regular at one size); within a class, numbering ("2.", "2.1", "2.1.3") nests deeper.
+  and not ending in a period (up to MAX_HEADING_LINES lines when larger: a heading wrapped in
+  a narrow column). Levels: the headings' (size, bold) classes, largest first (bold before
+  regular at one size); within a class, numbering ("2.", "2.1", "2.1.3") nests deeper.
   The document outline, where there is one, wins for the titles it names.
 - Title: the largest text near the top of page 1, when larger than the body: "title", level 1.
 """
@@ -28,6 +29,7 @@ FURNITURE_BAND = 0.1  # of the page height, top and bottom
 TITLE_BAND = 0.35  # the title stands in this top share of page 1
 BIGGER = 0.5  # points above the body size that make a heading
 MAX_HEADING_CHARS = 120
+MAX_HEADING_LINES = 4  # a larger heading wrapped in a narrow column; 2 otherwise
 MAX_LEVEL = 6
 _PAGE_NUMBER = re.compile(
     r"^(?:page\s+)?[-\u2013(\[]?\s*(?:\d{1,4}|[ivxlc]{1,7})\s*[-\u2013)\]]?(?:\s*(?:of|/)\s*\d{1,4})?$",
@@ -98,8 +100,11 @@ def _zone(page: rp.Page, block: rp.TextBlock) -> str:
 def _is_heading(block: rp.TextBlock, look: Look, body: float) -> bool:
     size, bold = look
     text = block.text.strip()
-    if block.role not in ("", "list_item") or block.text.count("\n") > 1:
+    lines = block.text.count("\n") + 1
+    if block.role not in ("", "list_item") or lines > MAX_HEADING_LINES:
         return False
+    if lines > 2 and (size <= body + BIGGER or text.endswith((".", ",", ";", ":"))):
+        return False  # three lines or more: a larger heading wrapped in a narrow column
     if len(text) > MAX_HEADING_CHARS or not _LETTER.search(text):
         return False
     if block.role == "list_item" and (not block.ordered or _NUMBERING.match(text) is None):

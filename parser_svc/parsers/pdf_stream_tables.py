@@ -8,10 +8,12 @@ MIN_ROWS close rows of two or more segments (a short row of one segment may head
 it) is a table when its segments keep to column intervals: the union of the segments of the
 rows with the most common number of segments, less a first or last interval that is a column
 of the page's prose beside the table. The longest stretch of rows that keeps to the columns is
-the table; a segment over several columns is a merged cell (a group heading). Prose set in
-columns is not a table: long cells, or a first column of list markers, reject it, and so does
-a line of prose inside its box. A horizontal rule between two rows of the top half ends the
-header. Pure Python on tuples, one pass over the words: about 0.2 ms for a page of prose.
+the table; a segment over several columns is a merged cell (a group heading), but a last row
+of one segment in larger type is a heading after the table. Prose set in columns is not a
+table: long cells, or a first column of list markers, reject it, and so does a line of prose
+inside its box. A horizontal rule between two rows of the top half ends the header; a first
+row's cell over empty header cells spans them (_two_row_header_spans). Pure Python on tuples,
+one pass over the words: about 0.2 ms for a page of prose.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from parser_svc.parsers.pdf_tables import FoundTable
 
 GAP_EMS = 0.7
 MIN_ROWS = 3
+TALLER = 1.25  # a segment this many times the table's median height is no cell of it
 ROW_GAP_EMS = 2.2
 MAX_CELL_WORDS = 4  # median words per cell
 MAX_COLUMN_CHARS = 30  # median characters of any one column's cells
@@ -186,6 +189,10 @@ def _table_rows(
     best = max(stretches, key=len)
     if best and len(best[0][2]) == 1 and not _group_heading(best[0][2][0], columns):
         best = best[1:]
+    if best:  # a last row of one segment in larger type: a heading under the table
+        tall = TALLER * median(s[3] - s[1] for fitted in best for s in fitted[2])
+        while best and len(best[-1][2]) == 1 and best[-1][2][0][3] - best[-1][2][0][1] > tall:
+            best = best[:-1]
     spans = [(r, c, 1, n) for r, fitted in enumerate(best) for c, n in fitted[1]]
     return [fitted[0] for fitted in best], spans, [fitted[2] for fitted in best]
 
@@ -265,11 +272,11 @@ def _without_page_columns(
     ]
     while len(columns) > 2:
         last, before = columns[-1], columns[-2]
-        if sum(1 for seg in near if seg[2] > last[0] and seg[0] > before[1]) >= 2:
+        if sum(1 for seg in near if seg[2] > last[0] and before[1] < seg[0] < last[1]) >= 2:
             columns = columns[:-1]
             continue
         first, after = columns[0], columns[1]
-        if sum(1 for seg in near if seg[0] < first[1] and seg[2] < after[0]) >= 2:
+        if sum(1 for seg in near if seg[0] < first[1] and first[0] < seg[2] < after[0]) >= 2:
             columns = columns[1:]
             continue
         break
@@ -307,6 +314,8 @@ def _table(
         max(s[3] for row in run for s in row),
     )
     header = max(_header_by_rule(run, rule_ys(box)), spanned_header_rows(spans, len(cells)))
+    if header == 2 and not any(span[0] == 0 for span in spans):
+        spans = sorted(spans + _two_row_header_spans(cells))
     return FoundTable(
         box,
         cells,
@@ -315,3 +324,26 @@ def _table(
         [(min(s[1] for s in row), max(s[3] for s in row)) for row in run],
         header if header < len(cells) else 0,
     )
+
+
+def _two_row_header_spans(cells: list[list[str]]) -> list[Span]:
+    """The merged cells of a two-row header without rules between its cells: a first-row
+    cell stands over the empty first-row cells after it that head filled second-row cells (a
+    group heading), or down the empty second-row cell under it; its text fills them (the
+    proto's full grid)."""
+    top, under = cells[0], cells[1]
+    spans: list[Span] = []
+    for c, text in enumerate(top):
+        if not text:
+            continue
+        if not under[c]:
+            under[c] = text
+            spans.append((0, c, 2, 1))
+            continue
+        end = c + 1
+        while end < len(top) and not top[end] and under[end]:
+            end += 1
+        if end - c > 1:
+            top[c + 1 : end] = [text] * (end - c - 1)
+            spans.append((0, c, 1, end - c))
+    return spans

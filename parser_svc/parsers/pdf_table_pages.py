@@ -21,6 +21,9 @@ from parser_svc.parsers.pdf_pass import text_and_rules
 from parser_svc.parsers.pdf_table_structure import page_tables
 
 EDGE_SLACK = 2.0
+# A borderless table ends where its last column's longest text does, which differs from page
+# to page: its right edge may move by this share of the narrower last column.
+LAST_COLUMN_SLACK = 0.5
 MAX_TEXT_BETWEEN = 200  # characters of body text between the two tables
 MAX_HEADER_ROWS = 3
 FURNITURE = ("header", "footer", "caption")
@@ -95,12 +98,7 @@ def join_continued_tables(doc: pymupdf.Document, package: rp.ReadingPackage) -> 
             continue
         ours = _columns_of(last, _edges(doc, before.number, cache))
         theirs = _columns_of(first, _edges(doc, after.number, cache))
-        if (
-            ours is None
-            or theirs is None
-            or len(ours) != len(theirs)
-            or any(abs(a - b) > EDGE_SLACK for a, b in zip(ours, theirs, strict=True))
-        ):
+        if ours is None or theirs is None or not _same_columns(ours, theirs):
             continue
         if head is None or not last.continues_previous:
             head = last
@@ -113,8 +111,21 @@ def _candidates(last: rp.Table, first: rp.Table, before: rp.Page, after: rp.Page
     if not last.rows or not first.rows or len(last.rows[0].cells) != len(first.rows[0].cells):
         return False
     left, right = last.bbox.x0 - first.bbox.x0, last.bbox.x1 - first.bbox.x1
-    if abs(left) > EDGE_SLACK or abs(right) > EDGE_SLACK:
-        return False
+    columns = len(first.rows[0].cells)
+    mean = min(last.bbox.x1 - last.bbox.x0, first.bbox.x1 - first.bbox.x0) / columns
+    if abs(left) > EDGE_SLACK or abs(right) > max(EDGE_SLACK, LAST_COLUMN_SLACK * mean):
+        return False  # the right edge checked again on the columns (_same_columns)
     if first.caption and not _CONTINUED.search(first.caption):
         return False  # a caption of its own: a new table
     return _text_between(before, after, last.bbox.y1, first.bbox.y0) <= MAX_TEXT_BETWEEN
+
+
+def _same_columns(ours: Sequence[float], theirs: Sequence[float]) -> bool:
+    """Whether two tables' column x-edges agree: all but the right edge within EDGE_SLACK,
+    the right one within LAST_COLUMN_SLACK of the narrower last column."""
+    if len(ours) != len(theirs) or len(ours) < 2:
+        return False
+    if any(abs(a - b) > EDGE_SLACK for a, b in zip(ours[:-1], theirs[:-1], strict=True)):
+        return False
+    last = min(ours[-1] - ours[-2], theirs[-1] - theirs[-2])
+    return abs(ours[-1] - theirs[-1]) <= max(EDGE_SLACK, LAST_COLUMN_SLACK * last)

@@ -180,3 +180,32 @@ def test_a_one_page_document_s_small_running_head_is_furniture() -> None:
         ("", "1 A footnote is no page furniture."),
         ("footer", "Harbor Notes, page 1"),
     ]
+
+
+def test_a_large_heading_wrapped_on_three_lines_in_a_narrow_column() -> None:
+    doc = pymupdf.open()
+    page = doc.new_page()
+    y = 100.0
+    for text, size, font in [
+        ("Furnace Ember Pewter", 24, "hebo"),
+        ("1 Mirror Fjord", 20, "hebo"),
+        ("Granite", 20, "hebo"),
+        ("Meadow", 20, "hebo"),
+        ("Body text of the section runs", 10, "helv"),
+        ("on in the narrow column, well", 10, "helv"),
+        ("below its wrapped heading.", 10, "helv"),
+    ]:
+        page.insert_text((72, y), text, fontsize=size, fontname=font)
+        y += size * 1.25
+    y += 30
+    for text in ("A large pull quote that", "wraps on three lines and", "ends in a period."):
+        page.insert_text((72, y), text, fontsize=14)
+        y += 18
+    blocks = _blocks(_parse(doc.tobytes()))
+    got = [(b.text.split("\n")[0], b.role, b.level) for b in blocks]
+    assert got == [
+        ("Furnace Ember Pewter", "title", 1),
+        ("1 Mirror Fjord", "heading", 2),
+        ("Body text of the section runs", "", 0),
+        ("A large pull quote that", "", 0),
+    ]

@@ -231,3 +231,84 @@ def test_prose_lists_and_two_columns_are_no_tables() -> None:
         _text(page, 72, 530 + 16 * r, "\u2022")
         _text(page, 96, 530 + 16 * r, item)
     assert list(parse(bytes(doc.tobytes())).pages[0].tables) == []
+
+
+def test_a_caption_line_right_under_a_paragraph_starts_its_own_block() -> None:
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    caption = "Table 3: Stock by site"
+    page.insert_textbox(pymupdf.Rect(72, 60, 540, 112), f"{PROSE}\n{caption}", fontsize=10)
+    xs, ys = [72, 172, 272, 372], [115, 135, 155, 175]
+    for y in ys:
+        page.draw_line((xs[0], y), (xs[-1], y))
+    for x in xs:
+        page.draw_line((x, ys[0]), (x, ys[-1]))
+    for r, y in enumerate(ys[:-1]):
+        for c, x in enumerate(xs[:-1]):
+            _text(page, x + 4, y + 14, STOCK[r][c])
+    out = parse(bytes(doc.tobytes())).pages[0]
+    (table,) = out.tables
+    assert table.caption == caption
+    assert [b.text for b in out.blocks if b.role == "caption"] == [caption]
+    (paragraph,) = [b for b in out.blocks if PROSE[:40] in b.text]
+    assert " ".join(paragraph.text.split()) == PROSE
+
+
+def _stream_table(page: pymupdf.Page, top: float, data: list[list[str]], rule: int = 1) -> float:
+    """Borderless cells at x 63, 141, 219 from `top`, a rule under row `rule`; the bottom."""
+    for r, row in enumerate(data):
+        for x, cell in zip((63, 141, 219), row, strict=True):
+            if cell:
+                _text(page, x, top + 16 * r, cell)
+    page.draw_line((60, top + 16 * (rule - 1) + 5), (290, top + 16 * (rule - 1) + 5))
+    return top + 16 * len(data)
+
+
+def test_a_borderless_table_beside_the_page_s_other_column_keeps_its_last_column() -> None:
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_textbox(pymupdf.Rect(60, 60, 290, 120), PROSE, fontsize=10)
+    _stream_table(page, 140, STOCK)
+    page.insert_textbox(pymupdf.Rect(318, 60, 550, 300), PROSE + " " + PROSE, fontsize=10)
+    (table,) = parse(bytes(doc.tobytes())).pages[0].tables
+    assert rows(table) == STOCK
+
+
+def test_a_borderless_two_row_header_spans_its_empty_cells() -> None:
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    head = [["Region", "Sales", ""], ["", "Q1", "Q2"]]
+    body = [["North", "10", "11"], ["South", "20", "21"], ["East", "30", "31"]]
+    _stream_table(page, 140, head + body, rule=2)
+    (table,) = parse(bytes(doc.tobytes())).pages[0].tables
+    full = [["Region", "Sales", "Sales"], ["Region", "Q1", "Q2"]]
+    assert (rows(table), spans(table), table.header_rows) == (
+        full + body,
+        [(0, 0, 2, 1), (0, 1, 1, 2)],
+        2,
+    )
+
+
+def test_a_larger_heading_right_under_a_borderless_table_is_no_row_of_it() -> None:
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    bottom = _stream_table(page, 140, STOCK)
+    page.insert_text((60, bottom + 14), "Stock Notes", fontsize=14, fontname="hebo")
+    _text(page, 400, bottom + 14, "on hold.")  # a short line of the page's other column
+    page.insert_textbox(pymupdf.Rect(60, bottom + 22, 290, bottom + 90), PROSE, fontsize=10)
+    blocks = parse(bytes(doc.tobytes())).pages[0]
+    (table,) = blocks.tables
+    assert rows(table) == STOCK
+    assert any(b.text == "Stock Notes" for b in blocks.blocks)
+
+
+def test_a_borderless_table_across_pages_joins_though_its_last_column_s_width_varies() -> None:
+    doc = pymupdf.open()
+    for page_rows in ([["9", "a", "longer"]] * 3, [["8", "b", "ok"]] * 3):
+        page = doc.new_page(width=612, height=792)
+        top = 640 if page.number == 0 else 80
+        page.insert_textbox(pymupdf.Rect(60, 160 if top < 100 else 60, 290, 300), PROSE)
+        _stream_table(page, top, [["ID", "Name", "Note"], *page_rows])
+    tables = [page.tables[0] for page in parse(bytes(doc.tobytes())).pages]
+    assert [t.continues_previous for t in tables] == [False, True]
+    assert [len(t.rows) for t in tables] == [4, 3]
