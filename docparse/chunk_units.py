@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from docparse.render_layout import block_in_table, table_has_text
 from docparse.v1 import reading_package_pb2 as rp
 
 FURNITURE = frozenset({"header", "footer"})
@@ -18,10 +19,6 @@ HEADINGS = frozenset({"title", "heading"})
 # A heading whose level the format does not say: a title counts as the top, a heading as one
 # below it.
 UNSTATED_LEVEL = {"title": 1, "heading": 2}
-# A PDF table with a cell longer than this holds paragraphs (a frame drawn around a column or a
-# figure more likely than a table): the text blocks inside its box stay text. The same rule as
-# the Markdown rendering's (docparse/render.py).
-PROSE_CELL_CHARS = 400
 _CELL = re.compile(r"([A-Z]{1,3})([0-9]{1,7})")
 
 
@@ -76,26 +73,6 @@ def _boxes(message: rp.TextBlock | rp.Table, page: int) -> tuple[Box, ...]:
     return (Box(page, box.x0, box.y0, box.x1, box.y1),)
 
 
-def _has_text(table: rp.Table) -> bool:
-    return any(cell for row in table.rows for cell in row.cells)
-
-
-def _inside(block: rp.TextBlock, table: rp.Table) -> bool:
-    """Whether the block lies in the table's box (a point of slack), both having geometry and
-    the table's cells holding no paragraphs."""
-    if not (block.HasField("bbox") and table.HasField("bbox")):
-        return False
-    if any(len(cell) > PROSE_CELL_CHARS for row in table.rows for cell in row.cells):
-        return False
-    inner, box = block.bbox, table.bbox
-    return (
-        inner.x0 >= box.x0 - 1
-        and inner.y0 >= box.y0 - 1
-        and inner.x1 <= box.x1 + 1
-        and inner.y1 <= box.y1 + 1
-    )
-
-
 def _table_unit(table: rp.Table, page: int) -> TableUnit:
     header_rows = min(table.header_rows, len(table.rows))
     return TableUnit(
@@ -135,11 +112,11 @@ def _page_units(
         for paragraph in text.split("\n\n"):
             if paragraph.strip():
                 yield Paragraph(paragraph.strip(), page, ())
-    captions = {t.caption.strip() for t in tables if t.caption.strip() and _has_text(t)}
+    captions = {t.caption.strip() for t in tables if t.caption.strip() and table_has_text(t)}
     placed: set[int] = set()
-    with_text = [i for i, table in enumerate(tables) if _has_text(table)]
+    with_text = [i for i, table in enumerate(tables) if table_has_text(table)]
     for block in blocks:
-        index = next((i for i, table in enumerate(tables) if _inside(block, table)), None)
+        index = next((i for i, table in enumerate(tables) if block_in_table(block, table)), None)
         if index is None and block.role == "table":
             index = next((i for i in with_text if i not in placed), None)
         if index is not None:
@@ -159,7 +136,7 @@ def _joined(units: Iterator[tuple[Unit | rp.Table, int]]) -> Iterator[Unit]:
     last: Unit | None = None
     for unit, page in units:
         if isinstance(unit, rp.Table):
-            if not _has_text(unit):
+            if not table_has_text(unit):
                 continue
             table = _table_unit(unit, page)
             if unit.continues_previous and isinstance(last, TableUnit):

@@ -148,7 +148,7 @@ def marker_number(marker: str) -> int | None:
     return int(mark) if mark.isdigit() else ord(mark.lower()) - ord("a") + 1
 
 
-def _inside(block: rp.TextBlock, table: rp.Table) -> bool:
+def block_in_table(block: rp.TextBlock, table: rp.Table) -> bool:
     """Whether the block lies in the table's box (both with geometry; a point of slack), the
     table's cells holding no paragraphs."""
     if not (block.HasField("bbox") and table.HasField("bbox")):
@@ -167,7 +167,7 @@ def _inside(block: rp.TextBlock, table: rp.Table) -> bool:
 Item = rp.TextBlock | Grid
 
 
-def _has_text(table: rp.Table) -> bool:
+def table_has_text(table: rp.Table) -> bool:
     return any(cell for row in table.rows for cell in row.cells)
 
 
@@ -193,7 +193,7 @@ def page_items(
     page is plain text (no roles, no tables): the page's text is the rendering."""
     if not tables and not any(block.role for block in blocks):
         return None
-    with_text = [i for i, table in enumerate(tables) if _has_text(table)]
+    with_text = [i for i, table in enumerate(tables) if table_has_text(table)]
     next_with_text = 0
     by_geometry = not any(block.role == "table" for block in blocks)
     captions = {one_line(g.caption) for g in grids if g is not None and g.caption}
@@ -213,7 +213,9 @@ def page_items(
             continue
         boxed = None
         if by_geometry:
-            boxed = next((i for i, table in enumerate(tables) if _inside(block, table)), None)
+            boxed = next(
+                (i for i, table in enumerate(tables) if block_in_table(block, table)), None
+            )
         if boxed is not None:
             place(boxed)
         elif not _left_out(block, captions, furniture=furniture):
