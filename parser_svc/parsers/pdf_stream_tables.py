@@ -31,6 +31,7 @@ GAP_EMS = 0.7
 MIN_ROWS = 3
 TALLER = 1.25  # a segment this many times the table's median height is no cell of it
 ROW_GAP_EMS = 2.2
+GUTTER_EMS = 1.0  # the least gap between two columns of prose
 MAX_CELL_WORDS = 4  # median words per cell
 MAX_COLUMN_CHARS = 30  # median characters of any one column's cells
 PROSE_SPACES, PROSE_WIDTH = 4, 100.0  # a line of five words or more, 100 points wide or more
@@ -244,17 +245,57 @@ def find_stream_tables(
     prose = [seg for seg in segments if _prose_line(seg)]
     if prose:
         segments = [seg for seg in segments if not _prose_line(seg)]
-    if len(segments) < 2 * MIN_ROWS:
-        return []
-    rows = _rows(segments)
-    if sum(1 for row in rows if len(row) >= 2) < MIN_ROWS:
-        return []
+    # Two columns of prose: each column's tables apart (rows beside each other are no one row).
     tables = []
-    for run in _runs(rows):
-        table = _table(run, rule_ys, everything)
-        if table is not None and not any(_inside(seg, table.bbox) for seg in prose):
-            tables.append(table)
+    for part in _page_columns(prose, segments):
+        if len(part) < 2 * MIN_ROWS:
+            continue
+        rows = _rows(part)
+        if sum(1 for row in rows if len(row) >= 2) < MIN_ROWS:
+            continue
+        for run in _runs(rows):
+            table = _table(run, rule_ys, everything)
+            if table is not None and not any(_inside(seg, table.bbox) for seg in prose):
+                tables.append(table)
     return tables
+
+
+def _page_columns(
+    prose: list[_Segment], segments: list[_Segment], least: int = MIN_ROWS
+) -> list[list[_Segment]]:
+    """The segments of each column of the page's prose, left to right (one on most pages);
+    beside a first gutter, two lines of prose on each side show a next one."""
+    gutter = _gutter(prose, segments, least)
+    if gutter is None:
+        return [segments]
+    left = _page_columns(
+        [seg for seg in prose if seg[2] <= gutter], [seg for seg in segments if seg[2] <= gutter], 2
+    )
+    right = _page_columns(
+        [seg for seg in prose if seg[0] >= gutter], [seg for seg in segments if seg[0] >= gutter], 2
+    )
+    return left + right
+
+
+def _gutter(prose: list[_Segment], others: list[_Segment], least: int) -> float | None:
+    """The x of the gap between two columns of the page's prose (`least` lines or more on
+    each side and three times as many as across it; the gap GUTTER_EMS of their height wide)
+    that no other segment of text their size crosses; None on a page of one column."""
+    if len(prose) < 2 * least:
+        return None
+    for x in sorted({seg[2] for seg in prose}):
+        left = sum(1 for seg in prose if seg[2] <= x)
+        right = [seg[0] for seg in prose if seg[0] > x]
+        across = len(prose) - left - len(right)  # a page footer, a full-width line
+        if min(left, len(right)) < max(least, 3 * across):
+            continue
+        height = median(seg[3] - seg[1] for seg in prose)
+        if min(right) - x < GUTTER_EMS * height:
+            return None
+        gap = (x + min(right)) / 2  # a title in larger type may stand across it
+        small = [seg for seg in others if seg[3] - seg[1] <= TALLER * height]
+        return None if any(seg[0] < gap < seg[2] for seg in small) else gap
+    return None
 
 
 def _without_page_columns(

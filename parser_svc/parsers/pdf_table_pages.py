@@ -1,9 +1,10 @@
 """Tables broken across PDF pages, joined once every page is read (pages may be read by
 several processes, pdf_split.py): the first table of page k+1 continues the last table of page
-k when their column x-edges agree within EDGE_SLACK points and little but page furniture
-stands between them. It is marked `continues_previous`, and its first rows, when they repeat
-the header rows of the table it continues, are dropped; rows repeated so, where the first
-table had no header rows marked, are its header rows.
+k when their column x-edges agree within EDGE_SLACK points (the second's moved by the
+difference of their left edges: a table carried on into another column of the page) and
+little but page furniture stands between them. It is marked `continues_previous`, and its
+first rows, when they repeat the header rows of the table it continues, are dropped; rows
+repeated so, where the first table had no header rows marked, are its header rows.
 
 The column edges are not in the package: the pages of a candidate pair are read again for
 their tables (pdf_table_structure.page_tables), only those.
@@ -98,7 +99,10 @@ def join_continued_tables(doc: pymupdf.Document, package: rp.ReadingPackage) -> 
             continue
         ours = _columns_of(last, _edges(doc, before.number, cache))
         theirs = _columns_of(first, _edges(doc, after.number, cache))
-        if ours is None or theirs is None or not _same_columns(ours, theirs):
+        if ours is None or theirs is None:
+            continue
+        shift = first.bbox.x0 - last.bbox.x0
+        if not _same_columns(ours, [x - shift for x in theirs]):
             continue
         if head is None or not last.continues_previous:
             head = last
@@ -110,10 +114,11 @@ def _candidates(last: rp.Table, first: rp.Table, before: rp.Page, after: rp.Page
     """Whether the two tables can be one, before their columns are compared."""
     if not last.rows or not first.rows or len(last.rows[0].cells) != len(first.rows[0].cells):
         return False
-    left, right = last.bbox.x0 - first.bbox.x0, last.bbox.x1 - first.bbox.x1
+    # carried on in another column of the page, a table keeps its widths but not its x
+    right = (last.bbox.x1 - last.bbox.x0) - (first.bbox.x1 - first.bbox.x0)
     columns = len(first.rows[0].cells)
     mean = min(last.bbox.x1 - last.bbox.x0, first.bbox.x1 - first.bbox.x0) / columns
-    if abs(left) > EDGE_SLACK or abs(right) > max(EDGE_SLACK, LAST_COLUMN_SLACK * mean):
+    if abs(right) > max(EDGE_SLACK, LAST_COLUMN_SLACK * mean):
         return False  # the right edge checked again on the columns (_same_columns)
     if first.caption and not _CONTINUED.search(first.caption):
         return False  # a caption of its own: a new table

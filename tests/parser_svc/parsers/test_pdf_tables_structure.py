@@ -312,3 +312,63 @@ def test_a_borderless_table_across_pages_joins_though_its_last_column_s_width_va
     tables = [page.tables[0] for page in parse(bytes(doc.tobytes())).pages]
     assert [t.continues_previous for t in tables] == [False, True]
     assert [len(t.rows) for t in tables] == [4, 3]
+
+
+def test_borderless_tables_side_by_side_in_two_page_columns_stay_apart() -> None:
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_text((60, 50), "A Title Across Both Columns Here", fontsize=20, fontname="hebo")
+    page.insert_textbox(pymupdf.Rect(60, 70, 290, 200), PROSE + " " + PROSE, fontsize=10)
+    page.insert_textbox(pymupdf.Rect(318, 70, 550, 200), PROSE + " " + PROSE, fontsize=10)
+    _stream_table(page, 230, STOCK)
+    other = [
+        ["Site", "Staff", "Rooms"],
+        ["Leeds", "14", "9"],
+        ["York", "8", "5"],
+        ["Hull", "3", "2"],
+    ]
+    for r, row in enumerate(other):  # rows 6 points lower than the first table's
+        for x, cell in zip((321, 399, 477), row, strict=True):
+            _text(page, x, 236 + 16 * r, cell)
+    page.draw_line((318, 241), (552, 241))
+    page.insert_text((60, 720), "8 " + PROSE[:70], fontsize=9)  # a footer across the gutter
+    tables = parse(bytes(doc.tobytes())).pages[0].tables
+    assert sorted((rows(t), t.header_rows) for t in tables) == [(STOCK, 1), (other, 1)]
+
+
+def test_a_list_beside_a_narrow_column_of_short_lines_is_no_table() -> None:
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    words = ("cedar opal umber river tundra amber " * 12).split()  # lines under 30 characters
+    for r in range(3):  # a paragraph over each column, in lines long enough to read as prose
+        _text(page, 60, 41 + 13 * r, " ".join(words[r : r + 5]))
+        _text(page, 232, 37 + 13 * r, " ".join(words[r : r + 5]))
+    for n in range(4):  # numbered items, each wrapped over four short lines
+        _text(page, 60, 80 + 52 * n, f"{n + 1}. " + " ".join(words[n : n + 3]))
+        for k in range(1, 4):
+            _text(page, 76, 80 + 52 * n + 13 * k, " ".join(words[n + k : n + k + 4]))
+    for r in range(16):  # the other column's short lines, 4 points higher
+        _text(page, 232, 76 + 13 * r, " ".join(words[r : r + 4]))
+    assert list(parse(bytes(doc.tobytes())).pages[0].tables) == []
+
+
+def test_a_borderless_table_carried_on_into_the_next_page_s_left_column_is_joined() -> None:
+    doc = pymupdf.open()
+    head = ["ID", "Name", "Note"]
+    for number, (xs, top, body) in enumerate(
+        (
+            ((321, 399, 477), 660, [["1", "a", "longer"]] * 4),
+            ((63, 141, 219), 80, [["2", "b", "ok"]] * 2),
+        )
+    ):
+        page = doc.new_page(width=612, height=792)
+        for r, row in enumerate([head, *body]):
+            for x, cell in zip(xs, row, strict=True):
+                _text(page, x, top + 16 * r, cell)
+        page.draw_line((xs[0] - 3, top + 5), (xs[0] + 231, top + 5))
+        prose = pymupdf.Rect(60, 60, 290, 300) if number == 0 else pymupdf.Rect(60, 140, 290, 400)
+        page.insert_textbox(prose, PROSE + " " + PROSE, fontsize=10)
+        page.insert_textbox(pymupdf.Rect(318, 60, 550, 300), PROSE + " " + PROSE, fontsize=10)
+    tables = [page.tables[0] for page in parse(bytes(doc.tobytes())).pages]
+    assert [t.continues_previous for t in tables] == [False, True]
+    assert [len(t.rows) for t in tables] == [5, 2]
