@@ -1,0 +1,57 @@
+"""docparse's structure scores, pinned with margins: the four reference documents and a small
+generated family (bench/structure), parsed in process and rendered as Markdown, scored per
+property against the truth written when each PDF was drawn. A parser change that loses headings,
+lists, tables, reading order or furniture detection fails here; the side-by-side comparison with
+pymupdf4llm + layout and the cost per page are the benchmark's (`python -m bench.structure.bench`,
+bench/README.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.structure.documents import article, newsletter, procedure, report
+from bench.structure.engines import run
+from bench.structure.family import random_document
+from bench.structure.score import Score, score
+from bench.structure.truth import Truth
+
+pytestmark = pytest.mark.slow
+
+# Every score on these documents was 1.00 when they were pinned (one heading not in the truth:
+# a sidebar title); the floors leave a small margin for harmless changes and catch real losses.
+FLOORS = {
+    "paragraphs whole": 0.97,
+    "paragraph order": 0.97,
+    "headings": 0.95,
+    "heading levels": 0.95,
+    "list items": 0.95,
+    "list levels": 0.95,
+    "tables TEDS": 0.93,
+}
+FAMILY_SEEDS = range(21000, 21006)
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Score]:
+    out = tmp_path_factory.mktemp("structure-scores")
+    truths: list[Truth] = [article(out), report(out, long_rows=40), procedure(out), newsletter(out)]
+    truths += [random_document(out, seed) for seed in FAMILY_SEEDS]
+    rendered = run("docparse", [out / f"{t.name}.pdf" for t in truths], 1)
+    return {t.name: score(str(rendered[t.name]["markdown"]), t) for t in truths}
+
+
+def _total(scores: list[Score]) -> dict[str, float | None]:
+    total = Score()
+    for one in scores:
+        total = total + one
+    return total.values()
+
+
+@pytest.mark.parametrize("group", ["reference", "family"])
+def test_structure_scores_hold(scored: dict[str, Score], group: str) -> None:
+    names = [n for n in scored if n.startswith("family") == (group == "family")]
+    values = _total([scored[n] for n in names])
+    low = {p: values[p] for p, floor in FLOORS.items() if (values[p] or 0.0) < floor}
+    assert not low, f"{group}: scores under their floors {FLOORS}: {low}"
+    assert values["furniture lines"] == 0, values
+    assert (values["headings not in truth"] or 0) <= 1, values
