@@ -6,12 +6,11 @@ presentations and sheet numbers for workbooks."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from docparse.render_layout import block_in_table, table_has_text
+from docparse.render_layout import block_in_table, merged_range, sheet_rows, table_has_text
 from docparse.v1 import reading_package_pb2 as rp
 
 FURNITURE = frozenset({"header", "footer"})
@@ -19,7 +18,6 @@ HEADINGS = frozenset({"title", "heading"})
 # A heading whose level the format does not say: a title counts as the top, a heading as one
 # below it.
 UNSTATED_LEVEL = {"title": 1, "heading": 2}
-_CELL = re.compile(r"([A-Z]{1,3})([0-9]{1,7})")
 
 
 @dataclass(frozen=True)
@@ -154,39 +152,16 @@ def _joined(units: Iterator[tuple[Unit | rp.Table, int]]) -> Iterator[Unit]:
         yield last
 
 
-def _cell_text(cell: rp.Cell) -> str:
-    kind = cell.WhichOneof("value")
-    if kind is None:
-        return ""
-    value = getattr(cell, kind)
-    if kind == "bool_value":
-        return "TRUE" if value else "FALSE"
-    if kind == "number_value" and float(value).is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _corner(reference: str) -> tuple[int, int]:
-    """ "B3" -> (row 3, column 2); (0, 0) for what is no cell reference."""
-    match = _CELL.fullmatch(reference.strip().replace("$", "").upper())
-    if match is None:
-        return 0, 0
-    column = 0
-    for letter in match[1]:
-        column = column * 26 + ord(letter) - ord("A") + 1
-    return int(match[2]), column
-
-
 def _fill_merged(sheet: rp.Sheet, grid: list[list[str]]) -> None:
     """Each merged range's value repeated in the cells it covers (the rows with values), as a
     table's grid has it."""
     rows = {row.number: index for index, row in enumerate(sheet.rows)}
     width = len(grid[0]) if grid else 0
     for merged in sheet.merged_ranges:
-        first, _, last = merged.partition(":")
-        (top, left), (bottom, right) = _corner(first), _corner(last or first)
-        if top not in rows or left < 1:
+        found = merged_range(merged)
+        if found is None or found[0] not in rows:
             continue
+        top, left, bottom, right = found
         value = grid[rows[top]][left - 1] if left <= width else ""
         covered = (n for n in range(top, bottom + 1) if n in rows)
         if bottom - top > len(rows):
@@ -200,13 +175,7 @@ def _sheet_units(sheet: rp.Sheet) -> Iterator[Unit]:
     """A worksheet: its name as a heading, its rows as a table (a merged range's value in each
     cell it covers) whose first row is the header when it holds only text and more rows
     follow."""
-    width = max((cell.column for row in sheet.rows for cell in row.cells), default=0)
-    grid = []
-    for row in sheet.rows:
-        values = [""] * width
-        for cell in row.cells:
-            values[cell.column - 1] = _cell_text(cell)
-        grid.append(values)
+    grid = sheet_rows(sheet)
     _fill_merged(sheet, grid)
     yield Heading(1, sheet.name, sheet.number, ())
     if not grid:

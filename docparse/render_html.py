@@ -7,7 +7,6 @@ saves). Page furniture (running headers, footers) is left out unless kept."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from html import escape
 
@@ -21,6 +20,7 @@ from docparse.render_layout import (
     joined_tables,
     list_level,
     marker_number,
+    merged_range,
     one_line,
     page_items,
     page_text,
@@ -28,8 +28,6 @@ from docparse.render_layout import (
     spans,
 )
 from docparse.v1 import reading_package_pb2 as rp
-
-A1_RANGE = re.compile(r"^\$?([A-Z]{1,3})\$?([0-9]+):\$?([A-Z]{1,3})\$?([0-9]+)$")
 
 
 def _e(text: str) -> str:
@@ -159,13 +157,6 @@ def _section(
     return [part for part in out if part]
 
 
-def _column(letters: str) -> int:
-    number = 0
-    for letter in letters:
-        number = number * 26 + ord(letter) - ord("A") + 1
-    return number
-
-
 def sheet_grid(sheet: rp.Sheet) -> Grid:
     """A worksheet's rows with values as a grid; its merged ranges as spans over the rows
     present (a range's top-left row must have a value)."""
@@ -173,11 +164,10 @@ def sheet_grid(sheet: rp.Sheet) -> Grid:
     rows = [rp.TableRow(cells=values) for values in texts]
     index = {row.number: i for i, row in enumerate(sheet.rows)}
     for merged in sheet.merged_ranges:
-        found = A1_RANGE.match(merged.upper())
-        if found is None or int(found.group(2)) not in index:
+        found = merged_range(merged)
+        if found is None or found[0] not in index:
             continue
-        first, last = _column(found.group(1)), _column(found.group(3))
-        top, bottom = int(found.group(2)), int(found.group(4))
+        top, first, bottom, last = found
         present = sum(1 for number in index if top <= number <= bottom)
         rows[index[top]].spans.add(column=first - 1, row_span=present, col_span=last - first + 1)
     grid = Grid(rows, 0, sheet.name)

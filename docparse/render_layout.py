@@ -34,6 +34,26 @@ def cell_text(cell: rp.Cell) -> str:
     return str(value)
 
 
+_A1_CELL = re.compile(r"\$?([A-Z]{1,3})\$?([0-9]{1,7})")
+
+
+def merged_range(reference: str) -> tuple[int, int, int, int] | None:
+    """An A1 range ("B3:D5", "$B$3:$D$5", or one cell "B3") as (top row, left column,
+    bottom row, right column), 1-based; None for what is no range."""
+    first, _, last = reference.strip().upper().partition(":")
+    start, end = _A1_CELL.fullmatch(first), _A1_CELL.fullmatch(last or first)
+    if start is None or end is None:
+        return None
+    return int(start[2]), _column(start[1]), int(end[2]), _column(end[1])
+
+
+def _column(letters: str) -> int:
+    number = 0
+    for letter in letters:
+        number = number * 26 + ord(letter) - ord("A") + 1
+    return number
+
+
 def sheet_rows(sheet: rp.Sheet) -> list[list[str]]:
     width = max((cell.column for row in sheet.rows for cell in row.cells), default=0)
     table = []
