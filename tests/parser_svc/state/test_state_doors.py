@@ -91,8 +91,14 @@ async def test_job_events_follow_every_job_channel(store: JobStore) -> None:
     assert hooks.has_job_events
     events = hooks.job_events()
     first = asyncio.ensure_future(anext(events))
-    await asyncio.sleep(0.2)  # subscribed by now
-    await store._redis.publish(store.keys.job_channel("j"), b'{"state":"SUCCEEDED"}')
+    # Pub/sub keeps nothing for a subscriber that is not there yet: publish until the pattern
+    # subscription answers (each PUBLISH says how many received it), then read what arrived.
+    for _ in range(250):
+        if await store._redis.publish(store.keys.job_channel("j"), b'{"state":"SUCCEEDED"}'):
+            break
+        await asyncio.sleep(0.02)
+    else:
+        pytest.fail("the job events subscription never took a message in 5 s")
     assert await asyncio.wait_for(first, 5) == b'{"state":"SUCCEEDED"}'
     await events.aclose()
 
