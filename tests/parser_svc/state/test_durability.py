@@ -158,8 +158,14 @@ def test_document_that_always_kills_its_parser_fails_after_the_attempts(
     assert "SIGSEGV" in final.error.message
     assert final.attempt == MAX_ATTEMPTS
     client = redis.Redis.from_url(stack.redis_url)
-    # A dead letter: kept in BullMQ's failed set for inspection, not retried any more.
-    assert client.zscore("docparse:test:bull:parse:failed", job.job_id) is not None
+    # A dead letter: kept in BullMQ's failed set for inspection, not retried any more. The
+    # worker writes the job's terminal record first and then hands the failure to BullMQ, so
+    # the entry follows the record that Recorder saw by a moment.
+    eventually(
+        lambda: client.zscore("docparse:test:bull:parse:failed", job.job_id) is not None,
+        10,
+        "the job in BullMQ's failed set",
+    )
     client.close()
     assert status(gateway, job.job_id).attempt == MAX_ATTEMPTS
 
