@@ -1,7 +1,7 @@
 """A PDF page's text blocks with what they look like: each block's lines with their dominant
 font size and boldness (for the document's headings, pdf_headings.py), and list items (a
 leading marker, its kind, a nesting level from the indent). Built from the text page the page's
-run made (`extractDICT`: spans with sizes and flags, no second run of the page)."""
+run made (its lines' summaries, pdf_lines.py: no second run of the page)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-BOLD_FLAG = 16  # mupdf's span flag for a bold font
+from parser_svc.parsers.pdf_lines import page_lines
+
 # A line starting a new block in a mupdf block: a size change above this, or a boldness change.
 SIZE_STEP = 0.8
 # List markers: bullets, or numbers / letters / roman numerals followed by "." or ")", or
@@ -47,17 +48,25 @@ class Block:
     ordered: bool = False
     level: int = 0
     column_left: float = 0.0  # the left edge of the column it stands in (pdf_reading_order)
+    itemised: bool = False  # made by items_of: cut where items start, nothing to cut again
     x0: float = field(init=False)
     y0: float = field(init=False)
     x1: float = field(init=False)
     y1: float = field(init=False)
 
     def __post_init__(self) -> None:
-        lines = self.lines
-        self.x0 = min(line.x0 for line in lines)
-        self.y0 = min(line.y0 for line in lines)
-        self.x1 = max(line.x1 for line in lines)
-        self.y1 = max(line.y1 for line in lines)
+        first = self.lines[0]
+        x0, y0, x1, y1 = first.x0, first.y0, first.x1, first.y1
+        for line in self.lines:  # one pass: most blocks have a line or a few
+            if line.x0 < x0:
+                x0 = line.x0
+            if line.y0 < y0:
+                y0 = line.y0
+            if line.x1 > x1:
+                x1 = line.x1
+            if line.y1 > y1:
+                y1 = line.y1
+        self.x0, self.y0, self.x1, self.y1 = x0, y0, x1, y1
 
     @property
     def text(self) -> str:
@@ -87,12 +96,8 @@ def list_marker(text: str) -> tuple[str, bool] | None:
 def page_blocks(textpage: Any) -> list[Block]:
     """The page's text blocks as mupdf groups them, itemised (`items_of`)."""
     blocks: list[Block] = []
-    for raw in textpage.extractDICT()["blocks"]:
-        if raw.get("type", 0) != 0:
-            continue
-        lines = [line for line in map(_line, raw["lines"]) if line is not None]
-        if lines:
-            blocks += items_of(Block(lines))
+    for lines in page_lines(textpage):
+        blocks += items_of(Block([Line(*line) for line in lines]))
     return blocks
 
 
@@ -106,7 +111,7 @@ def items_of(block: Block) -> list[Block]:
             parts[-1].append(line)
         else:
             parts.append([line])
-    out = [Block(lines) for lines in parts]
+    out = [Block(lines, itemised=True) for lines in parts]
     for part in out:
         part.column_left = block.column_left
         found = list_marker(part.lines[0].text)
@@ -132,7 +137,9 @@ def itemised(blocks: list[Block]) -> list[Block]:
             joined = Block([last.lines[0], *block.lines])
             joined.column_left = last.column_left
             block = joined
-        out += items_of(block)
+        # items_of gives the same parts again for one of its own (reading_order keeps a
+        # block whole unless a gutter splits it, and a split part is new)
+        out += [block] if block.itemised else items_of(block)
     return out
 
 
@@ -140,25 +147,6 @@ def _beside(marker: Line, line: Line) -> bool:
     return 0 < line.x0 - marker.x1 < HANGING and abs(
         (line.y0 + line.y1) - (marker.y0 + marker.y1)
     ) < (line.y1 - line.y0)
-
-
-def _line(raw: dict[str, Any]) -> Line | None:
-    spans = raw["spans"]
-    text = "".join(span["text"] for span in spans)
-    if not text.strip():
-        return None
-    sizes: dict[float, int] = {}
-    bold = 0
-    for span in spans:
-        count = len(span["text"].strip())
-        size = round(float(span["size"]), 1)
-        sizes[size] = sizes.get(size, 0) + count
-        if span["flags"] & BOLD_FLAG or "bold" in str(span.get("font", "")).lower():
-            bold += count
-    chars = sum(sizes.values())
-    x0, y0, x1, y1 = raw["bbox"]
-    size = max(sizes, key=lambda s: sizes[s])
-    return Line(x0, y0, x1, y1, text.strip(), size, bold * 2 > chars, chars)
 
 
 def _joined_markers(lines: list[Line]) -> list[Line]:

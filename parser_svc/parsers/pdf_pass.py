@@ -32,7 +32,7 @@ RULE_MIN_LENGTH = 8.0
 RULE_THIN_LINE = 1.0
 RULE_THIN_RECT = 3.0
 # The native module's call signature this file uses (its API constant).
-NATIVE_API = 2
+NATIVE_API = 3
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,11 @@ def _load() -> ModuleType | None:
 
 
 _native = _load()
+
+
+def native_module() -> ModuleType | None:
+    """The native module, when it is loaded and fits this mupdf."""
+    return _native
 
 
 def native() -> bool:

@@ -13,7 +13,7 @@ of one segment in larger type is a heading after the table. Prose set in columns
 table: long cells, or a first column of list markers, reject it, and so does a line of prose
 inside its box. A horizontal rule between two rows of the top half ends the header; a first
 row's cell over empty header cells spans them (_two_row_header_spans). Pure Python on tuples,
-one pass over the words: about 0.2 ms for a page of prose.
+one pass over the segments.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from statistics import median
-from typing import Any
 
-from parser_svc.parsers.pdf_table_cells import Span, spanned_header_rows
+from parser_svc.parsers.pdf_lines import Segment
+from parser_svc.parsers.pdf_table_cells import Span, maths, spanned_header_rows
 from parser_svc.parsers.pdf_tables import FoundTable
 
 GAP_EMS = 0.7
@@ -39,29 +39,7 @@ _MARKER = re.compile(
     r"^([•◦▪‣·*\-\u2013\u2014]|\(?[0-9]{1,3}[.)]|\(?[a-zA-Z][.)]|\(?[ivxlcIVXLC]{1,5}[.)])$"
 )
 
-# (x0, y0, x1, y1, text) of a segment: a run of words with word spaces between them.
-_Segment = tuple[float, float, float, float, str]
-
-
-def _segments(words: Sequence[Sequence[Any]]) -> list[_Segment]:
-    """The words of each text line (mupdf's), cut where two are further apart than a word
-    space; one pass over the words, which come line by line."""
-    out: list[_Segment] = []
-    line: Any = None
-    x0 = y0 = x1 = y1 = 0.0
-    text: list[str] = []
-    for w in words:
-        key = (w[5], w[6])
-        if key == line and w[0] - x1 <= GAP_EMS * (w[3] - w[1]):
-            text.append(w[4])
-            x1 = w[2] if w[2] > x1 else x1
-            continue
-        if text:
-            out.append((x0, y0, x1, y1, " ".join(text)))
-        line, x0, y0, x1, y1, text = key, w[0], w[1], w[2], w[3], [w[4]]
-    if text:
-        out.append((x0, y0, x1, y1, " ".join(text)))
-    return out
+_Segment = Segment
 
 
 def _rows(segments: list[_Segment]) -> list[list[_Segment]]:
@@ -222,13 +200,13 @@ def _header_by_rule(run: list[list[_Segment]], rules: list[float]) -> int:
 
 
 def find_stream_tables(
-    words: Sequence[Sequence[Any]],
+    segments: list[Segment],
     rule_ys: Callable[[tuple[float, float, float, float]], list[float]],
     taken: Sequence[tuple[float, float, float, float]] = (),
 ) -> list[FoundTable]:
-    """`words`: page.get_text("words"); `rule_ys(box)`: the y of horizontal rules across most
-    of box's width; `taken`: boxes already holding a (ruled) table, whose words are left out."""
-    segments = _segments(words)
+    """`segments`: the page's text lines cut at gaps wider than GAP_EMS of a word's height
+    (pdf_lines.page_segments); `rule_ys(box)`: the y of horizontal rules across most of box's
+    width; `taken`: boxes already holding a (ruled) table, whose words are left out."""
     if taken:
         segments = [
             seg
@@ -346,7 +324,8 @@ def _table(
     if len(columns) < 2:
         return None
     cells, spans, run = _table_rows(run, columns)
-    if len(cells) < MIN_ROWS or _prose(cells):
+    bounds = [(min(s[1] for s in row), max(s[3] for s in row)) for row in run]
+    if len(cells) < MIN_ROWS or _prose(cells) or maths(cells, bounds):
         return None
     box = (
         min(s[0] for row in run for s in row),
@@ -362,7 +341,7 @@ def _table(
         cells,
         spans,
         [lo for lo, _hi in columns] + [columns[-1][1]],
-        [(min(s[1] for s in row), max(s[3] for s in row)) for row in run],
+        bounds,
         header if header < len(cells) else 0,
     )
 

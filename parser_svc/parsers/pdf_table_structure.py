@@ -17,14 +17,16 @@ import pymupdf
 
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.parsers import safe
+from parser_svc.parsers.pdf_lines import page_segments
 from parser_svc.parsers.pdf_pass import Rules, rules_of
-from parser_svc.parsers.pdf_stream_tables import find_stream_tables
+from parser_svc.parsers.pdf_stream_tables import GAP_EMS, find_stream_tables
 from parser_svc.parsers.pdf_tables import FoundTable, find_tables, rule_segments
 
 BOLD = 16  # a span's flags bit for bold type
 MAX_BOLD_HEADER = 3
 CAPTION_CHARS = 300
 CAPTION_GAP = 24.0  # points between a caption and its table or figure, at most
+OFF_PAGE = 2.0  # points a table's box may reach past the page's edge
 TABLE_CAPTION = re.compile(r"^\s*Table\s+[0-9IVXivx]+[A-Za-z]?\b")
 FIGURE_CAPTION = re.compile(r"^\s*(Figure|Fig\.)\s*[0-9IVXivx]+[A-Za-z]?\b")
 
@@ -33,10 +35,16 @@ Box = tuple[float, float, float, float]
 
 def page_tables(page: pymupdf.Page, textpage: Any, rules: Rules | None) -> list[FoundTable]:
     """The page's ruled tables, then its borderless ones (top to bottom each)."""
-    words: Sequence[Sequence[Any]] = page.get_text("words", textpage=textpage)
     if rules is None:  # not read with the text: a second run of the page
         rules = rules_of(page.get_cdrawings())
-    ruled = find_tables(rules, lambda: words) if rules[0] else []
+
+    def words() -> Sequence[Sequence[Any]]:  # only when the rules form a grid
+        found: Sequence[Sequence[Any]] = page.get_text("words", textpage=textpage)
+        return found
+
+    ruled = find_tables(rules, words) if rules[0] else []
+    # A grid reaching off the page is a figure's drawing the page clips, not a table.
+    ruled = [t for t in ruled if _on_page(t.bbox, page.rect)]
     horizontal: list[tuple[float, float, float]] | None = None
 
     def rule_ys(box: Box) -> list[float]:
@@ -50,7 +58,8 @@ def page_tables(page: pymupdf.Page, textpage: Any, rules: Rules | None) -> list[
             if box[1] <= y <= box[3] and min(hi, box[2]) - max(lo, box[0]) >= 0.8 * width
         ]
 
-    found = ruled + find_stream_tables(words, rule_ys, [t.bbox for t in ruled])
+    segments = page_segments(textpage, GAP_EMS)
+    found = ruled + find_stream_tables(segments, rule_ys, [t.bbox for t in ruled])
     return sorted(found, key=lambda t: (t.bbox[1], t.bbox[0]))
 
 
@@ -99,6 +108,16 @@ def _bold_rows(page: pymupdf.Page, textpage: Any, found: list[FoundTable]) -> li
             count += 1
         out.append(count if 0 < count <= MAX_BOLD_HEADER and count < len(kinds) else 0)
     return out
+
+
+def _on_page(box: Box, rect: pymupdf.Rect) -> bool:
+    x0, y0, x1, y1 = float(rect.x0), float(rect.y0), float(rect.x1), float(rect.y1)
+    return (
+        box[0] >= x0 - OFF_PAGE
+        and box[1] >= y0 - OFF_PAGE
+        and box[2] <= x1 + OFF_PAGE
+        and box[3] <= y1 + OFF_PAGE
+    )
 
 
 def _in_any(x: float, y: float, found: list[FoundTable]) -> bool:

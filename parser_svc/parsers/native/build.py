@@ -1,5 +1,5 @@
-"""Compiles pdf_pass.c into `_pdf_pass.<extension suffix>.so` beside it, against the mupdf that the
-installed pymupdf ships (its headers in `pymupdf/mupdf-devel/include`, its `libmupdf.so.*`).
+"""Compiles pdf_pass.c and page_lines.c into `_pdf_pass.<extension suffix>.so` beside them,
+against the mupdf that the installed pymupdf ships (its headers in `pymupdf/mupdf-devel/include`, its `libmupdf.so.*`).
 
     python -m parser_svc.parsers.native.build [--force]
 
@@ -23,7 +23,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "pdf_pass.c"
+SOURCES = (HERE / "pdf_pass.c", HERE / "page_lines.c", HERE / "page_lines.h")
 TARGET = HERE / f"_pdf_pass{EXTENSION_SUFFIXES[0]}"  # what this interpreter imports first
 STAMP = HERE / "_pdf_pass.stamp"
 
@@ -35,7 +35,9 @@ def _pymupdf() -> tuple[Path, str]:
 
 
 def _fingerprint(version: str) -> str:
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        digest.update(source.read_bytes())
     digest.update(f"{version} {sys.version} {EXTENSION_SUFFIXES[0]}".encode())
     return digest.hexdigest()
 
@@ -69,7 +71,7 @@ def build(force: bool = False) -> Path:
                 f"-I{sysconfig.get_paths()['include']}",
                 f"-I{include}",
                 f'-DDOCPARSE_MUPDF_VERSION="{version}"',
-                str(SOURCE),
+                *(str(source) for source in SOURCES if source.suffix == ".c"),
                 "-o",
                 str(built),
                 f"-L{where}",
@@ -82,7 +84,7 @@ def build(force: bool = False) -> Path:
             os.replace(built, TARGET)  # atomic: a parse starting now loads the old or the new
         STAMP.write_text(fingerprint)
     except OSError as err:  # a read-only install, a full disk
-        raise RuntimeError(f"cannot write beside {SOURCE}: {err}") from err
+        raise RuntimeError(f"cannot write in {HERE}: {err}") from err
     return TARGET
 
 

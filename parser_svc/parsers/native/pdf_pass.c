@@ -38,6 +38,8 @@
 #include <string.h>
 #include <mupdf/fitz.h>
 
+#include "page_lines.h"
+
 #ifndef DOCPARSE_MUPDF_VERSION
 #error "build with -DDOCPARSE_MUPDF_VERSION=\"x.y.z\" (parser_svc/parsers/native/build.py)"
 #endif
@@ -617,6 +619,10 @@ static PyMethodDef methods[] = {
     {"text_and_rules", text_and_rules, METH_VARARGS,
      "text_and_rules(ctx, page, stext_page, flags, images_page, sizes) -> "
      "(rules, items, drawn, images_complete)"},
+    {"page_lines", page_lines, METH_VARARGS,
+     "page_lines(ctx, stext_page) -> [[(x0, y0, x1, y1, text, size, bold, chars), ...], ...]"},
+    {"page_segments", page_segments, METH_VARARGS,
+     "page_segments(ctx, stext_page, gap_ems) -> [(x0, y0, x1, y1, text), ...]"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -628,7 +634,7 @@ PyMODINIT_FUNC PyInit__pdf_pass(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (m && (PyModule_AddStringConstant(m, "MUPDF_VERSION", DOCPARSE_MUPDF_VERSION) < 0 ||
-              PyModule_AddIntConstant(m, "API", 2) < 0)) {
+              PyModule_AddIntConstant(m, "API", 3) < 0)) {
         Py_DECREF(m);
         return NULL;
     }
