@@ -4,8 +4,10 @@ blocks; no text changes.
 
 - Page furniture: blocks in the top or bottom FURNITURE_BAND of the page whose text, digits
   aside, repeats on at least half the pages (2 at least) become "header" / "footer"; so does a
-  lone page number there, and in a one-page document a small one-line head (or foot with a
-  number).
+  page number there with nothing beyond it (alone, or on a line of its own beside a section's
+  running title), and in a one-page document a small one-line head (or foot with a number). A
+  lone page number further in (within NUMBER_BAND), below (above) every other block of its
+  page, is furniture too when it stands at one height on as many pages.
 - Body size: the font size with the most characters (furniture aside).
 - Headings: blocks of one or two lines larger than the body, or bold at the body size, short
   and not ending in a period (up to MAX_HEADING_LINES lines when larger: a heading wrapped in
@@ -26,6 +28,7 @@ from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.parsers.pdf_structure import Look
 
 FURNITURE_BAND = 0.1  # of the page height, top and bottom
+NUMBER_BAND = 0.25  # a page number apart from the text stands in this share, top or bottom
 TITLE_BAND = 0.35  # the title stands in this top share of page 1
 BIGGER = 0.5  # points above the body size that make a heading
 MAX_HEADING_CHARS = 120
@@ -65,7 +68,7 @@ def mark_structure(
 
 def _furniture(pages: list[rp.Page], looks: dict[int, list[Look]], body: float) -> None:
     seen: dict[tuple[str, str], set[int]] = {}
-    zoned: list[tuple[rp.TextBlock, str, str, bool]] = []
+    zoned: list[tuple[rp.Page, rp.TextBlock, str, str, bool]] = []
     for page in pages:
         for block, (size, _bold) in zip(page.blocks, looks[page.number], strict=True):
             zone = _zone(page, block)
@@ -78,13 +81,63 @@ def _furniture(pages: list[rp.Page], looks: dict[int, list[Look]], body: float) 
                 small = size < body - BIGGER and "\n" not in block.text
                 foot = "#" in key and not key.startswith(("#", "*", "\u2020", "\u2021"))
                 alone = len(pages) == 1 and small and (zone == "header" or foot)
-                zoned.append((block, zone, key, alone))
+                zoned.append((page, block, zone, key, alone))
     least = max(2, (len(pages) + 1) // 2)
-    for block, zone, key, alone in zoned:
-        lone_number = _PAGE_NUMBER.match(" ".join(block.text.split())) is not None
-        if lone_number or alone or len(seen[(zone, key)]) >= least:
+    for page, block, zone, key, alone in zoned:
+        numbered = _numbered(block.text) and _outermost(page, block, zone)
+        if numbered or alone or len(seen[(zone, key)]) >= least:
             block.role = zone
             block.marker, block.ordered, block.level = "", False, 0
+    _edge_numbers(pages, least)
+
+
+def _numbered(text: str) -> bool:
+    """A lone page number, or one on a line of its own beside one line of running head or
+    foot (a section's title, which changes from page to page: no full stop)."""
+    lines = [" ".join(line.split()) for line in text.strip().splitlines()]
+    if len(lines) == 2 and _PAGE_NUMBER.match(lines[1]):
+        lines.reverse()
+    if not lines or _PAGE_NUMBER.match(lines[0]) is None:
+        return False
+    if len(lines) == 1:
+        return True
+    other = lines[1]
+    return len(lines) == 2 and len(other) <= MAX_HEADING_CHARS and not other.endswith(".")
+
+
+def _outermost(page: rp.Page, block: rp.TextBlock, zone: str) -> bool:
+    """Nothing on the block's page stands above it (a head) or below it (a foot): a number
+    under a running head is a formula's or a figure's."""
+    if zone == "header":
+        return all(b.bbox.y1 > block.bbox.y0 for b in page.blocks if b is not block)
+    return all(b.bbox.y0 < block.bbox.y1 for b in page.blocks if b is not block)
+
+
+def _edge_numbers(pages: list[rp.Page], least: int) -> None:
+    """Page numbers set under (over) the text block further in than FURNITURE_BAND (LaTeX's
+    plain style: a sixth of the page up): a lone number below (above) everything else on its
+    page, within NUMBER_BAND, at the same height on `least` pages or more."""
+    found: dict[tuple[str, int], list[rp.TextBlock]] = {}
+    for page in pages:
+        body = [b for b in page.blocks if b.role in ("", "list_item") and b.HasField("bbox")]
+        if len(body) < 2 or page.height <= 0:
+            continue
+        low = max(body, key=lambda b: b.bbox.y0)
+        high = min(body, key=lambda b: b.bbox.y1)
+        below = all(low.bbox.y0 >= b.bbox.y1 for b in body if b is not low)
+        above = all(high.bbox.y1 <= b.bbox.y0 for b in body if b is not high)
+        edges = [
+            ("footer", low, below and low.bbox.y0 >= page.height * (1 - NUMBER_BAND)),
+            ("header", high, above and high.bbox.y1 <= page.height * NUMBER_BAND),
+        ]
+        for zone, edge, apart in edges:
+            if apart and _PAGE_NUMBER.match(" ".join(edge.text.split())):
+                found.setdefault((zone, round(edge.bbox.y0)), []).append(edge)
+    for (zone, _y), blocks in found.items():
+        if len(blocks) >= least:
+            for block in blocks:
+                block.role = zone
+                block.marker, block.ordered, block.level = "", False, 0
 
 
 def _zone(page: rp.Page, block: rp.TextBlock) -> str:

@@ -3,11 +3,12 @@
 Columns: the page's column gutters are vertical bands (at least GUTTER_MIN wide) that no
 narrow line of body text crosses (lines in the top and bottom margins, lines of a few
 characters and lines larger or smaller than the page's body text do not count: running
-headers, page numbers, titles, footnotes), with enough body text on each side. A block reaching
-into a gutter (a full-width title, a wide figure caption), or standing in the top or bottom
-margin (a running header, a footer), cuts the page into sections; within each section the
-columns are read left to right, each top to bottom. A page without gutters is read top to
-bottom, left to right (pymupdf's `sort=True` order).
+headers, page numbers, titles, footnotes), with enough body text on each side; one narrow line
+in CROSSING_SHARE may cross one (affiliations centred under a title), the gutter then being the
+band's emptiest run. A block reaching into a gutter (a full-width title, a wide figure caption),
+or standing in the top or bottom margin (a running header, a footer), cuts the page into
+sections; within each section the columns are read left to right, each top to bottom. A page
+without gutters is read top to bottom, left to right (pymupdf's `sort=True` order).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ NARROW = 0.6  # a line narrower than this share of the text's width can stand in
 MIN_COLUMN_LINES = 3
 MIN_LINE_CHARS = 12  # median characters of a column's lines (table cells are shorter)
 MAX_COLUMNS = 3
+CROSSING_SHARE = 10  # a gutter is crossed by at most one narrow line in this many
 BIGGER = 0.5  # points: lines this much larger or smaller than the body (titles, footnotes)
 
 
@@ -96,18 +98,36 @@ def _gutters(blocks: list[Block], width: float, height: float) -> list[tuple[flo
     covered = list(accumulate(steps))
     first = next(i for i, count in enumerate(covered) if count)
     last = max(i for i, count in enumerate(covered) if count)
+    # A few narrow lines may cross a gutter (centred affiliations under a title, a table's
+    # cells above the columns): those lines' blocks cut the page into sections.
+    crossing = len(narrow) // CROSSING_SHARE
     gutters: list[tuple[float, float]] = []
     start = None
     for i in range(first, last + 1):
-        if covered[i] == 0 and start is None:
+        if covered[i] <= crossing and start is None:
             start = i
-        elif covered[i] and start is not None:
-            if i - start >= GUTTER_MIN:
-                gutters.append((left + start, left + i))
+        elif covered[i] > crossing and start is not None:
+            gutter = _emptiest(covered, start, i)
+            if gutter[1] - gutter[0] >= GUTTER_MIN:
+                gutters.append((left + gutter[0], left + gutter[1]))
             start = None
     if not gutters or len(gutters) >= MAX_COLUMNS:
         return []
     return gutters if _columns_of_text(narrow, gutters) else []
+
+
+def _emptiest(covered: list[int], start: int, end: int) -> tuple[int, int]:
+    """The widest run of `covered[start:end]` at its least coverage, as (start, end)."""
+    least = min(covered[start:end])
+    best = (start, start)
+    run = None
+    for i in range(start, end + 1):
+        if i < end and covered[i] == least:
+            run = i if run is None else run
+        elif run is not None:
+            best = max(best, (run, i), key=lambda r: r[1] - r[0])
+            run = None
+    return best
 
 
 def _columns_of_text(lines: list[Line], gutters: list[tuple[float, float]]) -> bool:

@@ -9,8 +9,11 @@ grid) and a span (row, column, rows, columns) names it at its top-left band.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
+from statistics import median
 from typing import Any
 
 # (position, lo, hi): a merged rule, as pdf_tables.py makes them.
@@ -19,6 +22,15 @@ Seg = tuple[float, float, float]
 Span = tuple[int, int, int, int]
 
 SLACK = 2.0
+# Symbols of set-setting maths, and the pieces of big brackets and braces fonts draw from the
+# private use area (or that come out as U+FFFD): a formula's, not a table cell's.
+_MATHS = re.compile(
+    r"[=\u2208\u2209\u222a\u2229\u2286\u2282\u2287\u2283\u2202\u2200\u2203\u2211"
+    r"\u220f\u222b\u221a\u221e\u21a6\u2205\u2245\u2243\u2260\u00ac\u2227\u2228"
+    r"\u2217\ue000-\uf8ff\ufffd]"
+)
+MATHS_SHARE = 0.5
+OVERLAP = 0.7  # rows whose centres are closer than this share of their height overlap
 
 
 @dataclass
@@ -152,3 +164,19 @@ def spanned_header_rows(spans: Sequence[Span], n_rows: int) -> int:
     if not any(s[3] > 1 for s in first) or n_rows < 3:
         return 0
     return min(n_rows - 1, max([2] + [s[2] for s in first]))
+
+
+def maths(rows: Sequence[Sequence[str]], row_bounds: Sequence[tuple[float, float]]) -> bool:
+    """Whether text found in columns is displayed maths (aligned equations, a matrix, cases,
+    a sum with its limits), not a table: half its cells hold formula symbols, or some do
+    while its rows overlap (sub- and superscripts, stacked limits: the median distance
+    between row centres well under the median row height)."""
+    filled = [cell for row in rows for cell in row if cell.strip()]
+    if not filled or len(row_bounds) < 2:
+        return False
+    share = sum(1 for cell in filled if _MATHS.search(cell)) / len(filled)
+    if share >= MATHS_SHARE:
+        return True
+    centres = [(top + bottom) / 2 for top, bottom in row_bounds]
+    pitch = median(b - a for a, b in pairwise(centres))
+    return share > 0 and pitch < OVERLAP * median(bottom - top for top, bottom in row_bounds)
