@@ -96,13 +96,15 @@ def _gutters(blocks: list[Block], width: float, height: float) -> list[tuple[flo
         steps[max(0, int(line.x0) - left)] += 1
         steps[min(right - left + 1, int(line.x1) + 1 - left)] -= 1
     covered = list(accumulate(steps))
-    first = next(i for i, count in enumerate(covered) if count)
     last = max(i for i, count in enumerate(covered) if count)
     # A few narrow lines may cross a gutter (centred affiliations under a title, a table's
     # cells above the columns): those lines' blocks cut the page into sections.
     crossing = len(narrow) // CROSSING_SHARE
     gutters: list[tuple[float, float]] = []
     start = None
+    # Not before the first band of text: few lines at the left edge are the margin of the
+    # indented ones (list items), no gutter.
+    first = next((i for i, count in enumerate(covered) if count > crossing), last)
     for i in range(first, last + 1):
         if covered[i] <= crossing and start is None:
             start = i

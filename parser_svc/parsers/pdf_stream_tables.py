@@ -60,16 +60,19 @@ def _rows(segments: list[_Segment]) -> list[list[_Segment]]:
     return rows
 
 
-def _runs(rows: list[list[_Segment]]) -> list[list[list[_Segment]]]:
-    """Consecutive rows of two or more segments, close enough to be one table; a short row of
-    one segment before or between such rows (a group heading, a cell with the rest of its row
+def _runs(rows: list[list[_Segment]], barriers: list[float]) -> list[list[list[_Segment]]]:
+    """Consecutive rows of two or more segments, close enough to be one table and with no line
+    of prose between them (`barriers`: their vertical centres, sorted); a short row of one
+    segment before or between such rows (a group heading, a cell with the rest of its row
     empty) is one of them (find_stream_tables keeps a first one only over columns)."""
     runs: list[list[list[_Segment]]] = [[]]
     pending: list[_Segment] | None = None  # a row of one segment, kept if the run goes on
     last_bottom = -1e9
     for row in rows:
         top, bottom = row[0][1], row[0][3]
-        close = top - last_bottom <= ROW_GAP_EMS * (bottom - top)
+        close = top - last_bottom <= ROW_GAP_EMS * (bottom - top) and bisect_right(
+            barriers, last_bottom
+        ) == bisect_right(barriers, top)
         last_bottom = bottom
         if len(row) >= 2:
             if not close:
@@ -231,7 +234,9 @@ def find_stream_tables(
         rows = _rows(part)
         if sum(1 for row in rows if len(row) >= 2) < MIN_ROWS:
             continue
-        for run in _runs(rows):
+        lo, hi = min(seg[0] for seg in part), max(seg[2] for seg in part)
+        barriers = sorted((seg[1] + seg[3]) / 2 for seg in prose if seg[0] < hi and seg[2] > lo)
+        for run in _runs(rows, barriers):
             table = _table(run, rule_ys, everything)
             if table is not None and not any(_inside(seg, table.bbox) for seg in prose):
                 tables.append(table)
