@@ -2,9 +2,10 @@
 several processes, pdf_split.py): the first table of page k+1 continues the last table of page
 k when their column x-edges agree within EDGE_SLACK points (the second's moved by the
 difference of their left edges: a table carried on into another column of the page) and
-little but page furniture stands between them. It is marked `continues_previous`, and its
-first rows, when they repeat the header rows of the table it continues, are dropped; rows
-repeated so, where the first table had no header rows marked, are its header rows.
+little but page furniture stands between them, unless it has header rows of its own that are
+not the first table's (another table with the same columns). It is marked `continues_previous`,
+and its first rows, when they repeat the header rows of the table it continues, are dropped;
+rows repeated so, where the first table had no header rows marked, are its header rows.
 
 The column edges are not in the package: the pages of a candidate pair are read again for
 their tables (pdf_table_structure.page_tables), only those.
@@ -106,8 +107,18 @@ def join_continued_tables(doc: pymupdf.Document, package: rp.ReadingPackage) -> 
             continue
         if head is None or not last.continues_previous:
             head = last
+        if _own_header(head, first):
+            head = None
+            continue
         first.continues_previous = True
         _drop_repeated_header(head, first)
+
+
+def _own_header(head: rp.Table, first: rp.Table) -> bool:
+    """Whether `first` has header rows of its own (a rule or bold type under them) that are
+    not `head`'s: another table that happens to share its columns, not a continuation."""
+    count = first.header_rows
+    return bool(count) and _cells(first, count) != _cells(head, count)
 
 
 def _candidates(last: rp.Table, first: rp.Table, before: rp.Page, after: rp.Page) -> bool:

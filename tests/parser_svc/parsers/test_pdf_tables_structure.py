@@ -206,6 +206,23 @@ def test_tables_on_consecutive_pages_with_other_columns_stay_apart() -> None:
     assert package.pages[1].tables[0].header_rows == 2
 
 
+def test_a_table_with_a_header_of_its_own_on_the_next_page_is_another_table() -> None:
+    """Same columns at the top of the next page, but a bold header that is not the first
+    table's: a new table, kept whole, its header its own."""
+    first = pymupdf.open(stream=long_table_pdf(20, 20))
+    second = pymupdf.open(stream=long_table_pdf(10, 10))
+    page = second[0]
+    for x, old, new in ((76, "ID", "Code"), (156, "Name", "Label"), (356, "Amount", "Total")):
+        page.add_redact_annot(page.search_for(old)[0])
+        page.apply_redactions()
+        _text(page, x, 74, new, bold=True)
+    first.insert_pdf(second)
+    tables = [page.tables[0] for page in parse(bytes(first.tobytes())).pages]
+    assert [t.continues_previous for t in tables] == [False, False]
+    assert [t.header_rows for t in tables] == [1, 1]
+    assert rows(tables[1])[0] == ["Code", "Label", "Total"]
+
+
 def test_a_figure_caption_below_its_image(tmp_path: Path) -> None:
     doc = pymupdf.open()
     page = doc.new_page(width=612, height=792)
