@@ -230,14 +230,19 @@ HANGING = 36.0  # points: the widest hanging indent of a list item's text after 
 
 
 def _continues(last: Block, block: Block) -> bool:
-    if block.marker or last.column_left != block.column_left or CAPTION_START.match(block.text):
+    if block.marker or CAPTION_START.match(block.text):
         return False
     above, first = last.lines[-1], block.lines[0]
     height = first.y1 - first.y0
-    # A paragraph goes on at its edge; a list item at its hanging indent, right of its marker
-    # (under its second line, or within HANGING of the marker under its first).
+    # A paragraph goes on at its edge in its column; a line centred under a centred line (a
+    # title's, which reading order may leave a column of its own) goes on too; a list item at
+    # its hanging indent, right of its marker (under its second line, or within HANGING of the
+    # marker under its first).
+    centred = not last.marker and abs(first.x0 + first.x1 - above.x0 - above.x1) < 4.0
+    if last.column_left != block.column_left and not centred:
+        return False
     if not last.marker:
-        aligned = abs(first.x0 - last.x0) < 2.0
+        aligned = abs(first.x0 - last.x0) < 2.0 or centred
     elif len(last.lines) > 1:
         aligned = abs(first.x0 - above.x0) < 2.0 and first.x0 > last.x0 + 2.0
     else:
