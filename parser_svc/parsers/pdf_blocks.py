@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from parser_svc.parsers.pdf_lines import page_lines
@@ -253,3 +254,42 @@ def _continues(last: Block, block: Block) -> bool:
         and abs(above.size - first.size) <= SIZE_STEP
         and above.bold == first.bold
     )
+
+
+# A footnote's first line: its mark (a number, *, †, ‡, §, ¶ or superscript digits), then text.
+NOTE_START = re.compile(
+    r"^(?:\d{1,3}|[*\u2020\u2021\u00a7\u00b6]{1,3}|[\u00b9\u00b2\u00b3\u2070\u2074-\u2079]{1,3})"
+    r"[.)]?[ \t]*(?=[^\W\d_])"
+)
+SMALLER = 0.5  # points under the page's body size: the small type of notes
+
+
+def split_notes(blocks: list[Block]) -> list[Block]:
+    """Blocks in small type (under the page's body size) whose lines start notes (a mark after
+    a line that ends a sentence) cut into a block a note: footnotes set one under the other."""
+    sizes: dict[float, int] = {}
+    for block in blocks:
+        for line in block.lines:
+            sizes[line.size] = sizes.get(line.size, 0) + line.chars
+    if not sizes:
+        return blocks
+    body = max(sizes, key=lambda size: sizes[size])
+    out: list[Block] = []
+    for block in blocks:
+        lines = block.lines
+        if len(lines) < 2 or block.look()[0] > body - SMALLER:
+            out.append(block)
+            continue
+        parts: list[list[Line]] = [[lines[0]]]
+        for before, line in pairwise(lines):
+            if NOTE_START.match(line.text) and before.text.endswith((".", "!", "?", ":")):
+                parts.append([line])
+            else:
+                parts[-1].append(line)
+        for i, part in enumerate(parts):  # the first keeps the block's list marker, if any
+            made = Block(part, itemised=True)
+            if i == 0:
+                made.marker, made.ordered, made.level = block.marker, block.ordered, block.level
+            made.column_left = block.column_left
+            out.append(made)
+    return out

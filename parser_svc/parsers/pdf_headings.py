@@ -15,6 +15,7 @@ blocks; no text changes.
   regular at one size); within a class, numbering ("2.", "2.1", "2.1.3") nests deeper.
   The document outline, where there is one, wins for the titles it names.
 - Title: the largest text near the top of page 1, when larger than the body: "title", level 1.
+- Footnotes (pdf_footnotes.py): small type under the body text, starting with a note's mark.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from docparse.v1 import reading_package_pb2 as rp
+from parser_svc.parsers.pdf_footnotes import mark_footnotes
 from parser_svc.parsers.pdf_structure import Look
 
 FURNITURE_BAND = 0.1  # of the page height, top and bottom
@@ -60,6 +62,7 @@ def mark_structure(
         sizes[size] += len(block.text)
     body = sizes.most_common(1)[0][0]
     _furniture(pages, looks, body)
+    mark_footnotes(pages, looks, body)
     sized = [(block, look) for block, look in sized if block.role not in ("header", "footer")]
     _headings([(b, look) for b, look in sized if _is_heading(b, look, body)])
     _title(pages[0], looks[pages[0].number], body)

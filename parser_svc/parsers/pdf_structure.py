@@ -9,7 +9,13 @@ from typing import Any
 
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.parsers import safe
-from parser_svc.parsers.pdf_blocks import itemised, joined_paragraphs, list_levels, page_blocks
+from parser_svc.parsers.pdf_blocks import (
+    itemised,
+    joined_paragraphs,
+    list_levels,
+    page_blocks,
+    split_notes,
+)
 from parser_svc.parsers.pdf_reading_order import reading_order
 
 # A block's dominant font size and whether it is bold.
@@ -21,7 +27,7 @@ def add_page_blocks(textpage: Any, out: rp.Page) -> tuple[list[str], list[Look]]
     and looks, block for block."""
     rect = textpage.rect
     ordered = reading_order(page_blocks(textpage), rect.width, rect.height)
-    blocks = joined_paragraphs(itemised(ordered))
+    blocks = split_notes(joined_paragraphs(itemised(ordered)))
     list_levels(blocks)
     texts: list[str] = []
     looks: list[Look] = []

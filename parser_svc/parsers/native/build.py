@@ -1,5 +1,6 @@
 """Compiles pdf_pass.c and page_lines.c into `_pdf_pass.<extension suffix>.so` beside them,
-against the mupdf that the installed pymupdf ships (its headers in `pymupdf/mupdf-devel/include`, its `libmupdf.so.*`).
+against the mupdf that the installed pymupdf ships (its headers in
+`pymupdf/mupdf-devel/include`, its `libmupdf.so.*`).
 
     python -m parser_svc.parsers.native.build [--force]
 

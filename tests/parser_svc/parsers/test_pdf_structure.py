@@ -177,9 +177,33 @@ def test_a_one_page_document_s_small_running_head_is_furniture() -> None:
             "- a list item whose text runs on to a second line\nunder its hanging indent",
         ),
         ("", "Closing words of the bulletin, after the list."),
-        ("", "1 A footnote is no page furniture."),
+        ("footnote", "1 A footnote is no page furniture."),
         ("footer", "Harbor Notes, page 1"),
     ]
+
+
+def test_footnotes_are_marked_with_their_mark_and_set_apart() -> None:
+    """Notes in small type under the text, set one under the other (one block as mupdf groups
+    them): a block a note, role "footnote", its mark the marker; small type that starts with a
+    number but stands beside body text, or body text that starts with one, is none."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 100), BODY, fontsize=10)
+    page.insert_text((72, 114), "12 apostles stood in a row, said the body text.", fontsize=10)
+    page.insert_text((400, 130), "3 small words in the margin", fontsize=7)
+    page.insert_text((72, 160), "Closing words of the bulletin, after the note marks.", fontsize=10)
+    page.insert_text((72, 740), "1 The first note, which runs on to", fontsize=8)
+    page.insert_text((72, 750), "a second line.", fontsize=8)
+    page.insert_text((72, 760), "* The second note, marked with a star.", fontsize=8)
+    page.insert_text((72, 770), "2 The third note.", fontsize=8)
+    blocks = _blocks(_parse(doc.tobytes()))
+    notes = [(b.marker, " ".join(b.text.split())) for b in blocks if b.role == "footnote"]
+    assert notes == [
+        ("1", "1 The first note, which runs on to a second line."),
+        ("*", "* The second note, marked with a star."),
+        ("2", "2 The third note."),
+    ]
+    assert all(b.role == "" for b in blocks if b.text.startswith(("12 apostles", "3 small")))
 
 
 def test_a_large_heading_wrapped_on_three_lines_in_a_narrow_column() -> None:
