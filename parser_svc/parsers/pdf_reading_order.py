@@ -33,7 +33,7 @@ def reading_order(blocks: list[Block], width: float, height: float) -> list[Bloc
     """The blocks in reading order; each block's `column_left` is set."""
     if not blocks:
         return blocks
-    gutters = _gutters(blocks, width, height)
+    gutters = _clear_of_markers(_gutters(blocks, width, height), blocks)
     if not gutters:
         left = min(block.x0 for block in blocks)
         for block in blocks:
@@ -116,6 +116,21 @@ def _gutters(blocks: list[Block], width: float, height: float) -> list[tuple[flo
     if not gutters or len(gutters) >= MAX_COLUMNS:
         return []
     return gutters if _columns_of_text(narrow, gutters) else []
+
+
+def _clear_of_markers(
+    gutters: list[tuple[float, float]], blocks: list[Block]
+) -> list[tuple[float, float]]:
+    """Each gutter ending left of the list markers standing in it (a marker hangs left of its
+    column's text, and has too few characters to count as text when gutters are found)."""
+    out = []
+    for g0, g1 in gutters:
+        for block in blocks:
+            if block.marker and block.text == block.marker and g0 < block.x0 < g1:
+                g1 = block.x0 - 0.5
+        if g1 - g0 >= GUTTER_MIN:
+            out.append((g0, g1))
+    return out
 
 
 def _emptiest(covered: list[int], start: int, end: int) -> tuple[int, int]:

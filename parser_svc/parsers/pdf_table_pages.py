@@ -56,14 +56,22 @@ def _columns_of(table: rp.Table, found: _Found) -> list[float] | None:
     return None
 
 
-def _text_between(before: rp.Page, after: rp.Page, top: float, bottom: float) -> int:
-    """Characters of body text below `top` on `before` and above `bottom` on `after`."""
+def _text_between(
+    before: rp.Page, after: rp.Page, last: rp.BoundingBox, first: rp.BoundingBox
+) -> int:
+    """Characters of body text read after the table `last` on `before` (below it, or in a
+    column to its right) and before the table `first` on `after` (above it, or in a column to
+    its left)."""
     count = 0
-    for page, below, edge in ((before, True, top), (after, False, bottom)):
-        for block in page.blocks:
-            if block.role in FURNITURE or not block.HasField("bbox"):
-                continue
-            if (block.bbox.y0 >= edge - 1) if below else (block.bbox.y1 <= edge + 1):
+    for block in before.blocks:
+        if block.role not in FURNITURE and block.HasField("bbox"):
+            box = block.bbox
+            if box.y0 >= last.y1 - 1 or box.x0 >= last.x1 - 1:
+                count += len(block.text)
+    for block in after.blocks:
+        if block.role not in FURNITURE and block.HasField("bbox"):
+            box = block.bbox
+            if box.y1 <= first.y0 + 1 or box.x1 <= first.x0 + 1:
                 count += len(block.text)
     return count
 
@@ -133,7 +141,7 @@ def _candidates(last: rp.Table, first: rp.Table, before: rp.Page, after: rp.Page
         return False  # the right edge checked again on the columns (_same_columns)
     if first.caption and not _CONTINUED.search(first.caption):
         return False  # a caption of its own: a new table
-    return _text_between(before, after, last.bbox.y1, first.bbox.y0) <= MAX_TEXT_BETWEEN
+    return _text_between(before, after, last.bbox, first.bbox) <= MAX_TEXT_BETWEEN
 
 
 def _same_columns(ours: Sequence[float], theirs: Sequence[float]) -> bool:
