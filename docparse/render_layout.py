@@ -39,12 +39,15 @@ _A1_CELL = re.compile(r"\$?([A-Z]{1,3})\$?([0-9]{1,7})")
 
 def merged_range(reference: str) -> tuple[int, int, int, int] | None:
     """An A1 range ("B3:D5", "$B$3:$D$5", or one cell "B3") as (top row, left column,
-    bottom row, right column), 1-based; None for what is no range."""
+    bottom row, right column), 1-based; None for what is no range. Corners given the other way
+    round ("D5:B3", as a workbook may write them) name the same range."""
     first, _, last = reference.strip().upper().partition(":")
     start, end = _A1_CELL.fullmatch(first), _A1_CELL.fullmatch(last or first)
     if start is None or end is None:
         return None
-    return int(start[2]), _column(start[1]), int(end[2]), _column(end[1])
+    rows = sorted((int(start[2]), int(end[2])))
+    columns = sorted((_column(start[1]), _column(end[1])))
+    return rows[0], columns[0], rows[1], columns[1]
 
 
 def _column(letters: str) -> int:

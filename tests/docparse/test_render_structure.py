@@ -270,3 +270,20 @@ def test_a_sheets_merged_range_is_one_cell_in_html() -> None:
     assert '<td colspan="3">Plan 2026</td>' in markdown and "| Plan 2026" not in markdown
     del sheet.merged_ranges[:]
     assert "| Plan 2026 |  |  |\n| --- | --- | --- |\n| Q1 | 10 | 2.5 |" in to_markdown(doc)
+
+
+def test_a_merged_range_written_backwards_is_the_same_range() -> None:
+    """A workbook's <mergeCell ref="C2:A1"> (the parsers keep refs as written) covers A1:C2, as
+    in Excel; it used to fail the whole rendering (a negative column span)."""
+    doc = rp.ReadingPackage(content_type="xlsx")
+    sheet = doc.sheets.add(number=1, name="Backwards", merged_ranges=["C2:A1"])
+    sheet.rows.add(number=1).cells.add(column=1, string_value="Title")
+    sheet.rows.add(number=2).cells.add(column=3, string_value="c2")
+    forwards = rp.ReadingPackage()
+    forwards.CopyFrom(doc)
+    forwards.sheets[0].merged_ranges[:] = ["A1:C2"]
+    assert to_html(doc) == to_html(forwards) and to_markdown(doc) == to_markdown(forwards)
+    root, _ = tree(to_html(doc))
+    assert [(td.text(), td.attrs) for td in root.find("td")] == [
+        ("Title", {"rowspan": "2", "colspan": "3"})
+    ]

@@ -23,6 +23,8 @@ export type {
   TlsOptions,
   WatchOptions,
 } from "./options.js";
+export { type RenderOptions, toHtml } from "./render_html.js";
+export { toMarkdown } from "./render_markdown.js";
 export { checkSubmitAnswer, ResultAssembler } from "./results.js";
 export {
   backoffDelay,
