@@ -131,6 +131,9 @@ class FileRow {
       links.push(el("a", { href: withToken(`${base}?format=html`), ...open }, "Page"));
       links.push(el("a", { href: withToken(base), ...open }, "JSON"));
       links.push(
+        el("button", { type: "button", class: "link", onclick: () => this.showDocument() }, "Read"),
+      );
+      links.push(
         el("button", { type: "button", class: "link", onclick: () => this.showImages() }, "Images"),
       );
     } else if (!TERMINAL.has(job.state)) {
@@ -163,6 +166,15 @@ class FileRow {
       this.node.append(this.images);
     }
     this.images.replaceChildren(...(figures.length ? figures : ["No images in this document."]));
+  }
+
+  // The document's headings, lists and tables in this page, below the row (see DocumentView).
+  showDocument() {
+    if (!this.reading) {
+      this.reading = new DocumentView(this.jobId, this.name);
+      this.node.append(this.reading.node);
+    }
+    this.reading.load();
   }
 
   async cancel() {
