@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from docparse.cli_output import (
     EXIT_BROKEN_PIPE,
@@ -109,12 +110,23 @@ def _languages(args: argparse.Namespace) -> list[str]:
     return [tag.strip() for given in args.language or () for tag in given.split(",") if tag.strip()]
 
 
+def _job_options(args: argparse.Namespace) -> dict[str, Any]:
+    """submit's per-job parse options (--pages, --images, --ocr, --ocr-dpi)."""
+    return {
+        "pages": args.pages,
+        "images": args.images,
+        "ocr_mode": args.ocr,
+        "ocr_dpi": args.ocr_dpi,
+    }
+
+
 def cmd_submit(args: argparse.Namespace, client: Client) -> int:
     paths = files(args.paths)
     password, languages = _password(args), _languages(args)
     wait_ms = min(int(args.server_wait * 1000), 2**32 - 1) if args.server_wait else 0
-    # A batch carries no password or server wait: with those, one job per file.
-    per_file = bool(password or wait_ms)
+    options = _job_options(args)
+    # A batch carries no password, server wait or parse options: with those, one job per file.
+    per_file = bool(password or wait_ms or any(options.values()))
     if len(paths) > 1 and not args.separately and not per_file:
         for path in paths:
             check_readable(path)
@@ -144,7 +156,12 @@ def cmd_submit(args: argparse.Namespace, client: Client) -> int:
 
     jobs = [
         client.submit(
-            p.name, read(p), password=password, languages=languages, wait_timeout_ms=wait_ms
+            p.name,
+            read(p),
+            password=password,
+            languages=languages,
+            wait_timeout_ms=wait_ms,
+            **options,
         ).job
         for p in paths
     ]

@@ -146,6 +146,28 @@ def _add_submit(add: AddParser) -> None:
         help="OCR language hint, BCP-47 (en, de, zh-Hant); repeat or separate with commas",
     )
     submit.add_argument(
+        "--pages",
+        default="",
+        metavar="LIST",
+        help='PDF pages to read, 1-based: "1-5,10,20-" (default: every page)',
+    )
+    submit.add_argument(
+        "--images",
+        choices=("none", "referenced", "all"),
+        default="",
+        help="images in the package: none, referenced (the server's default: listed, JPEGs "
+        "stored as they are), all (every image stored, re-encoded as PNG when needed)",
+    )
+    submit.add_argument(
+        "--ocr",
+        choices=("auto", "force", "off"),
+        default="",
+        help="when pages are OCR'd (default auto: scanned pages only)",
+    )
+    submit.add_argument(
+        "--ocr-dpi", type=int, default=0, metavar="N", help="OCR resolution, 72 to 400"
+    )
+    submit.add_argument(
         "--server-wait",
         type=float,
         default=0.0,

@@ -23,6 +23,8 @@ from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 from docparse.effects import END, Blocking, Call, Open, Plan, Receive, Records, Sleep, once
 from docparse.effects import Upload as UploadEffect
 from docparse.errors import DocparseError
+from docparse.job_options import Mode, image_mode
+from docparse.job_options import ocr_mode as to_ocr_mode
 from docparse.results import AssetChunks, ResultAssembler, check_submit_answer
 from docparse.retries import Retrier
 from docparse.shells import answering, iterating
@@ -174,12 +176,19 @@ class BaseClient(ClientState[TransportT, SleepT]):
         wait_timeout_ms: int = 0,
         languages: Languages = (),
         callback: parser_service_pb2.Callback | None = None,
+        pages: str = "",
+        images: Mode = "",
+        ocr_mode: Mode = "",
+        ocr_dpi: int = 0,
     ) -> Plan[Answer]:
         """Submits once, however often the call itself has to be retried (same request_id).
         `wait_timeout_ms`: the server may wait that long for the job to end before answering
         (the sync answer); `languages`: BCP-47 hints for OCR ("en", "zh-Hant"); `callback`:
         a signed webhook when the job ends, `Callback(url=..., secret_name=...)` naming a secret
-        the tenant registered (`from docparse.v1.parser_service_pb2 import Callback`)."""
+        the tenant registered (`from docparse.v1.parser_service_pb2 import Callback`); `pages`:
+        the PDF pages to read ("1-5,10,20-"); `images`: "none", "referenced" (the server's
+        default) or "all"; `ocr_mode`: "auto" (default), "force" or "off"; `ocr_dpi`: the OCR
+        render resolution (72 to 400; 0: the server's)."""
         request = parser_service_pb2.SubmitJobRequest(
             file_name=file_name,
             content=content,
@@ -188,6 +197,10 @@ class BaseClient(ClientState[TransportT, SleepT]):
             wait_timeout_ms=wait_timeout_ms,
             languages=list(languages),
             callback=callback,
+            pages=pages,
+            images=image_mode(images),
+            ocr_mode=to_ocr_mode(ocr_mode),
+            ocr_dpi=ocr_dpi,
         )
         deadline = self.timeout_s + wait_timeout_ms / 1000
         response, replicas = yield from call(self, "SubmitJob", request, deadline)
@@ -203,14 +216,28 @@ class BaseClient(ClientState[TransportT, SleepT]):
         password: str = "",
         languages: Languages = (),
         policy: WaitPolicy | None = None,
+        pages: str = "",
+        images: Mode = "",
+        ocr_mode: Mode = "",
+        ocr_dpi: int = 0,
     ) -> Plan[job_pb2.Job]:
-        """Submits and waits: the SUCCEEDED record, or JobFailed / WaitTimeout / DocparseError."""
+        """Submits and waits: the SUCCEEDED record, or JobFailed / WaitTimeout / DocparseError.
+        The options are submit's."""
         if isinstance(source, Path):
             content, file_name = (yield Blocking(source.read_bytes)), file_name or source.name
         else:
             content = source
         answer = yield from BaseClient.submit(
-            self, file_name, content, request_id=request_id, password=password, languages=languages
+            self,
+            file_name,
+            content,
+            request_id=request_id,
+            password=password,
+            languages=languages,
+            pages=pages,
+            images=images,
+            ocr_mode=ocr_mode,
+            ocr_dpi=ocr_dpi,
         )
         return (yield from BaseClient.wait(self, answer.job, policy=policy))
 

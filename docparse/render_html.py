@@ -69,7 +69,11 @@ def html_table(grid: Grid) -> str:
 
 
 def _figure(image: rp.ImageRef) -> str:
+    """A figure; an image whose bytes were not stored (asset_id "": a large non-JPEG image
+    of a job with images "referenced") is its caption alone, or a placeholder of its size."""
     img = f'<img src="assets/{_e(image.asset_id)}" alt="{_e(one_line(image.caption))}">'
+    if not image.asset_id:
+        img = "" if image.caption else f"<span>[image {image.width}x{image.height}]</span>"
     caption = f"<figcaption>{_e(image.caption)}</figcaption>" if image.caption else ""
     return f"<figure>{img}{caption}</figure>"
 

@@ -98,6 +98,18 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """HTTP (416, OUT_OF_RANGE): a Range header beyond the asset's size."""
     CORS_NOT_ALLOWED: _ErrorReason.ValueType  # 47
     """HTTP (403, PERMISSION_DENIED): a CORS preflight from an origin the gateway does not allow."""
+    INVALID_PAGE_RANGE: _ErrorReason.ValueType  # 120
+    """SubmitJob `pages` that is not a page list ("1-5,10,20-"): bad syntax, page 0, a range
+    whose end is before its start, over 64 parts or 256 characters.
+    """
+    PAGE_RANGE_NOT_SUPPORTED: _ErrorReason.ValueType  # 121
+    """SubmitJob `pages` for a format without pages (DOCX, DOC, XLSX, XLS, PPTX)."""
+    PAGE_RANGE_PAST_END: _ErrorReason.ValueType  # 122
+    """A job FAILED (also INVALID_ARGUMENT where an RPC says it): `pages` names a page past the
+    document's last one; the message names the page count.
+    """
+    INVALID_OCR_DPI: _ErrorReason.ValueType  # 123
+    """SubmitJob `ocr_dpi` outside 72..400."""
     DOCUMENT_TOO_LARGE: _ErrorReason.ValueType  # 40
     """--- Limits (RESOURCE_EXHAUSTED) ---
     An upload or a parse over its size or memory limit (also a job FAILED). Never retry as is.
@@ -297,6 +309,18 @@ RANGE_NOT_SATISFIABLE: ErrorReason.ValueType  # 46
 """HTTP (416, OUT_OF_RANGE): a Range header beyond the asset's size."""
 CORS_NOT_ALLOWED: ErrorReason.ValueType  # 47
 """HTTP (403, PERMISSION_DENIED): a CORS preflight from an origin the gateway does not allow."""
+INVALID_PAGE_RANGE: ErrorReason.ValueType  # 120
+"""SubmitJob `pages` that is not a page list ("1-5,10,20-"): bad syntax, page 0, a range
+whose end is before its start, over 64 parts or 256 characters.
+"""
+PAGE_RANGE_NOT_SUPPORTED: ErrorReason.ValueType  # 121
+"""SubmitJob `pages` for a format without pages (DOCX, DOC, XLSX, XLS, PPTX)."""
+PAGE_RANGE_PAST_END: ErrorReason.ValueType  # 122
+"""A job FAILED (also INVALID_ARGUMENT where an RPC says it): `pages` names a page past the
+document's last one; the message names the page count.
+"""
+INVALID_OCR_DPI: ErrorReason.ValueType  # 123
+"""SubmitJob `ocr_dpi` outside 72..400."""
 DOCUMENT_TOO_LARGE: ErrorReason.ValueType  # 40
 """--- Limits (RESOURCE_EXHAUSTED) ---
 An upload or a parse over its size or memory limit (also a job FAILED). Never retry as is.

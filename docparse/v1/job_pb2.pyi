@@ -46,6 +46,90 @@ STATE_FAILED: State.ValueType  # 4
 STATE_CANCELLED: State.ValueType  # 5
 Global___State: _TypeAlias = State  # noqa: Y015
 
+class _ImageMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ImageModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ImageMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    IMAGE_MODE_UNSPECIFIED: _ImageMode.ValueType  # 0
+    """Not given: IMAGE_MODE_REFERENCED. Jobs echo the mode they ran with, never this value."""
+    IMAGE_MODE_NONE: _ImageMode.ValueType  # 1
+    """No image: pages list none and no asset is stored (images are still looked at to tell a
+    scanned page for OCR). The cheapest for a client that wants text.
+    """
+    IMAGE_MODE_REFERENCED: _ImageMode.ValueType  # 2
+    """Every image a page shows is listed (ImageRef: box, pixel size). Its bytes are stored as an
+    asset when the document keeps them in an encoding a browser shows (a PDF's JPEG images,
+    passed through unchanged, no decoding); an image that would have to be re-encoded (a PDF's
+    Flate / raw pixel images) is listed with an empty asset_id and mime_type: ask
+    IMAGE_MODE_ALL for its bytes. The default: a text request pays no image encoding.
+    """
+    IMAGE_MODE_ALL: _ImageMode.ValueType  # 3
+    """Every image listed and stored; those the document does not keep in a browser encoding are
+    re-encoded as PNG (about a second of CPU for a 2400x3200 image: bench/README.md).
+    """
+
+class ImageMode(_ImageMode, metaclass=_ImageModeEnumTypeWrapper):
+    """Which images a job's reading package carries (SubmitJobRequest.images, Job.images)."""
+
+IMAGE_MODE_UNSPECIFIED: ImageMode.ValueType  # 0
+"""Not given: IMAGE_MODE_REFERENCED. Jobs echo the mode they ran with, never this value."""
+IMAGE_MODE_NONE: ImageMode.ValueType  # 1
+"""No image: pages list none and no asset is stored (images are still looked at to tell a
+scanned page for OCR). The cheapest for a client that wants text.
+"""
+IMAGE_MODE_REFERENCED: ImageMode.ValueType  # 2
+"""Every image a page shows is listed (ImageRef: box, pixel size). Its bytes are stored as an
+asset when the document keeps them in an encoding a browser shows (a PDF's JPEG images,
+passed through unchanged, no decoding); an image that would have to be re-encoded (a PDF's
+Flate / raw pixel images) is listed with an empty asset_id and mime_type: ask
+IMAGE_MODE_ALL for its bytes. The default: a text request pays no image encoding.
+"""
+IMAGE_MODE_ALL: ImageMode.ValueType  # 3
+"""Every image listed and stored; those the document does not keep in a browser encoding are
+re-encoded as PNG (about a second of CPU for a 2400x3200 image: bench/README.md).
+"""
+Global___ImageMode: _TypeAlias = ImageMode  # noqa: Y015
+
+class _OcrMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _OcrModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_OcrMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    OCR_MODE_UNSPECIFIED: _OcrMode.ValueType  # 0
+    """Not given: OCR_MODE_AUTO. Jobs echo the mode they ran with, never this value."""
+    OCR_MODE_AUTO: _OcrMode.ValueType  # 1
+    """A page is OCR'd when it shows images and has almost no text layer, or its text layer is
+    unreadable (fonts without a Unicode map).
+    """
+    OCR_MODE_FORCE: _OcrMode.ValueType  # 2
+    """Every page is rendered and OCR'd, whatever its text layer (its blocks come from OCR)."""
+    OCR_MODE_OFF: _OcrMode.ValueType  # 3
+    """No page is OCR'd: a page that would have been gets its text layer (often empty) and the
+    package a warning naming it.
+    """
+
+class OcrMode(_OcrMode, metaclass=_OcrModeEnumTypeWrapper):
+    """When scanned pages are read by OCR (SubmitJobRequest.ocr_mode, Job.ocr_mode). PDF only: the
+    other formats carry their text and are never OCR'd.
+    """
+
+OCR_MODE_UNSPECIFIED: OcrMode.ValueType  # 0
+"""Not given: OCR_MODE_AUTO. Jobs echo the mode they ran with, never this value."""
+OCR_MODE_AUTO: OcrMode.ValueType  # 1
+"""A page is OCR'd when it shows images and has almost no text layer, or its text layer is
+unreadable (fonts without a Unicode map).
+"""
+OCR_MODE_FORCE: OcrMode.ValueType  # 2
+"""Every page is rendered and OCR'd, whatever its text layer (its blocks come from OCR)."""
+OCR_MODE_OFF: OcrMode.ValueType  # 3
+"""No page is OCR'd: a page that would have been gets its text layer (often empty) and the
+package a warning naming it.
+"""
+Global___OcrMode: _TypeAlias = OcrMode  # noqa: Y015
+
 class _ResultStorage:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -194,6 +278,10 @@ class Job(_message.Message):
     EXPIRE_TIME_FIELD_NUMBER: _builtins.int
     SIZE_BYTES_FIELD_NUMBER: _builtins.int
     LANGUAGES_FIELD_NUMBER: _builtins.int
+    PAGES_FIELD_NUMBER: _builtins.int
+    IMAGES_FIELD_NUMBER: _builtins.int
+    OCR_MODE_FIELD_NUMBER: _builtins.int
+    OCR_DPI_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     state: Global___State.ValueType
     version: _builtins.int
@@ -209,6 +297,14 @@ class Job(_message.Message):
     """The detected type of the upload: "pdf", "docx", ..."""
     size_bytes: _builtins.int
     """Size of the upload in bytes."""
+    pages: _builtins.str
+    """The pages the job was asked for, normalised ("1-5,10,20-"); empty = every page."""
+    images: Global___ImageMode.ValueType
+    """The image mode the job runs with (never IMAGE_MODE_UNSPECIFIED for a job created with it)."""
+    ocr_mode: Global___OcrMode.ValueType
+    """The OCR mode the job runs with (never OCR_MODE_UNSPECIFIED for a job created with it)."""
+    ocr_dpi: _builtins.int
+    """The resolution OCR renders pages at, in dots per inch (the deployment's when not asked)."""
     @_builtins.property
     def progress(self) -> Global___Progress: ...
     @_builtins.property
@@ -250,10 +346,14 @@ class Job(_message.Message):
         expire_time: _timestamp_pb2.Timestamp | None = ...,
         size_bytes: _builtins.int = ...,
         languages: _abc.Iterable[_builtins.str] | None = ...,
+        pages: _builtins.str = ...,
+        images: Global___ImageMode.ValueType = ...,
+        ocr_mode: Global___OcrMode.ValueType = ...,
+        ocr_dpi: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "error", b"error", "expire_time", b"expire_time", "progress", b"progress", "result", b"result", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "batch_id", b"batch_id", "content_sha256", b"content_sha256", "content_type", b"content_type", "create_time", b"create_time", "error", b"error", "expire_time", b"expire_time", "file_name", b"file_name", "job_id", b"job_id", "languages", b"languages", "progress", b"progress", "result", b"result", "size_bytes", b"size_bytes", "state", b"state", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "batch_id", b"batch_id", "content_sha256", b"content_sha256", "content_type", b"content_type", "create_time", b"create_time", "error", b"error", "expire_time", b"expire_time", "file_name", b"file_name", "images", b"images", "job_id", b"job_id", "languages", b"languages", "ocr_dpi", b"ocr_dpi", "ocr_mode", b"ocr_mode", "pages", b"pages", "progress", b"progress", "result", b"result", "size_bytes", b"size_bytes", "state", b"state", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

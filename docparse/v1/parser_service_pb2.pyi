@@ -32,6 +32,10 @@ class SubmitJobRequest(_message.Message):
     PASSWORD_FIELD_NUMBER: _builtins.int
     LANGUAGES_FIELD_NUMBER: _builtins.int
     CALLBACK_FIELD_NUMBER: _builtins.int
+    PAGES_FIELD_NUMBER: _builtins.int
+    IMAGES_FIELD_NUMBER: _builtins.int
+    OCR_MODE_FIELD_NUMBER: _builtins.int
+    OCR_DPI_FIELD_NUMBER: _builtins.int
     file_name: _builtins.str
     """The upload's original name; informative only, the type is detected from the content."""
     content: _builtins.bytes
@@ -47,6 +51,31 @@ class SubmitJobRequest(_message.Message):
     It is never written to the state store or to logs: it lives in an owner-only file beside the
     upload in the blob store until the parse ends. Without it an encrypted document ends FAILED
     with PASSWORD_REQUIRED; a wrong one ends FAILED with WRONG_PASSWORD.
+    """
+    pages: _builtins.str
+    """Only these pages of a PDF, 1-based: comma-separated page numbers and ranges, a range's end
+    may be left open ("1-5,10,20-"); overlaps and order do not matter (pages come in document
+    order, each once). Empty: every page. At most 64 parts and 256 characters. Checked at
+    submit: bad syntax (or a descending or zero page) answers INVALID_ARGUMENT with
+    INVALID_PAGE_RANGE; a format without pages (DOCX, XLSX, XLS, PPTX, DOC) with
+    PAGE_RANGE_NOT_SUPPORTED. The page count is known only once the parse opens the document:
+    a page past the last one (an open end never is) ends the job FAILED with
+    PAGE_RANGE_PAST_END, its message naming the document's page count. Only the pages asked
+    are read: the package holds those (ReadingPackage.pages, `page_selection`) and says how
+    many the document has (`document_page_count`).
+    """
+    images: _job_pb2.ImageMode.ValueType
+    """Which images the package carries; unset: IMAGE_MODE_REFERENCED (see ImageMode)."""
+    ocr_mode: _job_pb2.OcrMode.ValueType
+    """When pages are OCR'd; unset: OCR_MODE_AUTO (see OcrMode)."""
+    ocr_dpi: _builtins.int
+    """The resolution OCR renders pages at, 72 to 400 dots per inch (the rendered side is still
+    bounded by the deployment's DOCPARSE_OCR_MAX_SIDE_PX); 0: the deployment's
+    (DOCPARSE_OCR_DPI, 150 by default). Out of range: INVALID_ARGUMENT with INVALID_OCR_DPI.
+
+    pages, images, ocr_mode, ocr_dpi and languages are part of the job's identity: the same
+    bytes with other options are another job (never joined to a running one), and a request_id
+    reused with other options answers REQUEST_ID_REUSED, as with other content.
     """
     @_builtins.property
     def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -73,10 +102,14 @@ class SubmitJobRequest(_message.Message):
         password: _builtins.str = ...,
         languages: _abc.Iterable[_builtins.str] | None = ...,
         callback: Global___Callback | None = ...,
+        pages: _builtins.str = ...,
+        images: _job_pb2.ImageMode.ValueType = ...,
+        ocr_mode: _job_pb2.OcrMode.ValueType = ...,
+        ocr_dpi: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["callback", b"callback"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback", b"callback", "content", b"content", "file_name", b"file_name", "languages", b"languages", "password", b"password", "request_id", b"request_id", "wait_timeout_ms", b"wait_timeout_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback", b"callback", "content", b"content", "file_name", b"file_name", "images", b"images", "languages", b"languages", "ocr_dpi", b"ocr_dpi", "ocr_mode", b"ocr_mode", "pages", b"pages", "password", b"password", "request_id", b"request_id", "wait_timeout_ms", b"wait_timeout_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -652,6 +652,8 @@ class ReadingPackage(_message.Message):
     ASSETS_FIELD_NUMBER: _builtins.int
     DATE_SYSTEM_FIELD_NUMBER: _builtins.int
     DECRYPTED_FIELD_NUMBER: _builtins.int
+    PAGE_SELECTION_FIELD_NUMBER: _builtins.int
+    DOCUMENT_PAGE_COUNT_FIELD_NUMBER: _builtins.int
     parser_version: _builtins.str
     """Version of the parser that made this package."""
     content_type: _builtins.str
@@ -662,6 +664,12 @@ class ReadingPackage(_message.Message):
     """Workbooks: the date system their serial dates use, "1900" or "1904"."""
     decrypted: _builtins.bool
     """True when the document was encrypted and opened with the submitted password."""
+    page_selection: _builtins.str
+    """The pages the job asked for (SubmitJobRequest.pages), normalised ("1-5,10,20-"); empty
+    when the package holds every page.
+    """
+    document_page_count: _builtins.int
+    """Pages of the whole document (PDF), also when the package holds only some of them."""
     @_builtins.property
     def metadata(self) -> Global___DocumentMetadata: ...
     @_builtins.property
@@ -695,10 +703,12 @@ class ReadingPackage(_message.Message):
         assets: _abc.Iterable[Global___Asset] | None = ...,
         date_system: _builtins.str = ...,
         decrypted: _builtins.bool = ...,
+        page_selection: _builtins.str = ...,
+        document_page_count: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assets", b"assets", "content_type", b"content_type", "date_system", b"date_system", "decrypted", b"decrypted", "metadata", b"metadata", "pages", b"pages", "parser_version", b"parser_version", "sheets", b"sheets", "slides", b"slides", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assets", b"assets", "content_type", b"content_type", "date_system", b"date_system", "decrypted", b"decrypted", "document_page_count", b"document_page_count", "metadata", b"metadata", "page_selection", b"page_selection", "pages", b"pages", "parser_version", b"parser_version", "sheets", b"sheets", "slides", b"slides", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

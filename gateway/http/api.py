@@ -21,6 +21,7 @@ from docparse.results import ResultAssembler
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.errors import check_request_id, error
 from gateway.http.errors import echo, parse_uint
+from gateway.http.job_options import job_options
 from gateway.http.keys import RENDERER, SETTINGS, UPSTREAM
 from gateway.http.rendering import HTML_RESULT_CSP, RESULT_FORMATS, result_format
 from gateway.http.upstream import HttpError, Req, Resp, rpc_failure, served_by_header
@@ -168,8 +169,8 @@ def _checked_before_reading(request: web.Request) -> int:
 
 async def submit_job(request: web.Request) -> web.Response:
     """POST /v1/jobs: a multipart upload (field `file`, optional `password`, `request_id`,
-    `wait_ms`, `languages`) or the raw document as the body with `?file_name=` (and
-    `?languages=`). 200 with a terminal job
+    `wait_ms`, `languages`, `pages`, `images`, `ocr_mode`, `ocr_dpi`) or the raw document as
+    the body with `?file_name=` (and the same options in the URL). 200 with a terminal job
     (the sync answer, when `wait_ms` allowed it), else 202 with the QUEUED/RUNNING job."""
     limit = _checked_before_reading(request)
     fields: dict[str, str] = {}
@@ -207,6 +208,7 @@ async def submit_job(request: web.Request) -> web.Response:
             wait_timeout_ms=wait_ms,
             password=password,
             languages=_languages(request, fields),
+            **job_options(request, fields),  # type: ignore[arg-type]
         ),
         request,
         extra_timeout_s=wait_ms / 1000,

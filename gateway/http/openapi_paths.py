@@ -113,6 +113,13 @@ def _events(operation_id: str, summary: str, id_param: Schema) -> Schema:
     )
 
 
+# SubmitJob's per-job parse options (gateway/http/job_options.py), as form fields and queries.
+_OPTIONS = (
+    ("pages", 'PDF pages to read, 1-based: "1-5,10,20-" (default: every page)'),
+    ("images", "none | referenced (default: listed, JPEGs stored as they are) | all"),
+    ("ocr_mode", "auto (default) | force | off"),
+    ("ocr_dpi", "OCR render resolution, 72 to 400 (default: the deployment's)"),
+)
 _SUBMIT_FORM = {
     "type": "object",
     "required": ["file"],
@@ -122,6 +129,7 @@ _SUBMIT_FORM = {
         "request_id": {"type": "string", "maxLength": 256},
         "wait_ms": {"type": "string", "pattern": "^[0-9]+$"},
         "languages": {"type": "string", "description": "OCR hints: BCP-47, comma separated"},
+        **{name: {"type": "string", "description": about} for name, about in _OPTIONS},
         "callback_url": {"type": "string", "description": "webhook URL for the job's end"},
         "callback_secret": {"type": "string", "description": "name of the signing secret"},
     },
@@ -156,6 +164,7 @@ def _submit_job(job: Schema) -> Schema:
             _param("Idempotency-Key", "header", "idempotency key (= request_id)"),
             _param("X-Docparse-Password", "header", "password (raw body)"),
             _param("languages", "query", "OCR hints: BCP-47 tags, comma separated"),
+            *(_param(name, "query", about) for name, about in _OPTIONS),
             _param("callback_url", "query", "webhook URL, POSTed the job at its end"),
             _param("callback_secret", "query", "name of the tenant's signing secret"),
         ],

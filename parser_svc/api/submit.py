@@ -14,7 +14,7 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import grpc
 
@@ -25,6 +25,7 @@ from docparse_server import tracing
 from docparse_server.errors import error
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc import PARSER_VERSION, observability
+from parser_svc.api.job_options import JobOptions, check_options, of_job
 from parser_svc.parsers import ocr
 from parser_svc.parsers.detect import sniff
 from parser_svc.settings import Settings
@@ -99,6 +100,9 @@ class _Plan:
     dedupe_key: str
     fields: dict[str, str]
     callback: Hook | None
+    # What a reuse of the request_id must match: the content's sha256, and the options.
+    fingerprint: str = ""
+    options: JobOptions = field(default_factory=JobOptions)
 
 
 class Submitter:
@@ -198,20 +202,27 @@ class Submitter:
         await self.check_rate()
         content_type = self.content_type(content)
         languages = check_languages(list(request.languages))
+        options = check_options(request, content_type, self.settings.ocr_dpi)
         callback = await self.callbacks.check(request, tenant)
         sha256 = hashlib.sha256(content).hexdigest()
         keys = self.store.keys
         # Password-protected uploads are never joined: another caller's password may differ.
-        # Other language hints are another parse.
+        # Other language hints, pages, image or OCR modes are another parse.
         hints = ",".join(languages)
         identity = f"{PARSER_VERSION}\0{content_type}\0{sha256}" + (f"\0{hints}" if hints else "")
+        identity += options.identity()
+        # The request_id's match: the bytes, and the options when they are not the defaults.
+        fingerprint = sha256
+        if hints or options.identity():
+            extra = f"{hints}{options.identity()}"
+            fingerprint = hashlib.sha256(f"{sha256}\0{extra}".encode()).hexdigest()
         # Redis Cluster: the job's cell follows its upload, so the same bytes meet their running
         # job there and a retry (same request_id, same bytes) finds its first job there. One
         # Redis: ''.
         cell = keys.place(tenant, identity)
         request_key = keys.request(tenant, request.request_id, cell) if request.request_id else ""
         if request.request_id and keys.cells:
-            await self.check_request_content(tenant, request.request_id, sha256)
+            await self.check_request_content(tenant, request.request_id, fingerprint)
         dedupe_key = "" if request.password else keys.active_upload(tenant, identity, cell)
         fields = {
             "file_name": request.file_name[:512],
@@ -223,8 +234,11 @@ class Submitter:
         }
         if hints:
             fields["languages"] = hints
+        fields.update(options.fields())
         fields.update(tracing.current_carrier())  # a worker continues this trace (worker.py)
-        return _Plan(tenant, sha256, cell, request_key, dedupe_key, fields, callback)
+        return _Plan(
+            tenant, sha256, cell, request_key, dedupe_key, fields, callback, fingerprint, options
+        )
 
     async def _create(
         self, job_id: str, request: parser_service_pb2.SubmitJobRequest, plan: _Plan
@@ -241,7 +255,11 @@ class Submitter:
             await asyncio.to_thread(self.blobs.put_secret, job_id, request.password)
         try:
             return await self.store.create(
-                job_id, plan.fields, request_key=plan.request_key, dedupe_key=plan.dedupe_key
+                job_id,
+                plan.fields,
+                request_key=plan.request_key,
+                dedupe_key=plan.dedupe_key,
+                fingerprint=plan.fingerprint,
             )
         except DocparseError as err:
             if err.code != grpc.StatusCode.UNAVAILABLE:
@@ -268,11 +286,7 @@ class Submitter:
                 await self.callbacks.outbox.add(created.job_id, plan.tenant, callback)
             await self.callbacks.outbox.discard(job_id, callback)
         if created.status == "CONFLICT":
-            raise error(
-                ErrorReason.REQUEST_ID_REUSED,
-                f"request_id {request.request_id!r} was used for other content "
-                f"(job {created.job_id})",
-            )
+            raise await self._reused(request.request_id, created.job_id, plan)
         log.info(
             "submit answered with job %s (%s)",
             created.job_id,
@@ -286,6 +300,25 @@ class Submitter:
             await self.enqueue([job.job_id])
         return job
 
+    async def _reused(self, request_id: str, first_id: str, plan: _Plan) -> DocparseError:
+        """REQUEST_ID_REUSED, saying whether the first job had other content or the same
+        content with other options (or languages)."""
+        what = "other content"
+        with contextlib.suppress(DocparseError):
+            first = await self.store.get(first_id)
+            if first.content_sha256 == plan.sha256:
+                what = (
+                    f"the same content with other options ({of_job(first).describe()}, "
+                    f"languages {list(first.languages)}; this request: "
+                    f"{plan.options.describe()}, languages "
+                    f"{[t for t in plan.fields.get('languages', '').split(',') if t]})"
+                )
+        return error(
+            ErrorReason.REQUEST_ID_REUSED,
+            f"request_id {request_id!r} was used for {what} (job {first_id}); use a new "
+            "request_id for another request",
+        )
+
     async def check_request_content(self, tenant: str, request_id: str, sha256: str) -> None:
         """Redis Cluster: the request_id's first content is kept in the request's own cell
         (SET NX: the first submit's bytes win); other bytes under it are REQUEST_ID_REUSED, as
@@ -294,7 +327,7 @@ class Submitter:
         if await self.store.first_content(tenant, request_id, sha256) != sha256:
             raise error(
                 ErrorReason.REQUEST_ID_REUSED,
-                f"request_id {request_id!r} was used for other content",
+                f"request_id {request_id!r} was used for other content or other options",
             )
 
     async def enqueue(self, job_ids: list[str]) -> None:

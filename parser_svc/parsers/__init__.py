@@ -59,6 +59,12 @@ DEFAULT_OCR_DPI = 150
 DEFAULT_OCR_MAX_SIDE_PX = 2500
 DEFAULT_OCR_MIN_CHARS = 8
 DEFAULT_PDF_SPLIT_MIN_PAGES = 24
+# A job's own OCR resolution (SubmitJobRequest.ocr_dpi) is bounded to this range.
+MIN_JOB_OCR_DPI = 72
+MAX_JOB_OCR_DPI = 400
+# ParseOptions.images and .ocr_mode (the job's ImageMode and OcrMode, by name).
+IMAGES_NONE, IMAGES_REFERENCED, IMAGES_ALL = "none", "referenced", "all"
+OCR_AUTO, OCR_FORCE, OCR_OFF = "auto", "force", "off"
 
 
 @dataclass(kw_only=True)
@@ -109,6 +115,12 @@ class ParseOptions:
     # Processes that may read the document's pages at once: the cores the replica's other
     # parses leave free, named by the worker per job (1 in a parse run by hand or in process).
     page_processes: int = 1
+    # The job's page selection, normalised (page_ranges.py; "" = every page). PDF only.
+    pages: str = ""
+    # Which images the package carries: IMAGES_NONE, IMAGES_REFERENCED or IMAGES_ALL.
+    images: str = "referenced"
+    # When pages are OCR'd: OCR_AUTO, OCR_FORCE or OCR_OFF (`ocr` False also means off).
+    ocr_mode: str = "auto"
 
     @classmethod
     def defaults(cls, **overrides: Any) -> ParseOptions:
@@ -184,9 +196,10 @@ class AssetSink:
         self.dropped = 0
 
     def add(self, data: bytes, mime_type: str, width: int = 0, height: int = 0) -> str:
-        """The asset id of `data`, or "" when it is not kept (no store, or over a limit)."""
+        """The asset id of `data`, or "" when it is not kept (no store, images none, or over
+        a limit)."""
         directory = self.options.assets_dir
-        if directory is None or not data:
+        if directory is None or not data or self.options.images == IMAGES_NONE:
             return ""
         sha256 = hashlib.sha256(data).hexdigest()
         if sha256 in self.ids:

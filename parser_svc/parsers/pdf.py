@@ -27,6 +27,7 @@ from parser_svc.parsers import (
     ParseOptions,
     ProgressFn,
     corrupt,
+    page_ranges,
     pdf_split,
     safe,
     too_large,
@@ -81,14 +82,8 @@ def parse_pdf(
         if doc.needs_pass:
             _authenticate(doc, options.password)
             package.decrypted = True
-        try:
-            total = doc.page_count
-        except Exception as err:
-            raise corrupt(f"the PDF's page count cannot be read: {err}") from err
-        if total <= 0:
-            raise corrupt("the PDF has no pages")
-        if total > options.max_pages:
-            raise too_large(f"the PDF has {total} pages; the limit is {options.max_pages}")
+        wanted = _wanted(doc, options, package)
+        total = sum(len(pages) for pages in wanted)  # the pages read
         if package.decrypted and not doc.permissions & PDF_PERM_COPY:
             package.warnings.append(
                 "the document's permissions forbid copying text; it was extracted because the "
@@ -97,7 +92,7 @@ def parse_pdf(
         _metadata(doc, package)
         reading = Reading.of(doc, package, options)
         progress(0, total, "text")
-        _all_pages(reading, progress, fork)
+        _all_pages(reading, wanted, progress, fork)
         reading.assets.finish()
         state = reading.state
         join_continued_tables(doc, package)  # tables broken across pages
@@ -194,15 +189,69 @@ def _metadata(doc: pymupdf.Document, package: rp.ReadingPackage) -> None:
             package.metadata.extra[key] = safe(str(meta[key]))
 
 
-def _all_pages(reading: Reading, progress: ProgressFn, fork: ForkRange | None) -> None:
-    """Every page, in order: the first range here, the others by sibling processes (`fork`)
-    when the document is long and cores are free (pdf_split.py), each added as this process
-    would have read it, or read here again when it cannot be."""
+def _wanted(
+    doc: pymupdf.Document, options: ParseOptions, package: rp.ReadingPackage
+) -> list[range]:
+    """The 0-based page ranges to read (the job's selection, or every page), the document's
+    page count said in the package; CORRUPT_DOCUMENT for no pages, DOCUMENT_TOO_LARGE over
+    the page limit (counting the pages read), PAGE_RANGE_PAST_END."""
+    try:
+        total = doc.page_count
+    except Exception as err:
+        raise corrupt(f"the PDF's page count cannot be read: {err}") from err
+    if total <= 0:
+        raise corrupt("the PDF has no pages")
+    wanted = _selected(options.pages, total)
+    package.document_page_count = total
+    package.page_selection = options.pages
+    count = sum(len(pages) for pages in wanted)
+    if count > options.max_pages:
+        asked = f" (of {total}) asked" if options.pages else ""
+        raise too_large(f"the PDF has {count} pages{asked}; the limit is {options.max_pages}")
+    return wanted
+
+
+def _selected(pages: str, total: int) -> list[range]:
+    """The 0-based page ranges the job asked for (every page when it named none);
+    PAGE_RANGE_PAST_END when it names a page past the document's last."""
+    try:
+        selection = page_ranges.parse(pages)
+    except page_ranges.PageRangeError as err:  # checked at submit; a parse run by hand
+        raise ParseFailure(ErrorReason.INVALID_PAGE_RANGE, str(err)) from err
+    beyond = page_ranges.past_end(selection, total)
+    if beyond:
+        raise ParseFailure(
+            ErrorReason.PAGE_RANGE_PAST_END,
+            f"pages {pages!r} names page {beyond}, but the document has {total} pages",
+        )
+    return page_ranges.indexes(selection, total)
+
+
+def _cut(reading: Reading, wanted: list[range], fork: ForkRange | None) -> list[range]:
+    """The ranges to read, in order. One wanted range (every page, or one range asked) is cut
+    for the free cores (pdf_split.py: the first here, the others by siblings); several asked
+    ranges are all read here, one after the other (`_all_pages`)."""
+    options = reading.options
+    if len(wanted) > 1 or options.page_delay_ms or fork is None:
+        return wanted  # no siblings, or the test hook pacing one process
+    start, count = wanted[0].start, len(wanted[0])
+    cut = pdf_split.ranges(count, options.page_processes, options.pdf_split_min_pages)
+    return [range(start + r.start, start + r.stop) for r in cut]
+
+
+def _all_pages(
+    reading: Reading, wanted: list[range], progress: ProgressFn, fork: ForkRange | None
+) -> None:
+    """The pages asked (`wanted`), in order: the first range here, the others by sibling
+    processes (`fork`) when the document is long and cores are free (pdf_split.py), each added
+    as this process would have read it, or read here again when it cannot be."""
     options, package = reading.options, reading.package
-    total = reading.doc.page_count
-    cut = pdf_split.ranges(total, options.page_processes, options.pdf_split_min_pages)
-    if options.page_delay_ms or fork is None:  # no siblings, or the test hook pacing one process
-        cut = [range(total)]
+    total = sum(len(pages) for pages in wanted)
+    cut = _cut(reading, wanted, fork)
+    if len(wanted) > 1:  # several asked ranges: all read here
+        for pages in cut[:-1]:
+            read_pages(reading, pages, lambda done, _t, stage: progress(done, total, stage))
+        cut = cut[-1:]
     if len(cut) > 1:  # the OCR threads are shared out among the processes
         threads = max(1, options.ocr_page_threads // len(cut))
         reading.options = replace(options, ocr_page_threads=threads)

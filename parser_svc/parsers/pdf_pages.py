@@ -14,6 +14,10 @@ import pymupdf
 
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.parsers import (
+    IMAGES_ALL,
+    IMAGES_NONE,
+    OCR_FORCE,
+    OCR_OFF,
     AssetSink,
     ParseFailure,
     ParseOptions,
@@ -167,12 +171,14 @@ def _page(
             "".join(texts),
             lambda: fonts_without_unicode(doc, state.scans.fonts(page), state.font_unicode),
         )
-        if (images and usable < options.ocr_min_chars) or garbage:
-            if options.ocr:
+        wanted = (images and usable < options.ocr_min_chars) or garbage
+        if wanted or options.ocr_mode == OCR_FORCE:
+            if options.ocr and options.ocr_mode != OCR_OFF:
                 del out.blocks[:]
                 return out, True, garbage
-            else:
-                state.warnings.append(f"page {index + 1} needs OCR, which is disabled")
+            elif wanted:
+                why = "this job turned off (ocr_mode off)" if options.ocr else "is disabled"
+                state.warnings.append(f"page {index + 1} needs OCR, which {why}")
                 if garbage:
                     texts = [strip_replacements(t) for t in texts]
         state.looks[index + 1] = looks
@@ -212,33 +218,21 @@ def _images(
         # No image resources (the quick check); a page without text may still draw inline
         # images, which only the full scan below sees.
         return 0
+    mode = assets.options.images
     for info in named_images(doc, page, listed, image_page, state.image_digests):
         bbox = pymupdf.Rect(info["bbox"])
         if bbox.is_empty or bbox.width < 4 or bbox.height < 4:
             continue
         shown += 1
         xref = int(info.get("xref") or 0)
-        if xref <= 0:
-            continue  # an inline image: shown (and OCR'd if need be) but not stored
+        if xref <= 0 or mode == IMAGES_NONE:
+            continue  # inline (or images none): shown (OCR'd if need be), not listed
         if xref not in state.extracted:
             state.extracted[xref] = ("", "")
-            try:
-                image = doc.extract_image(xref)
-            except Exception as err:
-                state.warnings.append(f"image {xref} cannot be extracted: {err}")
-                state.warned_xrefs.append(xref)
-                image = None
-            if image and image.get("image"):
-                mime = mime_for_ext(str(image.get("ext", "")))
-                asset_id = assets.add(
-                    image["image"],
-                    mime,
-                    int(image.get("width") or 0),
-                    int(image.get("height") or 0),
-                )
-                state.extracted[xref] = (asset_id, mime)
+            if mode == IMAGES_ALL or _cheap(doc, xref):
+                _extract(doc, xref, assets, state)
         asset_id, mime = state.extracted[xref]
-        if asset_id:
+        if asset_id or mode != IMAGES_ALL:  # referenced: listed, stored only when free
             out.images.append(
                 rp.ImageRef(
                     asset_id=asset_id,
@@ -249,3 +243,43 @@ def _images(
                 )
             )
     return shown
+
+
+# Images "referenced": an image that is not a JPEG is still stored when it has at most this
+# many pixels (256 x 256: logos, icons, small figures); its PNG costs up to ~12 ms, against
+# ~150 ms per megapixel for larger ones (bench/README.md, "Images on request").
+SMALL_IMAGE_PIXELS = 256 * 256
+
+
+def _cheap(doc: pymupdf.Document, xref: int) -> bool:
+    """Whether storing the image costs next to nothing: its stream is a JPEG (one DCTDecode
+    filter: extract_image hands it out unchanged, not decoded, and browsers show it), or it is
+    small (SMALL_IMAGE_PIXELS) by the size its dictionary declares."""
+    try:
+        if tuple(doc.xref_get_key(xref, "Filter")) == ("name", "/DCTDecode"):
+            return True
+        width, height = (doc.xref_get_key(xref, key) for key in ("Width", "Height"))
+        if width[0] != "int" or height[0] != "int":
+            return False
+        return int(width[1]) * int(height[1]) <= SMALL_IMAGE_PIXELS
+    except Exception:
+        return False
+
+
+def _extract(doc: pymupdf.Document, xref: int, assets: AssetSink, state: _State) -> None:
+    """Stores the image `xref` as an asset (state.extracted names it), or warns."""
+    try:
+        image = doc.extract_image(xref)
+    except Exception as err:
+        state.warnings.append(f"image {xref} cannot be extracted: {err}")
+        state.warned_xrefs.append(xref)
+        image = None
+    if image and image.get("image"):
+        mime = mime_for_ext(str(image.get("ext", "")))
+        asset_id = assets.add(
+            image["image"],
+            mime,
+            int(image.get("width") or 0),
+            int(image.get("height") or 0),
+        )
+        state.extracted[xref] = (asset_id, mime)

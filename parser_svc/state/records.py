@@ -6,6 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from docparse.v1 import job_pb2
+from parser_svc.parsers import (
+    IMAGES_ALL,
+    IMAGES_NONE,
+    IMAGES_REFERENCED,
+    OCR_AUTO,
+    OCR_FORCE,
+    OCR_OFF,
+)
 
 TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
@@ -20,6 +28,33 @@ _STORAGE = {
     "inline": job_pb2.RESULT_STORAGE_INLINE,
     "blob": job_pb2.RESULT_STORAGE_BLOB,
 }
+
+
+# The job's options as the record keeps them (ParseOptions' names) and as a Job says them.
+IMAGE_MODES = {
+    IMAGES_NONE: job_pb2.IMAGE_MODE_NONE,
+    IMAGES_REFERENCED: job_pb2.IMAGE_MODE_REFERENCED,
+    IMAGES_ALL: job_pb2.IMAGE_MODE_ALL,
+}
+OCR_MODES = {
+    OCR_AUTO: job_pb2.OCR_MODE_AUTO,
+    OCR_FORCE: job_pb2.OCR_MODE_FORCE,
+    OCR_OFF: job_pb2.OCR_MODE_OFF,
+}
+
+
+def parse_overrides(job: job_pb2.Job) -> dict[str, object]:
+    """What the job asked of its parse, as ParseOptions fields (the worker's overrides)."""
+    overrides: dict[str, object] = {"languages": list(job.languages), "pages": job.pages}
+    images = {mode: name for name, mode in IMAGE_MODES.items()}.get(job.images)
+    ocr_mode = {mode: name for name, mode in OCR_MODES.items()}.get(job.ocr_mode)
+    if images:
+        overrides["images"] = images
+    if ocr_mode:
+        overrides["ocr_mode"] = ocr_mode
+    if job.ocr_dpi:
+        overrides["ocr_dpi"] = job.ocr_dpi
+    return overrides
 
 
 def decode_hash(raw: Mapping[bytes, bytes]) -> dict[str, str]:
@@ -50,6 +85,10 @@ def record_to_job(rec: Mapping[str, str]) -> job_pb2.Job:
         content_type=rec.get("content_type", ""),
         size_bytes=num("size_bytes"),
         languages=[tag for tag in rec.get("languages", "").split(",") if tag],
+        pages=rec.get("pages", ""),
+        images=IMAGE_MODES.get(rec.get("images", ""), job_pb2.IMAGE_MODE_UNSPECIFIED),
+        ocr_mode=OCR_MODES.get(rec.get("ocr_mode", ""), job_pb2.OCR_MODE_UNSPECIFIED),
+        ocr_dpi=num("ocr_dpi"),
     )
     job.create_time.FromMilliseconds(num("create_ms"))
     job.update_time.FromMilliseconds(num("update_ms"))

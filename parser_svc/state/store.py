@@ -142,12 +142,15 @@ class JobStore(BatchRecords, SubmitRecords):
         *,
         request_key: str = "",
         dedupe_key: str = "",
+        fingerprint: str = "",
     ) -> CreateResult:
         """Creates the job, or answers with the job an earlier request already made:
         REPLAY (same request key, same content), CONFLICT (same request key, other content),
         JOINED (the same upload is still queued or running). `created` is set when the job
         `job_id` exists because of this call, also when a retry of the script (its first reply
-        was lost) answers REPLAY, JOINED or EXISTS with that very id."""
+        was lost) answers REPLAY, JOINED or EXISTS with that very id. `fingerprint` is what a
+        reuse of the request key must match (default: the content's sha256; api/submit.py adds
+        the job's options)."""
         ttl = self.ttl
         args: list[str | bytes | int] = [
             self.keys.job_channel(job_id),
@@ -155,7 +158,7 @@ class JobStore(BatchRecords, SubmitRecords):
             ttl.queued_ms,
             ttl.tombstone_ms,
             ttl.request_ms,
-            fields.get("content_sha256", ""),
+            fingerprint or fields.get("content_sha256", ""),
             self.keys.job_key_prefix,
             job_id,
             ttl.listed_ms,

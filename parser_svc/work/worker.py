@@ -36,6 +36,7 @@ from parser_svc.child.sandbox import Limits, Outcome, ProgressCallback, run_pars
 from parser_svc.parsers import ParseOptions
 from parser_svc.settings import Settings
 from parser_svc.state.queue_store import FinalFailure, queue_worker
+from parser_svc.state.records import parse_overrides
 from parser_svc.state.store import JobStore
 from parser_svc.work.blobs import BlobStore
 from parser_svc.work.job_tracing import job_span, trace_parent
@@ -200,7 +201,7 @@ class ParseWorker:
                 self._active += 1
                 try:
                     outcome = await self._parse(
-                        job_id, fence, record, list(record.languages), writer
+                        job_id, fence, record, parse_overrides(record), writer
                     )
                 finally:
                     self._active -= 1
@@ -227,7 +228,7 @@ class ParseWorker:
             return "LOST"
 
     def _prepare(
-        self, job_id: str, languages: list[str]
+        self, job_id: str, job_options: dict[str, Any]
     ) -> tuple[Path, int, tempfile.TemporaryDirectory[str], ParseOptions] | None:
         """The stored upload and its size, a scratch directory for the package and the assets,
         and the options for the child (the password is read from beside the upload); None when
@@ -245,7 +246,7 @@ class ParseWorker:
             password=self.blobs.read_secret(job_id),
             job_id=job_id,
             assets_dir=Path(scratch.name) / "assets",
-            languages=languages,
+            **job_options,
             ocr_page_threads=max(1, self._page_threads - self._parsing),
         )
         return input_path, size, scratch, options
@@ -269,10 +270,10 @@ class ParseWorker:
         job_id: str,
         fence: str,
         record: job_pb2.Job,
-        languages: list[str],
+        job_options: dict[str, Any],
         writer: ProgressWriter,
     ) -> Outcome:
-        prepared = await asyncio.to_thread(self._prepare, job_id, languages)
+        prepared = await asyncio.to_thread(self._prepare, job_id, job_options)
         if prepared is None:
             return Outcome(ErrorReason.WORKER_LOST, "the uploaded document is no longer stored")
         input_path, size, scratch, options = prepared

@@ -21,6 +21,8 @@ ENTRY_POINTS = [
     "bench.capacity",
     "bench.parse.split",
     "bench.bench_batch_watch",
+    "bench.bench_options",
+    "bench.bench_book",
     "bench.spine.parts",
     "bench.structure.bench",
     "bench.structure.generate",

@@ -13,6 +13,7 @@ import type { Job, ResultRef } from "./gen/docparse/v1/job_pb.js";
 import { ParserService } from "./gen/docparse/v1/parser_service_pb.js";
 import { type ReadingPackage, ReadingPackageSchema } from "./gen/docparse/v1/reading_package_pb.js";
 import type { Answer, ClientOptions, RetryEvent, SubmitOptions, WatchOptions } from "./options.js";
+import { parseOptionFields } from "./options.js";
 import { checkSubmitAnswer, ResultAssembler } from "./results.js";
 import { DEFAULT_POLICY, JobWaiter, Retrier, type WaitPolicy } from "./waiting.js";
 
@@ -88,6 +89,7 @@ export class DocparseClient {
       password: options.password ?? "",
       languages: options.languages ?? [],
       waitTimeoutMs: options.waitTimeoutMs ?? 0,
+      ...parseOptionFields(options),
     };
     const timeoutMs = this.callTimeoutMs + (options.waitTimeoutMs ?? 0);
     const answer = await this.retrying("SubmitJob", (onTrailer) =>

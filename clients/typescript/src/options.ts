@@ -2,7 +2,7 @@
 // options, an answer and what it says about a retry.
 
 import type { DocparseError } from "./errors.js";
-import type { Job } from "./gen/docparse/v1/job_pb.js";
+import { ImageMode, type Job, OcrMode } from "./gen/docparse/v1/job_pb.js";
 import type { WaitPolicy } from "./waiting.js";
 
 export interface TlsOptions {
@@ -51,6 +51,39 @@ export interface SubmitOptions {
   languages?: string[];
   /** How long the server may wait for the job to end before answering (the sync answer). */
   waitTimeoutMs?: number;
+  /** PDF pages to read, 1-based: "1-5,10,20-" (default: every page). A page past the last one
+   * ends the job FAILED with PAGE_RANGE_PAST_END naming the page count. */
+  pages?: string;
+  /** Images in the package: "none"; "referenced" (the server's default: every image listed, its
+   * bytes stored when the document keeps them as JPEG); "all" (every image stored, re-encoded
+   * as PNG when needed). */
+  images?: "none" | "referenced" | "all";
+  /** When pages are OCR'd: "auto" (default: scanned pages), "force" (every page), "off". */
+  ocrMode?: "auto" | "force" | "off";
+  /** OCR render resolution, 72 to 400 dots per inch (default: the server's). */
+  ocrDpi?: number;
+}
+
+const IMAGE_MODES = {
+  none: ImageMode.NONE,
+  referenced: ImageMode.REFERENCED,
+  all: ImageMode.ALL,
+} as const;
+const OCR_MODES = { auto: OcrMode.AUTO, force: OcrMode.FORCE, off: OcrMode.OFF } as const;
+
+/** SubmitJobRequest's parse option fields for `options` (unset: the server's defaults). */
+export function parseOptionFields(options: SubmitOptions): {
+  pages: string;
+  images: ImageMode;
+  ocrMode: OcrMode;
+  ocrDpi: number;
+} {
+  return {
+    pages: options.pages ?? "",
+    images: options.images ? IMAGE_MODES[options.images] : ImageMode.UNSPECIFIED,
+    ocrMode: options.ocrMode ? OCR_MODES[options.ocrMode] : OcrMode.UNSPECIFIED,
+    ocrDpi: options.ocrDpi ?? 0,
+  };
 }
 
 export interface Answer {

@@ -73,8 +73,10 @@ def mixed_long_pdf(pages: int = 24) -> bytes:
 
 
 def _read(data: bytes, tmp: Path, processes: int, **overrides: object) -> tuple[str, list[str]]:
-    """The package's hash, the asset files left, and checks on the progress reported."""
+    """The package's hash, the asset files left, and checks on the progress reported. Every
+    image is stored (images "all") unless `overrides` say otherwise."""
     assets = tmp / f"assets-{processes}-{time.monotonic_ns()}"
+    overrides = {"images": "all", **overrides}
     options = ParseOptions.defaults(
         assets_dir=assets, page_processes=processes, pdf_split_min_pages=4, **overrides
     )
@@ -101,6 +103,21 @@ def test_split_package_is_the_single_process_package(tmp_path: Path, processes: 
     one = _read(data, tmp_path, 1)
     assert len(one[1]) == 4  # the three images and the scanned page, each stored once
     assert _read(data, tmp_path, processes) == one
+
+
+@pytest.mark.parametrize("images", ["none", "referenced"])
+def test_split_package_is_the_single_process_package_in_each_image_mode(
+    tmp_path: Path, images: str
+) -> None:
+    data = mixed_long_pdf()
+    one = _read(data, tmp_path, 1, images=images)
+    assert _read(data, tmp_path, 2, images=images) == one
+
+
+def test_a_page_range_is_split_like_the_whole_document(tmp_path: Path) -> None:
+    data = mixed_long_pdf()
+    one = _read(data, tmp_path, 1, pages="2-")
+    assert _read(data, tmp_path, 3, pages="2-") == one
 
 
 def test_encrypted_pdf_splits_with_the_password_given_once(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
+import { ImageMode, OcrMode } from "../../src/gen/docparse/v1/job_pb.js";
 import { State, TERMINAL } from "../../src/index.js";
 import { client, document } from "./stack.js";
 
@@ -40,4 +41,21 @@ test("the same request_id returns the first job", async () => {
   const first = await docparse.submit("two-pages.pdf", document("two-pages.pdf"), { requestId });
   const again = await docparse.submit("two-pages.pdf", document("two-pages.pdf"), { requestId });
   assert.equal(again.job.jobId, first.job.jobId);
+});
+
+test("the parse options travel with the job and are echoed", async () => {
+  const answer = await docparse.submit("two-pages.pdf", document("two-pages.pdf"), {
+    pages: "2",
+    images: "none",
+    ocrMode: "off",
+    ocrDpi: 200,
+    waitTimeoutMs: 60_000,
+  });
+  const job = await docparse.wait(answer.job);
+  assert.equal(job.state, State.SUCCEEDED);
+  assert.equal(job.pages, "2");
+  assert.equal(job.images, ImageMode.NONE);
+  assert.equal(job.ocrMode, OcrMode.OFF);
+  assert.equal(job.ocrDpi, 200);
+  assert.equal(job.result?.pageCount, 1);
 });

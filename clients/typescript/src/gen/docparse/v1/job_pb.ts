@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file docparse/v1/job.proto.
  */
 export const file_docparse_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("ChVkb2NwYXJzZS92MS9qb2IucHJvdG8SC2RvY3BhcnNlLnYxIjYKCFByb2dyZXNzEgwKBGRvbmUYASABKA0SDQoFdG90YWwYAiABKA0SDQoFc3RhZ2UYAyABKAkiKwoISm9iRXJyb3ISDgoGcmVhc29uGAEgASgJEg8KB21lc3NhZ2UYAiABKAkirAEKCVJlc3VsdFJlZhISCgpzaXplX2J5dGVzGAEgASgEEg4KBnNoYTI1NhgCIAEoCRIrCgdzdG9yYWdlGAMgASgOMhouZG9jcGFyc2UudjEuUmVzdWx0U3RvcmFnZRIQCghibG9iX2tleRgEIAEoCRIUCgxjb250ZW50X3R5cGUYBSABKAkSEgoKcGFnZV9jb3VudBgGIAEoDRISCgpjaGFyX2NvdW50GAcgASgEIt4DCgNKb2ISDgoGam9iX2lkGAEgASgJEiEKBXN0YXRlGAIgASgOMhIuZG9jcGFyc2UudjEuU3RhdGUSDwoHdmVyc2lvbhgDIAEoBBInCghwcm9ncmVzcxgEIAEoCzIVLmRvY3BhcnNlLnYxLlByb2dyZXNzEiQKBWVycm9yGAUgASgLMhUuZG9jcGFyc2UudjEuSm9iRXJyb3ISJgoGcmVzdWx0GAYgASgLMhYuZG9jcGFyc2UudjEuUmVzdWx0UmVmEg8KB2F0dGVtcHQYByABKA0SEAoIYmF0Y2hfaWQYCCABKAkSEQoJZmlsZV9uYW1lGAkgASgJEhYKDmNvbnRlbnRfc2hhMjU2GAogASgJEhQKDGNvbnRlbnRfdHlwZRgLIAEoCRIvCgtjcmVhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzaXplX2J5dGVzGA8gASgEEhEKCWxhbmd1YWdlcxgQIAMoCSp/CgVTdGF0ZRIVChFTVEFURV9VTlNQRUNJRklFRBAAEhAKDFNUQVRFX1FVRVVFRBABEhEKDVNUQVRFX1JVTk5JTkcQAhITCg9TVEFURV9TVUNDRUVERUQQAxIQCgxTVEFURV9GQUlMRUQQBBITCg9TVEFURV9DQU5DRUxMRUQQBSpjCg1SZXN1bHRTdG9yYWdlEh4KGlJFU1VMVF9TVE9SQUdFX1VOU1BFQ0lGSUVEEAASGQoVUkVTVUxUX1NUT1JBR0VfSU5MSU5FEAESFwoTUkVTVUxUX1NUT1JBR0VfQkxPQhACYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChVkb2NwYXJzZS92MS9qb2IucHJvdG8SC2RvY3BhcnNlLnYxIjYKCFByb2dyZXNzEgwKBGRvbmUYASABKA0SDQoFdG90YWwYAiABKA0SDQoFc3RhZ2UYAyABKAkiKwoISm9iRXJyb3ISDgoGcmVhc29uGAEgASgJEg8KB21lc3NhZ2UYAiABKAkirAEKCVJlc3VsdFJlZhISCgpzaXplX2J5dGVzGAEgASgEEg4KBnNoYTI1NhgCIAEoCRIrCgdzdG9yYWdlGAMgASgOMhouZG9jcGFyc2UudjEuUmVzdWx0U3RvcmFnZRIQCghibG9iX2tleRgEIAEoCRIUCgxjb250ZW50X3R5cGUYBSABKAkSEgoKcGFnZV9jb3VudBgGIAEoDRISCgpjaGFyX2NvdW50GAcgASgEIs4ECgNKb2ISDgoGam9iX2lkGAEgASgJEiEKBXN0YXRlGAIgASgOMhIuZG9jcGFyc2UudjEuU3RhdGUSDwoHdmVyc2lvbhgDIAEoBBInCghwcm9ncmVzcxgEIAEoCzIVLmRvY3BhcnNlLnYxLlByb2dyZXNzEiQKBWVycm9yGAUgASgLMhUuZG9jcGFyc2UudjEuSm9iRXJyb3ISJgoGcmVzdWx0GAYgASgLMhYuZG9jcGFyc2UudjEuUmVzdWx0UmVmEg8KB2F0dGVtcHQYByABKA0SEAoIYmF0Y2hfaWQYCCABKAkSEQoJZmlsZV9uYW1lGAkgASgJEhYKDmNvbnRlbnRfc2hhMjU2GAogASgJEhQKDGNvbnRlbnRfdHlwZRgLIAEoCRIvCgtjcmVhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2V4cGlyZV90aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzaXplX2J5dGVzGA8gASgEEhEKCWxhbmd1YWdlcxgQIAMoCRINCgVwYWdlcxgRIAEoCRImCgZpbWFnZXMYEiABKA4yFi5kb2NwYXJzZS52MS5JbWFnZU1vZGUSJgoIb2NyX21vZGUYEyABKA4yFC5kb2NwYXJzZS52MS5PY3JNb2RlEg8KB29jcl9kcGkYFCABKA0qfwoFU3RhdGUSFQoRU1RBVEVfVU5TUEVDSUZJRUQQABIQCgxTVEFURV9RVUVVRUQQARIRCg1TVEFURV9SVU5OSU5HEAISEwoPU1RBVEVfU1VDQ0VFREVEEAMSEAoMU1RBVEVfRkFJTEVEEAQSEwoPU1RBVEVfQ0FOQ0VMTEVEEAUqawoJSW1hZ2VNb2RlEhoKFklNQUdFX01PREVfVU5TUEVDSUZJRUQQABITCg9JTUFHRV9NT0RFX05PTkUQARIZChVJTUFHRV9NT0RFX1JFRkVSRU5DRUQQAhISCg5JTUFHRV9NT0RFX0FMTBADKlwKB09jck1vZGUSGAoUT0NSX01PREVfVU5TUEVDSUZJRUQQABIRCg1PQ1JfTU9ERV9BVVRPEAESEgoOT0NSX01PREVfRk9SQ0UQAhIQCgxPQ1JfTU9ERV9PRkYQAypjCg1SZXN1bHRTdG9yYWdlEh4KGlJFU1VMVF9TVE9SQUdFX1VOU1BFQ0lGSUVEEAASGQoVUkVTVUxUX1NUT1JBR0VfSU5MSU5FEAESFwoTUkVTVUxUX1NUT1JBR0VfQkxPQhACYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * How far a running parse is. `done` never goes down for a job, whatever replica reports it.
@@ -242,6 +242,34 @@ export type Job = Message<"docparse.v1.Job"> & {
    * @generated from field: repeated string languages = 16;
    */
   languages: string[];
+
+  /**
+   * The pages the job was asked for, normalised ("1-5,10,20-"); empty = every page.
+   *
+   * @generated from field: string pages = 17;
+   */
+  pages: string;
+
+  /**
+   * The image mode the job runs with (never IMAGE_MODE_UNSPECIFIED for a job created with it).
+   *
+   * @generated from field: docparse.v1.ImageMode images = 18;
+   */
+  images: ImageMode;
+
+  /**
+   * The OCR mode the job runs with (never OCR_MODE_UNSPECIFIED for a job created with it).
+   *
+   * @generated from field: docparse.v1.OcrMode ocr_mode = 19;
+   */
+  ocrMode: OcrMode;
+
+  /**
+   * The resolution OCR renders pages at, in dots per inch (the deployment's when not asked).
+   *
+   * @generated from field: uint32 ocr_dpi = 20;
+   */
+  ocrDpi: number;
 };
 
 /**
@@ -296,6 +324,97 @@ export const StateSchema: GenEnum<State> = /*@__PURE__*/
   enumDesc(file_docparse_v1_job, 0);
 
 /**
+ * Which images a job's reading package carries (SubmitJobRequest.images, Job.images).
+ *
+ * @generated from enum docparse.v1.ImageMode
+ */
+export enum ImageMode {
+  /**
+   * Not given: IMAGE_MODE_REFERENCED. Jobs echo the mode they ran with, never this value.
+   *
+   * @generated from enum value: IMAGE_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * No image: pages list none and no asset is stored (images are still looked at to tell a
+   * scanned page for OCR). The cheapest for a client that wants text.
+   *
+   * @generated from enum value: IMAGE_MODE_NONE = 1;
+   */
+  NONE = 1,
+
+  /**
+   * Every image a page shows is listed (ImageRef: box, pixel size). Its bytes are stored as an
+   * asset when the document keeps them in an encoding a browser shows (a PDF's JPEG images,
+   * passed through unchanged, no decoding); an image that would have to be re-encoded (a PDF's
+   * Flate / raw pixel images) is listed with an empty asset_id and mime_type: ask
+   * IMAGE_MODE_ALL for its bytes. The default: a text request pays no image encoding.
+   *
+   * @generated from enum value: IMAGE_MODE_REFERENCED = 2;
+   */
+  REFERENCED = 2,
+
+  /**
+   * Every image listed and stored; those the document does not keep in a browser encoding are
+   * re-encoded as PNG (about a second of CPU for a 2400x3200 image: bench/README.md).
+   *
+   * @generated from enum value: IMAGE_MODE_ALL = 3;
+   */
+  ALL = 3,
+}
+
+/**
+ * Describes the enum docparse.v1.ImageMode.
+ */
+export const ImageModeSchema: GenEnum<ImageMode> = /*@__PURE__*/
+  enumDesc(file_docparse_v1_job, 1);
+
+/**
+ * When scanned pages are read by OCR (SubmitJobRequest.ocr_mode, Job.ocr_mode). PDF only: the
+ * other formats carry their text and are never OCR'd.
+ *
+ * @generated from enum docparse.v1.OcrMode
+ */
+export enum OcrMode {
+  /**
+   * Not given: OCR_MODE_AUTO. Jobs echo the mode they ran with, never this value.
+   *
+   * @generated from enum value: OCR_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A page is OCR'd when it shows images and has almost no text layer, or its text layer is
+   * unreadable (fonts without a Unicode map).
+   *
+   * @generated from enum value: OCR_MODE_AUTO = 1;
+   */
+  AUTO = 1,
+
+  /**
+   * Every page is rendered and OCR'd, whatever its text layer (its blocks come from OCR).
+   *
+   * @generated from enum value: OCR_MODE_FORCE = 2;
+   */
+  FORCE = 2,
+
+  /**
+   * No page is OCR'd: a page that would have been gets its text layer (often empty) and the
+   * package a warning naming it.
+   *
+   * @generated from enum value: OCR_MODE_OFF = 3;
+   */
+  OFF = 3,
+}
+
+/**
+ * Describes the enum docparse.v1.OcrMode.
+ */
+export const OcrModeSchema: GenEnum<OcrMode> = /*@__PURE__*/
+  enumDesc(file_docparse_v1_job, 2);
+
+/**
  * Where a job's result lives.
  *
  * @generated from enum docparse.v1.ResultStorage
@@ -325,5 +444,5 @@ export enum ResultStorage {
  * Describes the enum docparse.v1.ResultStorage.
  */
 export const ResultStorageSchema: GenEnum<ResultStorage> = /*@__PURE__*/
-  enumDesc(file_docparse_v1_job, 1);
+  enumDesc(file_docparse_v1_job, 3);
 

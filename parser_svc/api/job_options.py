@@ -1,0 +1,94 @@
+"""A SubmitJob's per-job parse options (pages, images, ocr_mode, ocr_dpi): checked at submit,
+kept in the job record (the names ParseOptions uses, parser_svc/state/records.py echoes them),
+and part of the job's identity: the same bytes with other options are another job, and a
+request_id reused with other options is REQUEST_ID_REUSED (submit.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from docparse.reasons import ErrorReason
+from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.errors import error
+from parser_svc.parsers import (
+    IMAGES_REFERENCED,
+    MAX_JOB_OCR_DPI,
+    MIN_JOB_OCR_DPI,
+    OCR_AUTO,
+    page_ranges,
+)
+from parser_svc.state.records import IMAGE_MODES, OCR_MODES
+
+# Formats whose package has pages a selection can name.
+PAGED_FORMATS = frozenset({"pdf"})
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """The checked options, normalised: two spellings of one request are one identity."""
+
+    pages: str = ""
+    images: str = IMAGES_REFERENCED
+    ocr_mode: str = OCR_AUTO
+    ocr_dpi: int = 0  # 0: the deployment's
+
+    def fields(self) -> dict[str, str]:
+        """The record fields (only what differs from the defaults)."""
+        found = {
+            "pages": self.pages,
+            "images": self.images,
+            "ocr_mode": self.ocr_mode,
+            "ocr_dpi": str(self.ocr_dpi) if self.ocr_dpi else "",
+        }
+        return {name: value for name, value in found.items() if value}
+
+    def identity(self) -> str:
+        """What the options add to the dedupe identity and the request fingerprint: "" for
+        the defaults (identities made before these options existed stay the same)."""
+        if self == JobOptions():
+            return ""
+        return f"\0p={self.pages}\0i={self.images}\0o={self.ocr_mode}\0d={self.ocr_dpi}"
+
+    def describe(self) -> str:
+        return (
+            f"pages {self.pages or 'all'!r}, images {self.images}, ocr_mode {self.ocr_mode}, "
+            f"ocr_dpi {self.ocr_dpi or 'default'}"
+        )
+
+
+def of_job(job: job_pb2.Job) -> JobOptions:
+    """The options a job was created with (its record's echo)."""
+    images = {mode: name for name, mode in IMAGE_MODES.items()}.get(job.images)
+    ocr_mode = {mode: name for name, mode in OCR_MODES.items()}.get(job.ocr_mode)
+    return JobOptions(job.pages, images or IMAGES_REFERENCED, ocr_mode or OCR_AUTO, job.ocr_dpi)
+
+
+def check_options(
+    request: parser_service_pb2.SubmitJobRequest, content_type: str, deployment_dpi: int
+) -> JobOptions:
+    """The request's options, checked (INVALID_ARGUMENT with a reason) and normalised."""
+    try:
+        pages = page_ranges.normalised(request.pages)
+    except page_ranges.PageRangeError as err:
+        raise error(ErrorReason.INVALID_PAGE_RANGE, str(err)) from err
+    if pages and content_type not in PAGED_FORMATS:
+        raise error(
+            ErrorReason.PAGE_RANGE_NOT_SUPPORTED,
+            f"pages selects pages of a PDF; this upload is {content_type}: send it without pages",
+        )
+    images = {mode: name for name, mode in IMAGE_MODES.items()}.get(request.images)
+    ocr_mode = {mode: name for name, mode in OCR_MODES.items()}.get(request.ocr_mode)
+    dpi = request.ocr_dpi
+    if dpi and not MIN_JOB_OCR_DPI <= dpi <= MAX_JOB_OCR_DPI:
+        raise error(
+            ErrorReason.INVALID_OCR_DPI,
+            f"ocr_dpi is {dpi}; it must be {MIN_JOB_OCR_DPI} to {MAX_JOB_OCR_DPI} (0: the "
+            f"deployment's, {deployment_dpi})",
+        )
+    return JobOptions(
+        pages=pages,
+        images=images or IMAGES_REFERENCED,
+        ocr_mode=ocr_mode or OCR_AUTO,
+        ocr_dpi=0 if dpi == deployment_dpi else dpi,
+    )
