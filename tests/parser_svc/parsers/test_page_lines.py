@@ -99,8 +99,11 @@ def test_what_a_line_summary_says() -> None:
 def test_segments_cut_where_words_are_far_apart() -> None:
     doc = pymupdf.open(stream=_styled_pdf())  # type: ignore[no-untyped-call]
     texts = [seg[4] for seg in page_segments(text_and_rules(doc[0]).textpage, GAP_EMS)]
-    assert ["cells", "far", "apart", "here"] == [
-        t for t in texts if t in {"cells", "far", "apart", "here"}
+    assert [t for t in texts if t in {"cells", "far", "apart", "here"}] == [
+        "cells",
+        "far",
+        "apart",
+        "here",
     ]
     assert "Body text at eleven points" in texts
 
