@@ -12,12 +12,17 @@ from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.stack import LocalStack
 from tests.fast_subset import fast_run_guard, mark_stack_tests
 from tests.faultproxy import FaultProxy
+from tests.skip_gate import install as install_skip_gate
 
 __all__ = ["fast_run_guard"]  # a session fixture: the fast run's guard (tests/fast_subset.py)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mark_stack_tests(items)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    install_skip_gate(config)  # under CI an unlisted skip fails the run (tests/skip_gate.py)
 
 
 # Short timers so resync / heartbeat paths run within a test's lifetime.
