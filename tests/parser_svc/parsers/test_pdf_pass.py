@@ -261,6 +261,18 @@ def test_a_module_older_than_the_parser_is_not_used(
     assert "older than this parser" in caplog.text
 
 
+def test_a_missing_module_is_not_an_error(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No compiler where the parser was installed: the import fails and nothing is loaded,
+    silently (pages are read twice: test_the_package_is_the_same_either_way)."""
+    monkeypatch.setitem(sys.modules, "parser_svc.parsers.native._pdf_pass", None)
+    monkeypatch.delattr("parser_svc.parsers.native._pdf_pass", raising=False)
+    with caplog.at_level(logging.WARNING, logger=pdf_pass.__name__):
+        assert pdf_pass._load() is None
+    assert caplog.text == ""
+
+
 def test_the_build_is_up_to_date_and_says_so() -> None:
     """`make setup` runs the build every time: with the module built from this source for this
     mupdf and interpreter it rebuilds nothing."""
