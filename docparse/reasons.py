@@ -72,6 +72,7 @@ class ErrorReason(StrEnum):
     MESSAGE_TOO_LARGE = auto()
     RESULT_TOO_LARGE_TO_RENDER = auto()
     TOO_MANY_UPLOADS = auto()
+    TOO_MANY_RENDERS = auto()
     # Identity
     API_KEY_MISSING = auto()
     API_KEY_INVALID = auto()

@@ -8,7 +8,7 @@ so parser_svc, which never imports this module, does not export it.
 from __future__ import annotations
 
 import grpc
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 from prometheus_client.registry import Collector
 
 from docparse_server.serving import SERVED_BY_KEY
@@ -21,7 +21,33 @@ UPSTREAM_ERRORS = Counter(
     registry=None,
 )
 
-GATEWAY_METRICS: tuple[Collector, ...] = (UPSTREAM_ERRORS,)
+# Result renders (gateway/http/render_queue.py), per tenant.
+RENDERS_RUNNING = Gauge(
+    "docparse_gateway_renders_running",
+    "Result renders (JSON, text, Markdown, HTML) running on this gateway's workers",
+    ["tenant"],
+    registry=None,
+)
+RENDERS_QUEUED = Gauge(
+    "docparse_gateway_renders_queued",
+    "Result renders waiting in their tenant's line for a render worker (nothing fetched yet)",
+    ["tenant"],
+    registry=None,
+)
+RENDERS_REFUSED = Counter(
+    "docparse_gateway_renders_refused_total",
+    "Result renders refused with TOO_MANY_RENDERS (HTTP 429): the tenant's or the gateway's "
+    "limit on renders running and waiting",
+    ["tenant"],
+    registry=None,
+)
+
+GATEWAY_METRICS: tuple[Collector, ...] = (
+    UPSTREAM_ERRORS,
+    RENDERS_RUNNING,
+    RENDERS_QUEUED,
+    RENDERS_REFUSED,
+)
 
 
 def upstream_error(err: grpc.aio.AioRpcError) -> None:

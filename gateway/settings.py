@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from docparse_server.access_log import AccessLog, access_log_setting
+from docparse_server.cpus import usable_cpus
 from docparse_server.flow_control import DEFAULT_RECEIVE_WINDOW_BYTES
 
 
@@ -35,8 +36,21 @@ class GatewaySettings(BaseSettings):
     # it off.
     http_listen: str = "127.0.0.1:8080"
     # Worker processes that render results as JSON, text or Markdown (GET /v1/jobs/{id}/result),
-    # off the event loop: at most this many renders run at once, the rest wait their turn.
-    http_render_workers: int = 1
+    # off the event loop: at most this many renders run at once, the rest wait their turn in
+    # their tenant's line, tenants served round-robin (gateway/http/render_queue.py). Default:
+    # the CPUs this process may use (docparse_server/cpus.py), at most 4.
+    http_render_workers: int = Field(default_factory=lambda: min(4, usable_cpus()))
+    # Renders one tenant may have running and waiting on this gateway, in each lane (big
+    # results, small results); beyond it 429
+    # TOO_MANY_RENDERS (Retry-After) before the result is fetched. 0 = no limit.
+    http_render_per_tenant: int = 4
+    # Renders waiting for a worker on this gateway, all tenants together; beyond it 429
+    # TOO_MANY_RENDERS. 0 = no limit.
+    http_render_max_waiting: int = 32
+    # Results of at most this many bytes (the serialized package: a one-page result is a few
+    # kB) render in a lane of their own, one worker process, with the same limits; 0 = no
+    # such lane.
+    http_render_small_bytes: int = 1024 * 1024
     # Address space of each render worker (RLIMIT_AS), MB; a result that needs more answers
     # RESULT_TOO_LARGE_TO_RENDER (HTTP 413; format=proto still works). 0 = no limit.
     http_render_memory_mb: int = 2048

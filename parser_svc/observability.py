@@ -94,6 +94,26 @@ PUBSUB_LATE_SUBSCRIBES = Counter(
     "Watches let in before Redis confirmed their subscription (they poll until it comes)",
     registry=None,
 )
+READS_THROTTLED = Counter(
+    "docparse_reads_throttled_total",
+    "Reads refused with RATE_LIMITED by this replica's per-tenant read limits "
+    "(parser_svc/api/read_limits.py), by tenant and method",
+    ["tenant", "method"],
+    registry=None,
+)
+WEBHOOK_SLOTS = Gauge(
+    "docparse_webhook_deliveries_in_flight",
+    "Webhook deliveries this replica's dispatcher has on the wire, by tenant",
+    ["tenant"],
+    registry=None,
+)
+WEBHOOK_HELD_BACK = Counter(
+    "docparse_webhook_deliveries_held_back_total",
+    "Due webhook deliveries left for later: the tenant's or the host's concurrency cap was "
+    "full (cap=tenant, cap=host), or the host's circuit was open after timeouts (cap=circuit)",
+    ["tenant", "cap"],
+    registry=None,
+)
 
 PARSER_METRICS: tuple[Collector, ...] = (
     JOBS_CREATED,
@@ -107,6 +127,9 @@ PARSER_METRICS: tuple[Collector, ...] = (
     REDIS_ERRORS,
     PUBSUB_RECONNECTS,
     PUBSUB_LATE_SUBSCRIBES,
+    READS_THROTTLED,
+    WEBHOOK_SLOTS,
+    WEBHOOK_HELD_BACK,
 )
 QUEUE_STATES = ("waiting", "active", "delayed", "failed")
 

@@ -200,6 +200,15 @@ class Settings(BaseSettings):
     # stalled), so this bounds what one tenant's uploads hold here. Beyond it: RESOURCE_EXHAUSTED
     # TOO_MANY_UPLOADS, before the stream reads anything (the SDK retries after `retry_after_s`).
     max_uploads_per_tenant: int = 8
+    # Per-tenant read rates on this replica (parser_svc/api/read_limits.py), calls a second,
+    # with bursts of `*_burst` calls; 0 = unlimited. Beyond it: RESOURCE_EXHAUSTED
+    # RATE_LIMITED with `retry_after_s`. GetStatus is never limited.
+    list_jobs_per_s: float = 20.0
+    list_jobs_burst: int = 40
+    # GetResult and GetAsset together (the HTTP result, its renders, and a result page whose
+    # images all load at once: hence the larger burst).
+    result_reads_per_s: float = 50.0
+    result_reads_burst: int = 200
 
     # Clients reconnect (and re-resolve) after this, so new replicas get traffic.
     max_connection_age_ms: int = 5 * 60 * 1000
@@ -248,6 +257,19 @@ class Settings(BaseSettings):
     webhook_timeout_s: float = 10.0
     webhook_max_response_bytes: int = 64 * 1024
     webhook_concurrency: int = 16
+    # Of those, at most this many for one tenant and to one host (host:port) at once; ready
+    # deliveries start as slots free up, tenants in turns (parser_svc/webhooks/slots.py).
+    webhook_per_tenant: int = 4
+    webhook_per_host: int = 4
+    # Connecting to the receiver is bounded apart from the whole attempt (`webhook_timeout_s`).
+    webhook_connect_timeout_s: float = 3.0
+    # A host that timed out this many times in a row gets no delivery for
+    # `webhook_circuit_open_s`, doubling while it keeps timing out, up to
+    # `webhook_circuit_max_open_s`; its deliveries wait in the outbox meanwhile (no slot held,
+    # no attempt counted).
+    webhook_circuit_after: int = 3
+    webhook_circuit_open_s: float = 30.0
+    webhook_circuit_max_open_s: float = 600.0
     webhook_backoff_ms: int = 5000
     webhook_backoff_max_s: float = 3600.0
     webhook_max_attempts: int = 10

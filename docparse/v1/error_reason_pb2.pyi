@@ -127,6 +127,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     at their limit, checked before the stream reads anything; metadata `limit`, RetryInfo and
     `retry_after_s`: try again once one of them has ended.
     """
+    TOO_MANY_RENDERS: _ErrorReason.ValueType  # 49
+    """The tenant's result renders on this gateway (JSON, text, Markdown, HTML of GET
+    /v1/jobs/{id}/result), running and waiting, are at their limit, or the gateway's render
+    queue is full; metadata `limit`, `retry_after_s` (HTTP 429 with Retry-After): retry
+    after that delay, or ask for format=proto, which is never queued.
+    """
     API_KEY_MISSING: _ErrorReason.ValueType  # 50
     """--- Identity ---
     UNAUTHENTICATED: no API key at the gateway.
@@ -337,6 +343,12 @@ TOO_MANY_UPLOADS: ErrorReason.ValueType  # 48
 """The tenant's uploads open on this replica (UploadBatch streams, HTTP batch uploads) are
 at their limit, checked before the stream reads anything; metadata `limit`, RetryInfo and
 `retry_after_s`: try again once one of them has ended.
+"""
+TOO_MANY_RENDERS: ErrorReason.ValueType  # 49
+"""The tenant's result renders on this gateway (JSON, text, Markdown, HTML of GET
+/v1/jobs/{id}/result), running and waiting, are at their limit, or the gateway's render
+queue is full; metadata `limit`, `retry_after_s` (HTTP 429 with Retry-After): retry
+after that delay, or ask for format=proto, which is never queued.
 """
 API_KEY_MISSING: ErrorReason.ValueType  # 50
 """--- Identity ---

@@ -43,7 +43,16 @@ from docparse_server.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
 from gateway.http import api, assets, cors, listing, openapi, sse
 from gateway.http.errors import error_response
-from gateway.http.keys import CLOSING, RENDERER, SERVING, SETTINGS, STREAMS, UPSTREAM
+from gateway.http.keys import (
+    CLOSING,
+    RENDER_LANES,
+    RENDERER,
+    SERVING,
+    SETTINGS,
+    STREAMS,
+    UPSTREAM,
+)
+from gateway.http.render_turns import render_lanes, with_render_turn
 from gateway.http.rendering import Renderer
 from gateway.http.traced import trace_requests
 from gateway.http.upstream import HttpError, Upstream
@@ -229,12 +238,13 @@ def build_app(
     )
 
     app[RENDERER] = Renderer(settings.http_render_workers, settings.http_render_memory_mb)
+    app[RENDER_LANES] = render_lanes(settings, app[RENDERER])
 
     async def on_shutdown(app: web.Application) -> None:
         app[CLOSING].set()
 
     async def on_cleanup(app: web.Application) -> None:
-        app[RENDERER].close()
+        app[RENDER_LANES].close()
 
     async def nosniff(request: web.Request, response: web.StreamResponse) -> None:
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
@@ -244,7 +254,7 @@ def build_app(
     app.on_response_prepare.append(nosniff)
     app.router.add_post("/v1/jobs", api.submit_job)
     app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}", api.get_job)
-    app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/result", api.get_result)
+    app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/result", with_render_turn(api.get_result))
     app.router.add_post(f"/v1/jobs/{{job_id:{ID}}}:cancel", api.cancel_job)
     app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/events", sse.job_events)
     app.router.add_post("/v1/batches", api.create_batch)

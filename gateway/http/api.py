@@ -22,7 +22,8 @@ from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.errors import check_request_id, error
 from gateway.http.errors import echo, parse_uint
 from gateway.http.job_options import job_options
-from gateway.http.keys import RENDERER, SETTINGS, UPSTREAM
+from gateway.http.keys import SETTINGS, UPSTREAM
+from gateway.http.render_turns import release_turn, renderer
 from gateway.http.rendering import HTML_RESULT_CSP, RESULT_FORMATS, result_format
 from gateway.http.upstream import HttpError, Req, Resp, rpc_failure, served_by_header
 
@@ -278,7 +279,8 @@ async def get_result(request: web.Request) -> web.StreamResponse:
     if fmt == "html":  # escaped already; nothing in it runs or loads from elsewhere anyway
         headers["Content-Security-Policy"] = HTML_RESULT_CSP
     if fmt != "proto":  # seconds of CPU for a big package: never on this loop
-        data = await request.app[RENDERER].render(data, fmt, furniture)
+        data = await renderer(request).render(data, fmt, furniture)
+        release_turn(request)  # the worker goes to the next in line (render_turns.py)
     response = web.StreamResponse(headers=headers)
     response.content_length = len(data)
     await response.prepare(request)

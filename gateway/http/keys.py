@@ -7,6 +7,7 @@ import asyncio
 from aiohttp import web
 
 from docparse_server.tenancy import StreamSlots
+from gateway.http.render_queue import Lanes
 from gateway.http.rendering import Renderer
 from gateway.http.upstream import Upstream
 from gateway.settings import GatewaySettings
@@ -21,3 +22,5 @@ SERVING = web.AppKey("serving", asyncio.Event)
 STREAMS = web.AppKey("streams", StreamSlots)
 # Renders results (JSON, text, Markdown) in worker processes.
 RENDERER = web.AppKey("renderer", Renderer)
+# Turns at the render workers, per tenant (round-robin) and bounded; small results apart.
+RENDER_LANES = web.AppKey("render_lanes", Lanes)

@@ -15,6 +15,7 @@ import time
 from prometheus_client import Counter
 
 from docparse.errors import DocparseError
+from parser_svc.observability import WEBHOOK_HELD_BACK
 from parser_svc.settings import Settings
 from parser_svc.state.lifetimes import now_ms
 from parser_svc.state.records import TERMINAL_STATES, record_to_job
@@ -22,10 +23,13 @@ from parser_svc.state.store import JobStore
 from parser_svc.webhooks.egress import AddressPolicy, DeliveryFailed, Egress, parse_cidrs
 from parser_svc.webhooks.outbox import Outbox
 from parser_svc.webhooks.signing import WebhookSecrets, message_id, payload, sign
+from parser_svc.webhooks.slots import Circuits, Ready, Slots
 
 log = logging.getLogger(__name__)
 # Due deliveries taken per round.
 BATCH = 100
+# Ready deliveries kept waiting for a slot in memory, at most; the rest wait in the outbox.
+MAX_WAITING = 2000
 OUTCOMES = ("delivered", "failed", "dead_lettered")
 # How a terminal record looks in a published event (cjson, no spaces).
 _TERMINAL_MARKERS = tuple(f'"state":"{state}"'.encode() for state in sorted(TERMINAL_STATES))
@@ -53,7 +57,15 @@ class Dispatcher:
         self.secrets = WebhookSecrets(settings.webhook_secrets_file)
         self.egress = Egress(settings, AddressPolicy(parse_cidrs(settings.webhook_allow_cidrs)))
         self.owner = f"{socket.gethostname()}/{os.getpid()}/webhooks"
-        self._concurrency = max(1, settings.webhook_concurrency)
+        self.slots = Slots(
+            settings.webhook_concurrency, settings.webhook_per_tenant, settings.webhook_per_host
+        )
+        self.circuits = Circuits(
+            settings.webhook_circuit_after,
+            settings.webhook_circuit_open_s,
+            settings.webhook_circuit_max_open_s,
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
         self._ended: set[str] = set()
         self._wake = asyncio.Event()
 
@@ -70,6 +82,8 @@ class Dispatcher:
                     elif not held and listener is not None:
                         listener.cancel()
                         listener = None
+                    if not held:  # another replica's dispatcher takes them after their claims
+                        self.slots.drop_waiting()
                     if held:
                         taken = await self.dispatch_once()
                 except DocparseError as err:
@@ -83,6 +97,8 @@ class Dispatcher:
         finally:
             if listener is not None:
                 listener.cancel()
+            for task in list(self._tasks):
+                task.cancel()
             await self.egress.close()
 
     async def listen(self) -> None:
@@ -127,8 +143,10 @@ class Dispatcher:
         return await self.outbox.state.hold_lease(self.owner, ttl_ms)
 
     async def dispatch_once(self) -> int:
-        """One round: the due deliveries, each rescheduled, dropped or sent. Returns how many
-        were due (BATCH: more are, look again at once)."""
+        """One round: the due deliveries, each rescheduled, dropped, or ready (it waits for a
+        slot, parser_svc/webhooks/slots.py); then as many ready ones start as slots allow,
+        without waiting for them (each frees its slot and wakes the next round when it ends).
+        Returns how many were due (BATCH: more are, look again at once)."""
         now = now_ms()
         await self._wake_ended(now)
         found = await self.outbox.state.due(now, BATCH)
@@ -152,23 +170,57 @@ class Dispatcher:
             else:
                 log.info("webhook %s dropped: its job was never created", delivery)
                 orphans.append(delivery)
-        # At most one request per slot a round, so a round lasts at most one timeout: within
-        # the claim and the lease. The rest stay due for the next round, at once.
-        ready, waiting = ready[: self._concurrency], len(ready) > self._concurrency
+        # Ready ones wait here for a slot (parser_svc/webhooks/slots.py), claimed: due again
+        # only after an attempt's time, a claim renewed each round while they wait.
         claim = now + int((self.settings.webhook_timeout_s + 5) * 1000)
-        later.update({delivery: claim for delivery, _, _ in ready})
+        for delivery, spec, record in ready:
+            if delivery in self.slots.on_the_wire:
+                continue  # its attempt reschedules it (a retry may be due before it ends)
+            if delivery in self.slots.known:
+                later[delivery] = claim
+            elif self.slots.waiting() < MAX_WAITING:
+                self.slots.add(Ready(delivery, spec, record))
+                later[delivery] = claim
+            else:  # enough wait here already: the outbox keeps the rest
+                later[delivery] = recheck
+        later.update(self._circuit_open(now))
+        started = self.slots.next_batch()
         # Orphans are forgotten altogether: nothing to remember, no job will ever name them.
         await self.outbox.state.reschedule(later, gone, orphans)
-        await asyncio.gather(*(self._deliver(*item) for item in ready))
-        return BATCH if waiting else len(found)
+        for item in started:
+            task = asyncio.create_task(self._deliver(item))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return len(found)
 
-    async def _deliver(self, delivery: str, spec: dict[str, str], record: dict[str, str]) -> None:
+    def _circuit_open(self, now: int) -> dict[str, int]:
+        """The waiting deliveries to a host whose circuit is open go back to the outbox, due
+        when it half-opens."""
+        back: dict[str, int] = {}
+        for host in self.slots.hosts_waiting():
+            until = self.circuits.open_until(host, now)
+            if until:
+                for ready in self.slots.waiting_for(host):
+                    self.slots.take_out(ready.delivery)
+                    back[ready.delivery] = until
+                    WEBHOOK_HELD_BACK.labels(ready.tenant, "circuit").inc()
+        return back
+
+    async def _deliver(self, ready: Ready) -> None:
         try:
-            await self._attempt(delivery, spec, record)
+            timed_out = await self._attempt(ready.delivery, ready.spec, ready.record)
+            if timed_out:
+                self.circuits.timed_out(ready.host, now_ms())
+            else:
+                self.circuits.answered(ready.host)
         except DocparseError as err:  # the store: the claim runs out, another round retries
-            log.info("webhook %s: state store error %s; retried later", delivery, err.reason)
+            log.info("webhook %s: state store error %s; retried later", ready.delivery, err.reason)
+        finally:
+            self.slots.release(ready)
+            self._wake.set()  # a slot is free: the next ready delivery starts now
 
-    async def _attempt(self, delivery: str, spec: dict[str, str], record: dict[str, str]) -> None:
+    async def _attempt(self, delivery: str, spec: dict[str, str], record: dict[str, str]) -> bool:
+        """One attempt; whether it timed out (no answer at all)."""
         attempts = await self.outbox.state.count_attempt(delivery)
         state = record["state"]
         job = record_to_job(record)
@@ -195,7 +247,7 @@ class Dispatcher:
                 raise DeliveryFailed(f"the receiver answered HTTP {status}")
         except DeliveryFailed as err:
             await self._failed(delivery, spec, attempts, str(err))
-            return
+            return err.timed_out
         await self.outbox.delivered(delivery)
         DELIVERIES.labels("delivered").inc()
         log.info(
@@ -205,6 +257,7 @@ class Dispatcher:
             (time.monotonic() - started) * 1000,
             extra={"event": "webhook.delivered", "job_id": job.job_id, "webhook_id": msg_id},
         )
+        return False
 
     async def _failed(self, delivery: str, spec: dict[str, str], attempts: int, error: str) -> None:
         job_id = spec.get("job_id", "")

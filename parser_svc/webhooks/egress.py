@@ -152,7 +152,13 @@ class CheckedResolver(AbstractResolver):
 
 
 class DeliveryFailed(Exception):
-    """An attempt that got no 2xx answer; the message is kept as the delivery's last error."""
+    """An attempt that got no 2xx answer; the message is kept as the delivery's last error.
+    `timed_out`: no answer within the connect or the total timeout (what opens a host's
+    circuit, parser_svc/webhooks/slots.py)."""
+
+    def __init__(self, message: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class Egress:
@@ -160,7 +166,12 @@ class Egress:
 
     def __init__(self, settings: Settings, policy: AddressPolicy) -> None:
         self.policy = policy
-        self.timeout = aiohttp.ClientTimeout(total=settings.webhook_timeout_s)
+        # Connecting has its own, shorter bound: an address that drops SYNs is known as such
+        # in seconds, not at the end of the whole request's time.
+        self.timeout = aiohttp.ClientTimeout(
+            total=settings.webhook_timeout_s,
+            sock_connect=min(settings.webhook_connect_timeout_s, settings.webhook_timeout_s),
+        )
         self.max_response = settings.webhook_max_response_bytes
         self.concurrency = max(1, settings.webhook_concurrency)
         self._session: aiohttp.ClientSession | None = None
@@ -193,7 +204,9 @@ class Egress:
         except DocparseError as err:
             raise DeliveryFailed(err.message) from None
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            raise DeliveryFailed(f"{type(err).__name__}: {err}"[:500] or "no answer") from None
+            message = f"{type(err).__name__}: {err}"[:500] or "no answer"
+            timed_out = isinstance(err, (TimeoutError, aiohttp.ServerTimeoutError))
+            raise DeliveryFailed(message, timed_out) from None
 
     async def close(self) -> None:
         if self._session is not None:
