@@ -60,6 +60,7 @@ IDEMPOTENT = frozenset(
         "WatchBatch",
         "GetResult",
         "GetAsset",
+        "StreamResult",
     }
 )
 # A retry delay a server names is honoured only for these codes and never for these reasons.

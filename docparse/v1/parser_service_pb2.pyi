@@ -697,6 +697,77 @@ class GetResultResponse(_message.Message):
 Global___GetResultResponse: _TypeAlias = GetResultResponse  # noqa: Y015
 
 @_typing.final
+class StreamResultRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    cursor: _builtins.str
+    """The `cursor` of the last message received, to resume after it; '' from the start."""
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "job_id", b"job_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StreamResultRequest: _TypeAlias = StreamResultRequest  # noqa: Y015
+
+@_typing.final
+class StreamResultResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_PART_FIELD_NUMBER: _builtins.int
+    PAGE_NUMBER_FIELD_NUMBER: _builtins.int
+    FINAL_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    JOB_FIELD_NUMBER: _builtins.int
+    page_part: _builtins.bytes
+    """One page part: a serialized docparse.v1.ReadingPackage with one page and the records of
+    the assets it shows (their bytes: GetAsset). Empty on the last message.
+    """
+    page_number: _builtins.int
+    """The page's number in the document (1-based)."""
+    final: _builtins.bool
+    """True for a page of the final package; false for a draft."""
+    sha256: _builtins.str
+    """Lower-case hex sha256 of `page_part`."""
+    attempt: _builtins.int
+    """The execution of the job that read the page (Job.attempt)."""
+    cursor: _builtins.str
+    """Where a resumed stream continues (StreamResultRequest.cursor)."""
+    @_builtins.property
+    def job(self) -> _job_pb2.Job:
+        """Set on the last message only: the job's terminal record."""
+
+    def __init__(
+        self,
+        *,
+        page_part: _builtins.bytes = ...,
+        page_number: _builtins.int = ...,
+        final: _builtins.bool = ...,
+        sha256: _builtins.str = ...,
+        attempt: _builtins.int = ...,
+        cursor: _builtins.str = ...,
+        job: _job_pb2.Job | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "cursor", b"cursor", "final", b"final", "job", b"job", "page_number", b"page_number", "page_part", b"page_part", "sha256", b"sha256"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StreamResultResponse: _TypeAlias = StreamResultResponse  # noqa: Y015
+
+@_typing.final
 class GetAssetRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

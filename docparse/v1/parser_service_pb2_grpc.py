@@ -94,6 +94,11 @@ class ParserServiceStub:
                 request_serializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetRequest.SerializeToString,
                 response_deserializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetResponse.FromString,
                 _registered_method=True)
+        self.StreamResult = channel.unary_stream(
+                '/docparse.v1.ParserService/StreamResult',
+                request_serializer=docparse_dot_v1_dot_parser__service__pb2.StreamResultRequest.SerializeToString,
+                response_deserializer=docparse_dot_v1_dot_parser__service__pb2.StreamResultResponse.FromString,
+                _registered_method=True)
         self.ListJobs = channel.unary_unary(
                 '/docparse.v1.ParserService/ListJobs',
                 request_serializer=docparse_dot_v1_dot_parser__service__pb2.ListJobsRequest.SerializeToString,
@@ -192,6 +197,24 @@ class ParserServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamResult(self, request, context):
+        """Streams a job's pages while it runs, then the pages of its final package: each message
+        one page part (a ReadingPackage holding one page and its assets' records). While the job
+        runs, PDF pages come as drafts (the page as read, before the passes that need every page:
+        headings, title, running heads and feet, tables continued on the next page), as soon as
+        each is read, in any order; a page's draft may come again from a retried attempt. Once
+        the job SUCCEEDED, every page of the final package comes as final, in page order: byte
+        for byte the package's pages (GetResult), and a final never changes. Then the stream
+        ends with the terminal record. A FAILED or CANCELLED job's drafts stay readable for the
+        retention; its stream sends them and ends with the record, without finals. Resume with
+        the `cursor` of the last message received: any replica continues from it.
+        Errors: those of GetStatus; INVALID_ARGUMENT / INVALID_RESUME_CURSOR for a cursor not made
+        by this RPC.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListJobs(self, request, context):
         """The caller's jobs (batch files included), newest first (ties: job id descending),
         optionally only those in some states or of one batch, in pages (AIP-158). Jobs whose
@@ -255,6 +278,11 @@ def add_ParserServiceServicer_to_server(servicer, server):
                     servicer.GetAsset,
                     request_deserializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetRequest.FromString,
                     response_serializer=docparse_dot_v1_dot_parser__service__pb2.GetAssetResponse.SerializeToString,
+            ),
+            'StreamResult': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamResult,
+                    request_deserializer=docparse_dot_v1_dot_parser__service__pb2.StreamResultRequest.FromString,
+                    response_serializer=docparse_dot_v1_dot_parser__service__pb2.StreamResultResponse.SerializeToString,
             ),
             'ListJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobs,
@@ -542,6 +570,33 @@ class ParserService:
             '/docparse.v1.ParserService/GetAsset',
             docparse_dot_v1_dot_parser__service__pb2.GetAssetRequest.SerializeToString,
             docparse_dot_v1_dot_parser__service__pb2.GetAssetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/docparse.v1.ParserService/StreamResult',
+            docparse_dot_v1_dot_parser__service__pb2.StreamResultRequest.SerializeToString,
+            docparse_dot_v1_dot_parser__service__pb2.StreamResultResponse.FromString,
             options,
             channel_credentials,
             insecure,

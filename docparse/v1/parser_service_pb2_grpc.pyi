@@ -76,6 +76,20 @@ class ParserServiceStub:
     Errors: NOT_FOUND / ASSET_NOT_FOUND, FAILED_PRECONDITION / ASSET_OTHER_DEPLOYMENT when the
     reference names another deployment than the one asked, plus those of GetResult.
     """
+    StreamResult: _grpc.UnaryStreamMultiCallable[_parser_service_pb2.StreamResultRequest, _parser_service_pb2.StreamResultResponse]
+    """Streams a job's pages while it runs, then the pages of its final package: each message
+    one page part (a ReadingPackage holding one page and its assets' records). While the job
+    runs, PDF pages come as drafts (the page as read, before the passes that need every page:
+    headings, title, running heads and feet, tables continued on the next page), as soon as
+    each is read, in any order; a page's draft may come again from a retried attempt. Once
+    the job SUCCEEDED, every page of the final package comes as final, in page order: byte
+    for byte the package's pages (GetResult), and a final never changes. Then the stream
+    ends with the terminal record. A FAILED or CANCELLED job's drafts stay readable for the
+    retention; its stream sends them and ends with the record, without finals. Resume with
+    the `cursor` of the last message received: any replica continues from it.
+    Errors: those of GetStatus; INVALID_ARGUMENT / INVALID_RESUME_CURSOR for a cursor not made
+    by this RPC.
+    """
     ListJobs: _grpc.UnaryUnaryMultiCallable[_parser_service_pb2.ListJobsRequest, _parser_service_pb2.ListJobsResponse]
     """The caller's jobs (batch files included), newest first (ties: job id descending),
     optionally only those in some states or of one batch, in pages (AIP-158). Jobs whose
@@ -131,6 +145,20 @@ class ParserServiceAsyncStub(ParserServiceStub):
     message carries the Asset (size, sha256, mime type), the following ones the bytes.
     Errors: NOT_FOUND / ASSET_NOT_FOUND, FAILED_PRECONDITION / ASSET_OTHER_DEPLOYMENT when the
     reference names another deployment than the one asked, plus those of GetResult.
+    """
+    StreamResult: _aio.UnaryStreamMultiCallable[_parser_service_pb2.StreamResultRequest, _parser_service_pb2.StreamResultResponse]  # type: ignore[assignment]
+    """Streams a job's pages while it runs, then the pages of its final package: each message
+    one page part (a ReadingPackage holding one page and its assets' records). While the job
+    runs, PDF pages come as drafts (the page as read, before the passes that need every page:
+    headings, title, running heads and feet, tables continued on the next page), as soon as
+    each is read, in any order; a page's draft may come again from a retried attempt. Once
+    the job SUCCEEDED, every page of the final package comes as final, in page order: byte
+    for byte the package's pages (GetResult), and a final never changes. Then the stream
+    ends with the terminal record. A FAILED or CANCELLED job's drafts stay readable for the
+    retention; its stream sends them and ends with the record, without finals. Resume with
+    the `cursor` of the last message received: any replica continues from it.
+    Errors: those of GetStatus; INVALID_ARGUMENT / INVALID_RESUME_CURSOR for a cursor not made
+    by this RPC.
     """
     ListJobs: _aio.UnaryUnaryMultiCallable[_parser_service_pb2.ListJobsRequest, _parser_service_pb2.ListJobsResponse]  # type: ignore[assignment]
     """The caller's jobs (batch files included), newest first (ties: job id descending),
@@ -244,6 +272,26 @@ class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
         message carries the Asset (size, sha256, mime type), the following ones the bytes.
         Errors: NOT_FOUND / ASSET_NOT_FOUND, FAILED_PRECONDITION / ASSET_OTHER_DEPLOYMENT when the
         reference names another deployment than the one asked, plus those of GetResult.
+        """
+
+    @_abc_1.abstractmethod
+    def StreamResult(
+        self,
+        request: _parser_service_pb2.StreamResultRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_parser_service_pb2.StreamResultResponse], _abc.AsyncIterator[_parser_service_pb2.StreamResultResponse]]:
+        """Streams a job's pages while it runs, then the pages of its final package: each message
+        one page part (a ReadingPackage holding one page and its assets' records). While the job
+        runs, PDF pages come as drafts (the page as read, before the passes that need every page:
+        headings, title, running heads and feet, tables continued on the next page), as soon as
+        each is read, in any order; a page's draft may come again from a retried attempt. Once
+        the job SUCCEEDED, every page of the final package comes as final, in page order: byte
+        for byte the package's pages (GetResult), and a final never changes. Then the stream
+        ends with the terminal record. A FAILED or CANCELLED job's drafts stay readable for the
+        retention; its stream sends them and ends with the record, without finals. Resume with
+        the `cursor` of the last message received: any replica continues from it.
+        Errors: those of GetStatus; INVALID_ARGUMENT / INVALID_RESUME_CURSOR for a cursor not made
+        by this RPC.
         """
 
     @_abc_1.abstractmethod

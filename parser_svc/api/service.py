@@ -20,6 +20,8 @@ from docparse_server.tenancy import DEFAULT_TENANT, Caller, StreamSlots
 from parser_svc import observability
 from parser_svc.api.batches import Batches
 from parser_svc.api.listing import JobListing
+from parser_svc.api.page_stream import PageStream
+from parser_svc.api.read_limits import ReadLimit
 from parser_svc.api.status_answers import EncodedStatus
 from parser_svc.api.submit import Submitter
 from parser_svc.api.uploads import UPLOAD_ACCEPTED, receive_batch_upload
@@ -79,7 +81,12 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             per_key=lambda limits: 0,  # no per-key override: the replica's memory is what it bounds
         )
         self.listing = JobListing(store, settings)
+        self.pages = PageStream(store, hub, blobs, self._result_bytes)
         self.status_answers = EncodedStatus()
+        self.list_limit = ReadLimit("ListJobs", settings.list_jobs_per_s, settings.list_jobs_burst)
+        self.result_limit = ReadLimit(
+            "GetResult/GetAsset", settings.result_reads_per_s, settings.result_reads_burst
+        )
 
     async def SubmitJob(
         self, request: parser_service_pb2.SubmitJobRequest, context: Context
@@ -166,10 +173,19 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             async for event in self._watch(request.job_id, request.after_version):
                 yield event
 
+    async def StreamResult(
+        self, request: parser_service_pb2.StreamResultRequest, context: Context
+    ) -> AsyncIterator[parser_service_pb2.StreamResultResponse]:
+        with self.streams.slot(current_caller.get() or Caller()):
+            _check_job_id(request.job_id)
+            async for message in self.pages.stream(request.job_id, request.cursor):
+                yield message
+
     async def GetResult(
         self, request: parser_service_pb2.GetResultRequest, context: Context
     ) -> AsyncIterator[parser_service_pb2.GetResultResponse]:
         _check_job_id(request.job_id)
+        self.result_limit.check(current_tenant() or DEFAULT_TENANT)
         job = await self.store.get(request.job_id)
         data = await self._result_bytes(job)
         for offset in range(0, max(len(data), 1), CHUNK_BYTES):
@@ -209,6 +225,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         """Streams one asset of a SUCCEEDED job from this deployment's blob store."""
         try:
             _check_job_id(request.job_id)
+            self.result_limit.check(current_tenant() or DEFAULT_TENANT)
             asset = await self._asset(request)
             data = await asyncio.to_thread(self.blobs.read_asset, request.job_id, asset.asset_id)
         except OSError as err:  # missing, or unreadable: the path stays in the server's log
@@ -263,7 +280,9 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self, request: parser_service_pb2.ListJobsRequest, context: Context
     ) -> parser_service_pb2.ListJobsResponse:
         """The caller's jobs, newest first, a page at a time (parser_svc/api/listing.py)."""
-        return await self.listing.page(current_tenant() or DEFAULT_TENANT, request)
+        tenant = current_tenant() or DEFAULT_TENANT
+        self.list_limit.check(tenant)
+        return await self.listing.page(tenant, request)
 
     async def CancelJob(
         self, request: parser_service_pb2.CancelJobRequest, context: Context

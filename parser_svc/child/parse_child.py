@@ -6,6 +6,7 @@ the environment; CPU_S and MEMORY_MB are process limits, which it sets on itself
 the document. Runs that one document, writes the serialized ReadingPackage to OUTPUT (and images
 to the assets directory) and reports on stdout, one JSON object per line:
   {"event": "progress", "done": 3, "total": 10, "stage": "text"}
+  {"event": "page", "number": 3, "part": "<base64>"}   (a PDF page's draft: child/draft_pages.py)
   {"event": "done", "pages": 10, "chars": 12345, "processes": 1}
   {"event": "failed", "reason": "CORRUPT_DOCUMENT", "message": "..."}
 Exit code 0 after "done" or "failed"; 141 when the worker closed stdout (it stopped listening:
@@ -14,6 +15,7 @@ the job was cancelled or timed out); anything else is a crash.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import json
@@ -35,6 +37,7 @@ from parser_svc.child.confinement import (
     die_with_parent,
     vm_size_kb,
 )
+from parser_svc.child.draft_pages import writing_drafts
 from parser_svc.child.page_siblings import SiblingCrashed, fork_sibling
 from parser_svc.parsers import (
     ParseFailure,
@@ -159,7 +162,9 @@ def run(content_type: str, input_path: Path, output_path: Path, options: ParseOp
     marker = options.fault_corrupt_marker
     if marker and marker.encode() in data:
         _corrupt_globals()  # fault injection for isolation tests
-    package = parse(content_type, data, _paced(options.page_delay_ms), options)
+    drafts = writing_drafts(output_path.parent, _emit) if content_type == "pdf" else None
+    with drafts or contextlib.nullcontext():
+        package = parse(content_type, data, _paced(options.page_delay_ms), options)
     package.parser_version = f"docparse {PARSER_VERSION}"
     output_path.write_bytes(package.SerializeToString(deterministic=True))
     processes = pdf_split.last_processes if content_type == "pdf" else 1

@@ -10,6 +10,7 @@ CPU per child). Either way it runs parse_child.main with the same limits and pro
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import signal
@@ -24,6 +25,9 @@ from parser_svc.child.fork_server import ForkServer
 from parser_svc.parsers import ParseOptions
 
 ProgressCallback = Callable[[int, int, str], Awaitable[None]]
+# Told each page's draft part the child sent: its number, and its bytes (None: the child wrote
+# them to its scratch directory: child/draft_pages.py).
+PageCallback = Callable[[int, bytes | None], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,7 @@ async def run_parse(
     options: ParseOptions | None = None,
     fork_server: ForkServer | None = None,
     on_done: Callable[[], Awaitable[None]] | None = None,
+    on_page: PageCallback | None = None,
 ) -> Outcome:
     """`options` (the password among them; None: Settings' defaults) reach the child as JSON on
     its stdin: never on its command line, in its environment or on disk. Its command line holds
@@ -130,6 +135,11 @@ async def run_parse(
                 continue
             if event.get("event") == "progress":
                 await on_progress(int(event["done"]), int(event["total"]), str(event["stage"]))
+            elif event.get("event") == "page":
+                if on_page is not None:
+                    part = event.get("part")
+                    data = base64.b64decode(part) if isinstance(part, str) else None
+                    await on_page(int(event["number"]), data)
             else:
                 final.update(event)
                 if event.get("event") == "done" and on_done is not None:

@@ -28,6 +28,7 @@ from parser_svc.parsers import (
     ProgressFn,
     corrupt,
     page_ranges,
+    pdf_pages,
     pdf_split,
     safe,
     too_large,
@@ -336,6 +337,9 @@ def _add_part(part: pdf_split.Part, reading: Reading) -> bool:
         assets.total_bytes += asset.size_bytes
     reading.package.assets.extend(new)
     reading.package.pages.extend(part.package.pages)
+    if pdf_pages.page_added is not None:  # a sibling's pages, told once they are added here
+        for page in reading.package.pages[-len(part.package.pages) :]:
+            pdf_pages.page_added(reading.package, page, reading.doc.page_count)
     state.failed_pages += part.failed_pages
     state.image_pages += part.image_pages
     state.ocr_pages += part.ocr_pages

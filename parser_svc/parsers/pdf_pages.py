@@ -7,6 +7,7 @@ reads the document, pdf_split.py says how ranges read elsewhere are added).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,11 @@ from parser_svc.parsers.pdf_structure import Look, add_page_blocks
 from parser_svc.parsers.pdf_table_structure import add_tables
 from parser_svc.parsers.textlayer import fonts_without_unicode, strip_replacements
 from parser_svc.parsers.textlayer import judge_page as judge_text_layer
+
+# Told of each page the moment this process adds it to a package, with the package and the
+# document's page count: the parse child's draft parts (parser_svc/child/parse_child.py).
+PageAdded = Callable[[rp.ReadingPackage, rp.Page, int], None]
+page_added: PageAdded | None = None
 
 
 class _State:
@@ -111,6 +117,8 @@ def read_pages(reading: Reading, pages: range, progress: ProgressFn) -> None:
             except Exception as err:
                 _page_error(err, out.number - 1, state)
         package.pages.append(out)
+        if page_added is not None:
+            page_added(package, out, total)
         progress(len(package.pages), total, "text")
 
     def finish_ready() -> None:

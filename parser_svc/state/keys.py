@@ -122,6 +122,10 @@ class Keys:
     def job_channel(self, job_id: str) -> str:
         return f"{self.job(job_id)}:events"
 
+    def page_parts(self, job_id: str) -> str:
+        """The pointers to a job's page parts as they are read (state/page_parts.py)."""
+        return f"{self.job(job_id)}:pages"
+
     def batch_meta(self, batch_id: str) -> str:
         return f"{self.prefix}:batch:{_tag(batch_id)}:meta"
 

@@ -166,12 +166,13 @@ class BlobStore:
         return stored
 
     def delete_job(self, job_id: str) -> int:
-        """Everything stored for a job whose retention ended: results, assets, the upload and
-        its password file. Returns how many files went."""
+        """Everything stored for a job whose retention ended: results, assets, page parts, the
+        upload and its password file. Returns how many files went."""
         removed = 0
         for folder in (
             self.path(f"{self.env}/results/{job_id}"),
             self.path(f"{self.env}/assets/{job_id}"),
+            self.path(f"{self.env}/pages/{job_id}"),
         ):
             if folder.is_dir():
                 removed += sum(1 for item in folder.iterdir() if item.is_file())
@@ -184,3 +185,15 @@ class BlobStore:
 
     def read_asset(self, job_id: str, asset_id: str) -> bytes:
         return self.path(self.asset_key(job_id, asset_id)).read_bytes()
+
+    # Page parts of a running job (parser_svc/state/page_parts.py points at them): named by
+    # their sha256, so a part once stored never changes and every attempt may write its own.
+    def page_part_key(self, job_id: str, sha256: str) -> str:
+        return f"{self.env}/pages/{job_id}/{sha256}.pb"
+
+    def put_page_part(self, job_id: str, sha256: str, data: bytes) -> str:
+        key = self.page_part_key(job_id, sha256)
+        return key if self.path(key).exists() else self._write(key, data)
+
+    def read_page_part(self, job_id: str, sha256: str) -> bytes:
+        return self.path(self.page_part_key(job_id, sha256)).read_bytes()

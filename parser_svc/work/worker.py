@@ -35,11 +35,13 @@ from parser_svc.child.fork_server import ForkServer
 from parser_svc.child.sandbox import Limits, Outcome, ProgressCallback, run_parse
 from parser_svc.parsers import ParseOptions
 from parser_svc.settings import Settings
+from parser_svc.state.page_parts import PageParts
 from parser_svc.state.queue_store import FinalFailure, queue_worker
 from parser_svc.state.records import parse_overrides
 from parser_svc.state.store import JobStore
 from parser_svc.work.blobs import BlobStore
 from parser_svc.work.job_tracing import job_span, trace_parent
+from parser_svc.work.page_parts import DraftQueue, PagePublisher
 from parser_svc.work.progress_writer import PROGRESS_WRITE_INTERVAL_S, LostOwnership, ProgressWriter
 from parser_svc.work.queue import JobQueue
 from parser_svc.work.sweeper import Sweeper
@@ -292,8 +294,7 @@ class ParseWorker:
             except LostOwnership as err:
                 raise await lost(err) from None
 
-        output_path = Path(scratch.name) / "package.pb"
-        assets_dir = Path(scratch.name) / "assets"
+        output_path, assets_dir = Path(scratch.name) / "package.pb", Path(scratch.name) / "assets"
         collected: list[tuple[bytes, str]] = []
 
         def collect() -> tuple[bytes, str]:
@@ -308,7 +309,8 @@ class ParseWorker:
         succeeded = False
         try:
             run = (record.content_type, input_path, output_path, options)
-            outcome = await self._run_child(job_id, run, on_progress, on_done)
+            drafts = self._drafts(job_id, fence, record.attempt, output_path.parent)
+            outcome = await self._run_child(job_id, run, on_progress, on_done, drafts)
             try:
                 writer.check()  # a write the timer made while the last page ran was refused
             except LostOwnership as err:
@@ -326,12 +328,18 @@ class ParseWorker:
             await asyncio.to_thread(self._clean_up, job_id if succeeded else "", scratch)
         return outcome
 
+    def _drafts(self, job_id: str, fence: str, attempt: int, scratch: Path) -> DraftQueue:
+        """Publishes the draft page parts the child writes under `scratch` (work/page_parts.py)."""
+        publisher = PagePublisher(PageParts(self.store), self.blobs, job_id, fence, attempt)
+        return DraftQueue(publisher, scratch)
+
     async def _run_child(
         self,
         job_id: str,
         run: tuple[str, Path, Path, ParseOptions],
         on_progress: ProgressCallback,
         on_done: Callable[[], Awaitable[None]],
+        drafts: DraftQueue,
     ) -> Outcome:
         """The parse child of the job (`run`: content type, input, output, options), in a
         span of its own and counted among the replica's running parses."""
@@ -345,10 +353,11 @@ class ParseWorker:
             try:
                 outcome = await run_parse(
                     content_type, input_path, output_path, limits, on_progress, options,
-                    self._fork_server, on_done,
+                    self._fork_server, on_done, drafts.add,
                 )  # fmt: skip
             finally:
                 self._parsing -= 1
+                await drafts.close()
             tracing.set_attributes(
                 current,
                 {"docparse.content_type": content_type, "docparse.pages": outcome.pages,

@@ -142,6 +142,18 @@ STREAMS = [
         grpc.StatusCode.NOT_FOUND,
         "BATCH_NOT_FOUND",
     ),
+    (
+        "StreamResult",
+        ps.StreamResultRequest(job_id=UNKNOWN),
+        grpc.StatusCode.NOT_FOUND,
+        "JOB_NOT_FOUND",
+    ),
+    (
+        "StreamResult",
+        ps.StreamResultRequest(job_id="not a job id!"),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_JOB_ID",
+    ),
 ]
 
 

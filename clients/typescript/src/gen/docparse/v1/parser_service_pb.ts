@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file docparse/v1/parser_service.proto.
  */
 export const file_docparse_v1_parser_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBkb2NwYXJzZS92MS9wYXJzZXJfc2VydmljZS5wcm90bxILZG9jcGFyc2UudjEioQIKEFN1Ym1pdEpvYlJlcXVlc3QSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSEgoKcmVxdWVzdF9pZBgDIAEoCRIXCg93YWl0X3RpbWVvdXRfbXMYBCABKA0SEAoIcGFzc3dvcmQYBSABKAkSEQoJbGFuZ3VhZ2VzGAYgAygJEicKCGNhbGxiYWNrGAcgASgLMhUuZG9jcGFyc2UudjEuQ2FsbGJhY2sSDQoFcGFnZXMYCCABKAkSJgoGaW1hZ2VzGAkgASgOMhYuZG9jcGFyc2UudjEuSW1hZ2VNb2RlEiYKCG9jcl9tb2RlGAogASgOMhQuZG9jcGFyc2UudjEuT2NyTW9kZRIPCgdvY3JfZHBpGAsgASgNIiwKCENhbGxiYWNrEgsKA3VybBgBIAEoCRITCgtzZWNyZXRfbmFtZRgCIAEoCSIyChFTdWJtaXRKb2JSZXNwb25zZRIdCgNqb2IYASABKAsyEC5kb2NwYXJzZS52MS5Kb2IiIgoQR2V0U3RhdHVzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoRR2V0U3RhdHVzUmVzcG9uc2USHQoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iIjgKD1dhdGNoSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSFQoNYWZ0ZXJfdmVyc2lvbhgCIAEoBCJSCglIZWFydGJlYXQSLwoLc2VydmVyX3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGxhc3RfdmVyc2lvbhgCIAEoBCJpChBXYXRjaEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYkgAEisKCWhlYXJ0YmVhdBgCIAEoCzIWLmRvY3BhcnNlLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50IiIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjIKEUNhbmNlbEpvYlJlc3BvbnNlEh0KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYiIvCglCYXRjaEZpbGUSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwiYgoSQ3JlYXRlQmF0Y2hSZXF1ZXN0EiUKBWZpbGVzGAEgAygLMhYuZG9jcGFyc2UudjEuQmF0Y2hGaWxlEhIKCnJlcXVlc3RfaWQYAiABKAkSEQoJbGFuZ3VhZ2VzGAMgAygJItMBCgVCYXRjaBIQCghiYXRjaF9pZBgBIAEoCRINCgV0b3RhbBgCIAEoDRIRCgljb21wbGV0ZWQYAyABKA0SEQoJc3VjY2VlZGVkGAQgASgNEg4KBmZhaWxlZBgFIAEoDRIRCgljYW5jZWxsZWQYBiABKA0SHgoEam9icxgHIAMoCzIQLmRvY3BhcnNlLnYxLkpvYhIPCgd2ZXJzaW9uGAggASgEEi8KC2NyZWF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI4ChNDcmVhdGVCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giOgoRVXBsb2FkQmF0Y2hIZWFkZXISEgoKcmVxdWVzdF9pZBgBIAEoCRIRCglsYW5ndWFnZXMYAiADKAkiOQoQVXBsb2FkRmlsZUhlYWRlchIRCglmaWxlX25hbWUYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoBCKOAQoSVXBsb2FkQmF0Y2hSZXF1ZXN0EjAKBmhlYWRlchgBIAEoCzIeLmRvY3BhcnNlLnYxLlVwbG9hZEJhdGNoSGVhZGVySAASLQoEZmlsZRgCIAEoCzIdLmRvY3BhcnNlLnYxLlVwbG9hZEZpbGVIZWFkZXJIABIPCgVjaHVuaxgDIAEoDEgAQgYKBHBhcnQiOAoTVXBsb2FkQmF0Y2hSZXNwb25zZRIhCgViYXRjaBgBIAEoCzISLmRvY3BhcnNlLnYxLkJhdGNoIiMKD0dldEJhdGNoUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCSI1ChBHZXRCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giPAoRV2F0Y2hCYXRjaFJlcXVlc3QSEAoIYmF0Y2hfaWQYASABKAkSFQoNYWZ0ZXJfdmVyc2lvbhgCIAEoBCJvChJXYXRjaEJhdGNoUmVzcG9uc2USIwoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaEgAEisKCWhlYXJ0YmVhdBgCIAEoCzIWLmRvY3BhcnNlLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50IiIKEEdldFJlc3VsdFJlcXVlc3QSDgoGam9iX2lkGAEgASgJIloKEUdldFJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmRvY3BhcnNlLnYxLlJlc3VsdFJlZhINCgVjaHVuaxgCIAEoDBIOCgZvZmZzZXQYAyABKAQiRwoPR2V0QXNzZXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIQCghhc3NldF9pZBgCIAEoCRISCgpkZXBsb3ltZW50GAMgASgJIlQKEEdldEFzc2V0UmVzcG9uc2USIQoFYXNzZXQYASABKAsyEi5kb2NwYXJzZS52MS5Bc3NldBINCgVjaHVuaxgCIAEoDBIOCgZvZmZzZXQYAyABKAQibgoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEiIKBnN0YXRlcxgDIAMoDjISLmRvY3BhcnNlLnYxLlN0YXRlEhAKCGJhdGNoX2lkGAQgASgJIksKEExpc3RKb2JzUmVzcG9uc2USHgoEam9icxgBIAMoCzIQLmRvY3BhcnNlLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAky4AYKDVBhcnNlclNlcnZpY2USSgoJU3VibWl0Sm9iEh0uZG9jcGFyc2UudjEuU3VibWl0Sm9iUmVxdWVzdBoeLmRvY3BhcnNlLnYxLlN1Ym1pdEpvYlJlc3BvbnNlEkoKCUdldFN0YXR1cxIdLmRvY3BhcnNlLnYxLkdldFN0YXR1c1JlcXVlc3QaHi5kb2NwYXJzZS52MS5HZXRTdGF0dXNSZXNwb25zZRJJCghXYXRjaEpvYhIcLmRvY3BhcnNlLnYxLldhdGNoSm9iUmVxdWVzdBodLmRvY3BhcnNlLnYxLldhdGNoSm9iUmVzcG9uc2UwARJKCglDYW5jZWxKb2ISHS5kb2NwYXJzZS52MS5DYW5jZWxKb2JSZXF1ZXN0Gh4uZG9jcGFyc2UudjEuQ2FuY2VsSm9iUmVzcG9uc2USUAoLQ3JlYXRlQmF0Y2gSHy5kb2NwYXJzZS52MS5DcmVhdGVCYXRjaFJlcXVlc3QaIC5kb2NwYXJzZS52MS5DcmVhdGVCYXRjaFJlc3BvbnNlElIKC1VwbG9hZEJhdGNoEh8uZG9jcGFyc2UudjEuVXBsb2FkQmF0Y2hSZXF1ZXN0GiAuZG9jcGFyc2UudjEuVXBsb2FkQmF0Y2hSZXNwb25zZSgBEkcKCEdldEJhdGNoEhwuZG9jcGFyc2UudjEuR2V0QmF0Y2hSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuR2V0QmF0Y2hSZXNwb25zZRJPCgpXYXRjaEJhdGNoEh4uZG9jcGFyc2UudjEuV2F0Y2hCYXRjaFJlcXVlc3QaHy5kb2NwYXJzZS52MS5XYXRjaEJhdGNoUmVzcG9uc2UwARJMCglHZXRSZXN1bHQSHS5kb2NwYXJzZS52MS5HZXRSZXN1bHRSZXF1ZXN0Gh4uZG9jcGFyc2UudjEuR2V0UmVzdWx0UmVzcG9uc2UwARJJCghHZXRBc3NldBIcLmRvY3BhcnNlLnYxLkdldEFzc2V0UmVxdWVzdBodLmRvY3BhcnNlLnYxLkdldEFzc2V0UmVzcG9uc2UwARJHCghMaXN0Sm9icxIcLmRvY3BhcnNlLnYxLkxpc3RKb2JzUmVxdWVzdBodLmRvY3BhcnNlLnYxLkxpc3RKb2JzUmVzcG9uc2ViBnByb3RvMw", [file_docparse_v1_job, file_docparse_v1_reading_package, file_google_protobuf_timestamp]);
+  fileDesc("CiBkb2NwYXJzZS92MS9wYXJzZXJfc2VydmljZS5wcm90bxILZG9jcGFyc2UudjEioQIKEFN1Ym1pdEpvYlJlcXVlc3QSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSEgoKcmVxdWVzdF9pZBgDIAEoCRIXCg93YWl0X3RpbWVvdXRfbXMYBCABKA0SEAoIcGFzc3dvcmQYBSABKAkSEQoJbGFuZ3VhZ2VzGAYgAygJEicKCGNhbGxiYWNrGAcgASgLMhUuZG9jcGFyc2UudjEuQ2FsbGJhY2sSDQoFcGFnZXMYCCABKAkSJgoGaW1hZ2VzGAkgASgOMhYuZG9jcGFyc2UudjEuSW1hZ2VNb2RlEiYKCG9jcl9tb2RlGAogASgOMhQuZG9jcGFyc2UudjEuT2NyTW9kZRIPCgdvY3JfZHBpGAsgASgNIiwKCENhbGxiYWNrEgsKA3VybBgBIAEoCRITCgtzZWNyZXRfbmFtZRgCIAEoCSIyChFTdWJtaXRKb2JSZXNwb25zZRIdCgNqb2IYASABKAsyEC5kb2NwYXJzZS52MS5Kb2IiIgoQR2V0U3RhdHVzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoRR2V0U3RhdHVzUmVzcG9uc2USHQoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iIjgKD1dhdGNoSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSFQoNYWZ0ZXJfdmVyc2lvbhgCIAEoBCJSCglIZWFydGJlYXQSLwoLc2VydmVyX3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGxhc3RfdmVyc2lvbhgCIAEoBCJpChBXYXRjaEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYkgAEisKCWhlYXJ0YmVhdBgCIAEoCzIWLmRvY3BhcnNlLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50IiIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjIKEUNhbmNlbEpvYlJlc3BvbnNlEh0KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYiIvCglCYXRjaEZpbGUSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwiYgoSQ3JlYXRlQmF0Y2hSZXF1ZXN0EiUKBWZpbGVzGAEgAygLMhYuZG9jcGFyc2UudjEuQmF0Y2hGaWxlEhIKCnJlcXVlc3RfaWQYAiABKAkSEQoJbGFuZ3VhZ2VzGAMgAygJItMBCgVCYXRjaBIQCghiYXRjaF9pZBgBIAEoCRINCgV0b3RhbBgCIAEoDRIRCgljb21wbGV0ZWQYAyABKA0SEQoJc3VjY2VlZGVkGAQgASgNEg4KBmZhaWxlZBgFIAEoDRIRCgljYW5jZWxsZWQYBiABKA0SHgoEam9icxgHIAMoCzIQLmRvY3BhcnNlLnYxLkpvYhIPCgd2ZXJzaW9uGAggASgEEi8KC2NyZWF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI4ChNDcmVhdGVCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giOgoRVXBsb2FkQmF0Y2hIZWFkZXISEgoKcmVxdWVzdF9pZBgBIAEoCRIRCglsYW5ndWFnZXMYAiADKAkiOQoQVXBsb2FkRmlsZUhlYWRlchIRCglmaWxlX25hbWUYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoBCKOAQoSVXBsb2FkQmF0Y2hSZXF1ZXN0EjAKBmhlYWRlchgBIAEoCzIeLmRvY3BhcnNlLnYxLlVwbG9hZEJhdGNoSGVhZGVySAASLQoEZmlsZRgCIAEoCzIdLmRvY3BhcnNlLnYxLlVwbG9hZEZpbGVIZWFkZXJIABIPCgVjaHVuaxgDIAEoDEgAQgYKBHBhcnQiOAoTVXBsb2FkQmF0Y2hSZXNwb25zZRIhCgViYXRjaBgBIAEoCzISLmRvY3BhcnNlLnYxLkJhdGNoIiMKD0dldEJhdGNoUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCSI1ChBHZXRCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giPAoRV2F0Y2hCYXRjaFJlcXVlc3QSEAoIYmF0Y2hfaWQYASABKAkSFQoNYWZ0ZXJfdmVyc2lvbhgCIAEoBCJvChJXYXRjaEJhdGNoUmVzcG9uc2USIwoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaEgAEisKCWhlYXJ0YmVhdBgCIAEoCzIWLmRvY3BhcnNlLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50IiIKEEdldFJlc3VsdFJlcXVlc3QSDgoGam9iX2lkGAEgASgJIloKEUdldFJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmRvY3BhcnNlLnYxLlJlc3VsdFJlZhINCgVjaHVuaxgCIAEoDBIOCgZvZmZzZXQYAyABKAQiNQoTU3RyZWFtUmVzdWx0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDgoGY3Vyc29yGAIgASgJIp0BChRTdHJlYW1SZXN1bHRSZXNwb25zZRIRCglwYWdlX3BhcnQYASABKAwSEwoLcGFnZV9udW1iZXIYAiABKA0SDQoFZmluYWwYAyABKAgSDgoGc2hhMjU2GAQgASgJEg8KB2F0dGVtcHQYBSABKA0SDgoGY3Vyc29yGAYgASgJEh0KA2pvYhgHIAEoCzIQLmRvY3BhcnNlLnYxLkpvYiJHCg9HZXRBc3NldFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGFzc2V0X2lkGAIgASgJEhIKCmRlcGxveW1lbnQYAyABKAkiVAoQR2V0QXNzZXRSZXNwb25zZRIhCgVhc3NldBgBIAEoCzISLmRvY3BhcnNlLnYxLkFzc2V0Eg0KBWNodW5rGAIgASgMEg4KBm9mZnNldBgDIAEoBCJuCg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSIgoGc3RhdGVzGAMgAygOMhIuZG9jcGFyc2UudjEuU3RhdGUSEAoIYmF0Y2hfaWQYBCABKAkiSwoQTGlzdEpvYnNSZXNwb25zZRIeCgRqb2JzGAEgAygLMhAuZG9jcGFyc2UudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTK3BwoNUGFyc2VyU2VydmljZRJKCglTdWJtaXRKb2ISHS5kb2NwYXJzZS52MS5TdWJtaXRKb2JSZXF1ZXN0Gh4uZG9jcGFyc2UudjEuU3VibWl0Sm9iUmVzcG9uc2USSgoJR2V0U3RhdHVzEh0uZG9jcGFyc2UudjEuR2V0U3RhdHVzUmVxdWVzdBoeLmRvY3BhcnNlLnYxLkdldFN0YXR1c1Jlc3BvbnNlEkkKCFdhdGNoSm9iEhwuZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXNwb25zZTABEkoKCUNhbmNlbEpvYhIdLmRvY3BhcnNlLnYxLkNhbmNlbEpvYlJlcXVlc3QaHi5kb2NwYXJzZS52MS5DYW5jZWxKb2JSZXNwb25zZRJQCgtDcmVhdGVCYXRjaBIfLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVxdWVzdBogLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVzcG9uc2USUgoLVXBsb2FkQmF0Y2gSHy5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlcXVlc3QaIC5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlc3BvbnNlKAESRwoIR2V0QmF0Y2gSHC5kb2NwYXJzZS52MS5HZXRCYXRjaFJlcXVlc3QaHS5kb2NwYXJzZS52MS5HZXRCYXRjaFJlc3BvbnNlEk8KCldhdGNoQmF0Y2gSHi5kb2NwYXJzZS52MS5XYXRjaEJhdGNoUmVxdWVzdBofLmRvY3BhcnNlLnYxLldhdGNoQmF0Y2hSZXNwb25zZTABEkwKCUdldFJlc3VsdBIdLmRvY3BhcnNlLnYxLkdldFJlc3VsdFJlcXVlc3QaHi5kb2NwYXJzZS52MS5HZXRSZXN1bHRSZXNwb25zZTABEkkKCEdldEFzc2V0EhwuZG9jcGFyc2UudjEuR2V0QXNzZXRSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuR2V0QXNzZXRSZXNwb25zZTABElUKDFN0cmVhbVJlc3VsdBIgLmRvY3BhcnNlLnYxLlN0cmVhbVJlc3VsdFJlcXVlc3QaIS5kb2NwYXJzZS52MS5TdHJlYW1SZXN1bHRSZXNwb25zZTABEkcKCExpc3RKb2JzEhwuZG9jcGFyc2UudjEuTGlzdEpvYnNSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuTGlzdEpvYnNSZXNwb25zZWIGcHJvdG8z", [file_docparse_v1_job, file_docparse_v1_reading_package, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message docparse.v1.SubmitJobRequest
@@ -712,6 +712,92 @@ export const GetResultResponseSchema: GenMessage<GetResultResponse> = /*@__PURE_
   messageDesc(file_docparse_v1_parser_service, 23);
 
 /**
+ * @generated from message docparse.v1.StreamResultRequest
+ */
+export type StreamResultRequest = Message<"docparse.v1.StreamResultRequest"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The `cursor` of the last message received, to resume after it; '' from the start.
+   *
+   * @generated from field: string cursor = 2;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message docparse.v1.StreamResultRequest.
+ * Use `create(StreamResultRequestSchema)` to create a new message.
+ */
+export const StreamResultRequestSchema: GenMessage<StreamResultRequest> = /*@__PURE__*/
+  messageDesc(file_docparse_v1_parser_service, 24);
+
+/**
+ * @generated from message docparse.v1.StreamResultResponse
+ */
+export type StreamResultResponse = Message<"docparse.v1.StreamResultResponse"> & {
+  /**
+   * One page part: a serialized docparse.v1.ReadingPackage with one page and the records of
+   * the assets it shows (their bytes: GetAsset). Empty on the last message.
+   *
+   * @generated from field: bytes page_part = 1;
+   */
+  pagePart: Uint8Array;
+
+  /**
+   * The page's number in the document (1-based).
+   *
+   * @generated from field: uint32 page_number = 2;
+   */
+  pageNumber: number;
+
+  /**
+   * True for a page of the final package; false for a draft.
+   *
+   * @generated from field: bool final = 3;
+   */
+  final: boolean;
+
+  /**
+   * Lower-case hex sha256 of `page_part`.
+   *
+   * @generated from field: string sha256 = 4;
+   */
+  sha256: string;
+
+  /**
+   * The execution of the job that read the page (Job.attempt).
+   *
+   * @generated from field: uint32 attempt = 5;
+   */
+  attempt: number;
+
+  /**
+   * Where a resumed stream continues (StreamResultRequest.cursor).
+   *
+   * @generated from field: string cursor = 6;
+   */
+  cursor: string;
+
+  /**
+   * Set on the last message only: the job's terminal record.
+   *
+   * @generated from field: docparse.v1.Job job = 7;
+   */
+  job?: Job | undefined;
+};
+
+/**
+ * Describes the message docparse.v1.StreamResultResponse.
+ * Use `create(StreamResultResponseSchema)` to create a new message.
+ */
+export const StreamResultResponseSchema: GenMessage<StreamResultResponse> = /*@__PURE__*/
+  messageDesc(file_docparse_v1_parser_service, 25);
+
+/**
  * @generated from message docparse.v1.GetAssetRequest
  */
 export type GetAssetRequest = Message<"docparse.v1.GetAssetRequest"> & {
@@ -743,7 +829,7 @@ export type GetAssetRequest = Message<"docparse.v1.GetAssetRequest"> & {
  * Use `create(GetAssetRequestSchema)` to create a new message.
  */
 export const GetAssetRequestSchema: GenMessage<GetAssetRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 24);
+  messageDesc(file_docparse_v1_parser_service, 26);
 
 /**
  * @generated from message docparse.v1.GetAssetResponse
@@ -776,7 +862,7 @@ export type GetAssetResponse = Message<"docparse.v1.GetAssetResponse"> & {
  * Use `create(GetAssetResponseSchema)` to create a new message.
  */
 export const GetAssetResponseSchema: GenMessage<GetAssetResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 25);
+  messageDesc(file_docparse_v1_parser_service, 27);
 
 /**
  * @generated from message docparse.v1.ListJobsRequest
@@ -817,7 +903,7 @@ export type ListJobsRequest = Message<"docparse.v1.ListJobsRequest"> & {
  * Use `create(ListJobsRequestSchema)` to create a new message.
  */
 export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 26);
+  messageDesc(file_docparse_v1_parser_service, 28);
 
 /**
  * @generated from message docparse.v1.ListJobsResponse
@@ -843,7 +929,7 @@ export type ListJobsResponse = Message<"docparse.v1.ListJobsResponse"> & {
  * Use `create(ListJobsResponseSchema)` to create a new message.
  */
 export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_parser_service, 27);
+  messageDesc(file_docparse_v1_parser_service, 29);
 
 /**
  * The docparse API. Any replica answers any call: job state lives in a shared store.
@@ -967,6 +1053,27 @@ export const ParserService: GenService<{
     methodKind: "server_streaming";
     input: typeof GetAssetRequestSchema;
     output: typeof GetAssetResponseSchema;
+  },
+  /**
+   * Streams a job's pages while it runs, then the pages of its final package: each message
+   * one page part (a ReadingPackage holding one page and its assets' records). While the job
+   * runs, PDF pages come as drafts (the page as read, before the passes that need every page:
+   * headings, title, running heads and feet, tables continued on the next page), as soon as
+   * each is read, in any order; a page's draft may come again from a retried attempt. Once
+   * the job SUCCEEDED, every page of the final package comes as final, in page order: byte
+   * for byte the package's pages (GetResult), and a final never changes. Then the stream
+   * ends with the terminal record. A FAILED or CANCELLED job's drafts stay readable for the
+   * retention; its stream sends them and ends with the record, without finals. Resume with
+   * the `cursor` of the last message received: any replica continues from it.
+   * Errors: those of GetStatus; INVALID_ARGUMENT / INVALID_RESUME_CURSOR for a cursor not made
+   * by this RPC.
+   *
+   * @generated from rpc docparse.v1.ParserService.StreamResult
+   */
+  streamResult: {
+    methodKind: "server_streaming";
+    input: typeof StreamResultRequestSchema;
+    output: typeof StreamResultResponseSchema;
   },
   /**
    * The caller's jobs (batch files included), newest first (ties: job id descending),

@@ -1,0 +1,99 @@
+"""How soon page 1 of a long PDF is readable after submit, through the gateway
+(`.venv/bin/python -m bench.bench_first_page`).
+
+A stack of one gateway and `--replicas` parser_svc replicas on an embedded Redis, idle: each
+run submits a unique copy of the generated 352-page book (bench.harness.documents.book_pdf;
+its metadata differs, so content dedupe joins none), opens StreamResult on the gateway as soon
+as SubmitJob answers, and times from the submit to the first page part (a draft), to page 1's,
+and to the terminal record. Beside it, in this process: raw pymupdf's time from the bytes to
+page 1's text (open + `get_text()`), the most a parser could do. Medians (p50) over `--runs`.
+Writes var/bench/first_page.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pymupdf
+
+from bench.harness.documents import book_pdf
+from bench.harness.output import ROOT, log, write_text
+from bench.harness.stacks import bench_stack, running
+from docparse.v1 import job_pb2, parser_service_pb2
+from tests.helpers import stub
+
+
+def _copy(book: bytes, run: int) -> bytes:
+    doc = pymupdf.open(stream=book)  # type: ignore[no-untyped-call]
+    doc.set_metadata({"title": f"first page {run} {time.time_ns()}"})
+    return bytes(doc.tobytes())  # type: ignore[no-untyped-call]
+
+
+def raw_first_page(data: bytes) -> float:
+    """Seconds from the bytes to page 1's text with pymupdf."""
+    started = time.perf_counter()
+    doc = pymupdf.open(stream=data)  # type: ignore[no-untyped-call]
+    doc[0].get_text()  # type: ignore[no-untyped-call]
+    seconds = time.perf_counter() - started
+    doc.close()  # type: ignore[no-untyped-call]
+    return seconds
+
+
+def through_gateway(address: str, data: bytes) -> dict[str, float]:
+    """Seconds from submit to the first page part, to page 1's, and to the end."""
+    channel, s = stub(address)
+    times: dict[str, float] = {}
+    with channel:
+        started = time.perf_counter()
+        request = parser_service_pb2.SubmitJobRequest(file_name="book.pdf", content=data)
+        job = s.SubmitJob(request, timeout=60).job
+        ask = parser_service_pb2.StreamResultRequest(job_id=job.job_id)
+        for message in s.StreamResult(ask, timeout=600):
+            now = time.perf_counter() - started
+            times.setdefault("first_part_s", now)
+            if message.page_number == 1:
+                times.setdefault("page_1_s", now)
+            if message.HasField("job"):
+                assert message.job.state == job_pb2.STATE_SUCCEEDED, message.job.error
+                times["end_s"] = now
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pages", type=int, default=352)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--replicas", type=int, default=1)
+    args = parser.parse_args()
+    book = book_pdf(args.pages)
+    runs: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-first-page-") as folder:
+        stack = bench_stack(Path(folder), replicas=args.replicas)
+        with running([stack]):
+            address = stack.gateway_addresses[0]
+            through_gateway(address, _copy(book, -1))  # warm: the first job starts the workers
+            for run in range(args.runs):
+                data = _copy(book, run)
+                times = through_gateway(address, data)
+                times["raw_page_1_s"] = raw_first_page(data)
+                log(f"run {run}: {times}")
+                runs.append(times)
+    keys = ("first_part_s", "page_1_s", "end_s", "raw_page_1_s")
+    p50 = {key: statistics.median(run[key] for run in runs) for key in keys}
+    report = {"pages": args.pages, "runs": runs, "p50": p50}
+    write_text(ROOT / "var" / "bench" / "first_page.json", json.dumps(report, indent=2))
+    print(
+        f"{args.pages}-page PDF through the gateway, p50 of {args.runs}: first page part "
+        f"{p50['first_part_s'] * 1000:.0f} ms, page 1 {p50['page_1_s'] * 1000:.0f} ms, job "
+        f"end {p50['end_s'] * 1000:.0f} ms after submit; raw pymupdf to page 1's text "
+        f"{p50['raw_page_1_s'] * 1000:.1f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""The StreamResult algorithm: a job's pages while it runs (drafts), then its final package's
+pages, then its terminal record (protos/docparse/v1/parser_service.proto says what a client
+sees).
+
+Drafts are read from the page pointers in Redis and the parts in the blob store
+(parser_svc/state/page_parts.py, parser_svc/work/page_parts.py), so any replica continues a
+stream another one began. The stream subscribes to the job's channel first, then reads the
+record: a record's change wakes it, and while the job runs it looks for new drafts every
+`poll_s` too (a draft publishes no record). Finals are cut from the package GetResult serves
+(child/draft_pages.page_part), so they are that package's pages byte for byte on any replica.
+
+The cursor is '' (from the start), 'd<seq>' (drafts sent up to that pointer number) or
+'f<n>' (the first n finals sent: no more drafts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from collections.abc import AsyncGenerator, Awaitable, Callable
+
+from docparse.reasons import ErrorReason
+from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
+from docparse_server.errors import error
+from parser_svc.child.draft_pages import page_part
+from parser_svc.state.events import RESYNC, Ending, Event, EventHub
+from parser_svc.state.page_parts import PageParts
+from parser_svc.state.records import is_terminal, record_to_job
+from parser_svc.state.store import JobStore
+from parser_svc.work.blobs import BlobStore
+
+Response = parser_service_pb2.StreamResultResponse
+_CURSOR = re.compile(r"(?:d([0-9]{1,15})|f([0-9]{1,9}))?")
+
+
+def parse_cursor(cursor: str) -> tuple[int, int | None]:
+    """(drafts sent up to this pointer number, finals sent or None while in drafts)."""
+    match = _CURSOR.fullmatch(cursor)
+    if match is None:
+        raise error(
+            ErrorReason.INVALID_RESUME_CURSOR,
+            f"not a StreamResult cursor: {cursor[:40]!r}; resume with the `cursor` of the last "
+            "message received, or '' from the start",
+        )
+    drafts, finals = match.groups()
+    return int(drafts or 0), None if finals is None else int(finals)
+
+
+class PageStream:
+    def __init__(
+        self,
+        store: JobStore,
+        hub: EventHub,
+        blobs: BlobStore,
+        read_package: Callable[[job_pb2.Job], Awaitable[bytes]],
+        poll_s: float = 0.05,
+    ) -> None:
+        self.store, self.hub, self.blobs = store, hub, blobs
+        self.parts = PageParts(store)
+        self.read_package, self.poll_s = read_package, poll_s
+
+    async def stream(self, job_id: str, cursor: str) -> AsyncGenerator[Response, None]:
+        seq, finals = parse_cursor(cursor)
+        async with self.hub.subscribe(self.store.keys.job_channel(job_id)) as queue:
+            job = await self.store.get(job_id)
+            # A job that had ended when the stream began gets no drafts: its finals say it all.
+            drafting = finals is None and job.state != job_pb2.STATE_SUCCEEDED
+            while True:
+                ended = is_terminal(job)  # read before the drafts: none can come after it
+                if drafting:
+                    async for message in self._drafts(job_id, seq):
+                        seq = int(message.cursor[1:])
+                        yield message
+                if ended:
+                    break
+                job = await self._next(job_id, job, queue)
+        end = f"d{seq}" if finals is None else f"f{finals}"
+        if job.state == job_pb2.STATE_SUCCEEDED:
+            async for message in self._finals(job, finals or 0):
+                end = message.cursor
+                yield message
+        yield Response(job=job, cursor=end)
+
+    async def _drafts(self, job_id: str, after_seq: int) -> AsyncGenerator[Response, None]:
+        for pointer in await self.parts.ready(job_id, after_seq):
+            try:
+                data = await asyncio.to_thread(self.blobs.read_page_part, job_id, pointer.sha256)
+            except OSError:  # gone with the job's retention: nothing to send
+                continue
+            yield Response(
+                page_part=data,
+                page_number=pointer.page,
+                final=pointer.kind == "final",
+                sha256=pointer.sha256,
+                attempt=pointer.attempt,
+                cursor=f"d{pointer.seq}",
+            )
+
+    async def _finals(self, job: job_pb2.Job, sent: int) -> AsyncGenerator[Response, None]:
+        package = reading_package_pb2.ReadingPackage.FromString(await self.read_package(job))
+        for index in range(sent, len(package.pages)):
+            page = package.pages[index]
+            data = page_part(package, page)
+            yield Response(
+                page_part=data,
+                page_number=page.number,
+                final=True,
+                sha256=hashlib.sha256(data).hexdigest(),
+                attempt=job.attempt,
+                cursor=f"f{index + 1}",
+            )
+
+    async def _next(
+        self, job_id: str, job: job_pb2.Job, queue: asyncio.Queue[Event]
+    ) -> job_pb2.Job:
+        """The job's record after its next change, or after `poll_s` (unchanged)."""
+        try:
+            event = await asyncio.wait_for(queue.get(), self.poll_s)
+        except TimeoutError:
+            return job
+        if isinstance(event, Ending):
+            raise event.error()
+        if event is RESYNC:
+            return await self.store.get(job_id)
+        newer = record_to_job(event)  # type: ignore[arg-type]
+        return newer if newer.version > job.version else job

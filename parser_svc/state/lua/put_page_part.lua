@@ -1,0 +1,47 @@
+-- Points page ARGV[3] of a running job at its stored part (content-addressed: ARGV[4] is the
+-- sha256 of the serialized part, whose blob the caller stored first). A part is a 'draft'
+-- (the page as read, before the passes that need every page: headings, furniture, tables
+-- continued across pages) or 'final' (the page as the package has it). One atomic step:
+--   1. only the job's current owner writes (fence ARGV[1], as update_job.lua), and only while
+--      the job runs: an ended job's pages are what they were when it ended;
+--   2. the same bytes again (a retried write, or a retried attempt that read the page the
+--      same): SAME, nothing changes; a draft for a page that has its final: KEPT, the final
+--      stays (a final never goes back to a draft);
+--   3. a final replacing a draft, or a draft another draft: the pointer moves (OK);
+--   4. a final that differs from the page's final (a retried attempt that read it otherwise):
+--      the pointer moves, REPLACED, and field 'r:<page>' keeps the first final, so a reader
+--      that had it is told which page changed;
+--   5. each move takes the next number of the hash's 'seq' counter: the cursor of a stream of
+--      the job's pages (parser_svc/state/page_parts.py reads them back in that order);
+--   6. the hash lives as long as the record plus ARGV[6] ms (the record's TTL at the end is
+--      its retention, at most what it had while it ran: the pages outlive it).
+-- KEYS[1] job record, KEYS[2] the job's page pointers (hash)
+-- ARGV[1] fencing token  ARGV[2] attempt  ARGV[3] page number  ARGV[4] sha256
+-- ARGV[5] 'draft' | 'final'  ARGV[6] extra ms
+-- Field '<page>' = '<seq>:<attempt>:<kind>:<sha256>'.
+-- Returns {status, seq}: OK | SAME | KEPT | REPLACED | NOT_FOUND | TERMINAL | FENCED.
+local cur = redis.call('HMGET', KEYS[1], 'state', 'fence')
+if not cur[1] then return {'NOT_FOUND', 0} end
+if cur[1] == 'SUCCEEDED' or cur[1] == 'FAILED' or cur[1] == 'CANCELLED' then
+  return {'TERMINAL', 0}
+end
+if cur[1] ~= 'RUNNING' or cur[2] ~= ARGV[1] then return {'FENCED', 0} end
+local page, kind = ARGV[3], ARGV[5]
+local before = redis.call('HGET', KEYS[2], page)
+local status = 'OK'
+if before then
+  local seq, _attempt, was, sha = string.match(before, '^(%d+):(%d+):(%a+):(%x+)$')
+  if sha == ARGV[4] and was == kind then return {'SAME', tonumber(seq)} end
+  if was == 'final' and kind == 'draft' then return {'KEPT', tonumber(seq)} end
+  if was == 'final' then
+    status = 'REPLACED'
+    if redis.call('HEXISTS', KEYS[2], 'r:' .. page) == 0 then
+      redis.call('HSET', KEYS[2], 'r:' .. page, before)
+    end
+  end
+end
+local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
+redis.call('HSET', KEYS[2], page, seq .. ':' .. ARGV[2] .. ':' .. kind .. ':' .. ARGV[4])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl + tonumber(ARGV[6])) end
+return {status, seq}

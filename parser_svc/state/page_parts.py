@@ -1,0 +1,98 @@
+"""Pointers to a job's page parts, written while the job runs (lua/put_page_part.lua).
+
+A page part (one page of the reading package and the records of its assets, serialized) is
+stored in the blob store under its sha256 (parser_svc/work/blobs.py), then pointed at here: one
+hash per job, beside its record, field '<page>' = '<seq>:<attempt>:<kind>:<sha256>'. Any
+replica reads the pointers and the blobs, so any replica serves the pages of a job another one
+parses.
+
+A part is a `draft` (the page as read, before the passes that need every page: headings,
+furniture, tables continued on the next page) or `final` (byte for byte the page of the
+package the job ends with). A page's pointer goes from draft to final once and never back; a
+final never changes, but for a retried attempt that reads the page otherwise, and then the
+page is listed with the final it replaces (`PagePointer.replaces`).
+
+`seq` orders the pointers: each new or moved pointer takes the next number, so a stream of the
+job's pages resumes after the last `seq` it sent (`ready(after_seq=...)`): a page whose
+pointer moved comes again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from parser_svc.state.lua_scripts import LuaScript
+from parser_svc.state.store import JobStore
+
+PUT_PAGE_PART = LuaScript("put_page_part.lua")
+
+PartKind = Literal["draft", "final"]
+PutStatus = Literal["OK", "SAME", "KEPT", "REPLACED", "NOT_FOUND", "TERMINAL", "FENCED"]
+
+
+@dataclass(frozen=True)
+class PagePointer:
+    """Where page `page` (1-based, as in the package) of a job is stored: the part written by
+    `attempt`, whose sha256 is `sha256`; `replaces` is the sha256 of the page's first final
+    when a later attempt's final differs, else ''."""
+
+    page: int
+    seq: int
+    attempt: int
+    kind: PartKind
+    sha256: str
+    replaces: str = ""
+
+
+@dataclass(frozen=True)
+class PutResult:
+    status: PutStatus
+    seq: int
+
+    @property
+    def ok(self) -> bool:
+        """The write was taken (a new, unchanged or moved pointer, or a draft after the final)."""
+        return self.status in ("OK", "SAME", "KEPT", "REPLACED")
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _pointer(page: int, value: str, replaced: str) -> PagePointer:
+    seq, attempt, kind, sha256 = value.split(":", 3)
+    replaces = replaced.rsplit(":", 1)[-1] if replaced else ""
+    return PagePointer(page, int(seq), int(attempt), cast(PartKind, kind), sha256, replaces)
+
+
+class PageParts:
+    """The page pointers of jobs, through the store's connection, deadline and error mapping."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self.keys = store.keys
+
+    async def put(
+        self, job_id: str, fence: str, attempt: int, page: int, sha256: str, kind: PartKind
+    ) -> PutResult:
+        """Points `page` at the part whose sha256 is `sha256` (stored before this call), if
+        `fence` still owns the running job."""
+        keys = [self.keys.job(job_id), self.keys.page_parts(job_id)]
+        extra_ms = self.store.settings.retention_s * 1000
+        args: list[str | bytes | int] = [fence, attempt, page, sha256, kind, extra_ms]
+        reply = await self.store.call(lambda: PUT_PAGE_PART(self.store._redis, keys, args))
+        return PutResult(cast(PutStatus, _text(reply[0])), int(reply[1]))
+
+    async def ready(self, job_id: str, after_seq: int = 0) -> list[PagePointer]:
+        """The job's page pointers written after `after_seq`, in the order they were written
+        (a moved pointer comes again, with what it replaces)."""
+        key = self.keys.page_parts(job_id)
+        raw = await self.store.call(lambda: self.store._redis.hgetall(key))
+        fields = {_text(k): _text(v) for k, v in raw.items()}
+        pointers = [
+            _pointer(int(name), value, fields.get(f"r:{name}", ""))
+            for name, value in fields.items()
+            if name.isdigit()
+        ]
+        return sorted((p for p in pointers if p.seq > after_seq), key=lambda p: p.seq)

@@ -1,0 +1,117 @@
+"""Draft page parts of a running job, published as the parse child writes them
+(parser_svc/child/draft_pages.py): stored in the blob store under their sha256, then pointed at
+in Redis (parser_svc/state/page_parts.py), blob first, so a reader that finds a pointer always
+finds its bytes.
+
+Drafts are a courtesy to readers, never a condition of the job: a draft that cannot be stored
+(a Redis blip, a full disk) is skipped with a log line, and the job goes on; its page is read
+from the final package at the end like every page. Once the job is no longer this execution's
+(another worker took it over, or it was cancelled) nothing more is published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from pathlib import Path
+
+from docparse.errors import DocparseError
+from docparse.v1 import reading_package_pb2 as rp
+from parser_svc.child.draft_pages import draft_path, page_part
+from parser_svc.state.page_parts import PageParts, PartKind, PutResult
+from parser_svc.work.blobs import BlobStore
+
+log = logging.getLogger(__name__)
+# A draft the child sent: its page number and bytes (None: in the file child/draft_pages.py names).
+Draft = tuple[int, bytes | None]
+
+
+class PagePublisher:
+    """Publishes the page parts of one execution of a job (its fence and attempt)."""
+
+    def __init__(
+        self, parts: PageParts, blobs: BlobStore, job_id: str, fence: str, attempt: int
+    ) -> None:
+        self.parts, self.blobs = parts, blobs
+        self.job_id, self.fence, self.attempt = job_id, fence, attempt
+        self.stopped = False
+
+    def _store(self, data: bytes) -> str:
+        sha256 = hashlib.sha256(data).hexdigest()
+        self.blobs.put_page_part(self.job_id, sha256, data)
+        return sha256
+
+    async def publish(self, number: int, data: bytes, kind: PartKind) -> PutResult:
+        """Stores the part `data` of page `number` and points the page at it."""
+        sha256 = await asyncio.to_thread(self._store, data)
+        return await self.parts.put(self.job_id, self.fence, self.attempt, number, sha256, kind)
+
+    async def publish_final(self, package: rp.ReadingPackage) -> list[PutResult]:
+        """Every page of the package the job ends with, in order, as finals."""
+        return [
+            await self.publish(page.number, page_part(package, page), "final")
+            for page in package.pages
+        ]
+
+    def _store_drafts(self, scratch: Path, drafts: list[Draft]) -> list[tuple[int, str]]:
+        """Stores these drafts (their bytes, or the file the child wrote): (page, sha256) each.
+        One trip to a thread for all of them."""
+        stored = []
+        for number, data in drafts:
+            try:
+                part = data if data is not None else draft_path(scratch, number).read_bytes()
+                stored.append((number, self._store(part)))
+            except OSError as err:
+                log.info("job %s: draft of page %d skipped: %s", self.job_id, number, err)
+        return stored
+
+    async def publish_drafts(self, scratch: Path, drafts: list[Draft]) -> None:
+        """These drafts, until the job is no longer this execution's or the publisher is
+        stopped (the parse ended: the finals are as near)."""
+        stored = await asyncio.to_thread(self._store_drafts, scratch, drafts)
+        for number, sha256 in stored:
+            if self.stopped:
+                return
+            try:
+                result = await self.parts.put(
+                    self.job_id, self.fence, self.attempt, number, sha256, "draft"
+                )
+            except DocparseError as err:
+                log.info("job %s: draft of page %d skipped: %s", self.job_id, number, err)
+                continue
+            self.stopped = self.stopped or not result.ok
+
+
+class DraftQueue:
+    """The drafts the child announces, published by a task of their own in batches: the child's
+    events are never held up by a store write, and a page that arrives while a batch is being
+    written goes with the next one."""
+
+    def __init__(self, publisher: PagePublisher, scratch: Path) -> None:
+        self.publisher, self.scratch = publisher, scratch
+        self.pending: list[Draft] = []
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def add(self, number: int, data: bytes | None) -> None:
+        self.pending.append((number, data))
+        self.wake.set()
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if self.publisher.stopped:
+                return
+            drafts, self.pending = self.pending, []
+            await self.publisher.publish_drafts(self.scratch, drafts)
+
+    async def close(self) -> None:
+        """Stops publishing (what is pending is dropped) once the write under way is done."""
+        self.publisher.stopped = True
+        self.wake.set()
+        if self.task is not None:
+            await self.task

@@ -1,0 +1,136 @@
+"""Page parts of a running job: stored by sha256 in the blob store, pointed at in a real Redis
+(parser_svc/state/page_parts.py, lua/put_page_part.lua), read back by another replica."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+
+from docparse.local.embedded_redis import EmbeddedRedis
+from docparse.v1 import reading_package_pb2 as rp
+from parser_svc.child.draft_pages import page_part
+from parser_svc.parsers import ParseOptions
+from parser_svc.parsers.pdf import parse_pdf
+from parser_svc.settings import Settings
+from parser_svc.state.page_parts import PageParts
+from parser_svc.state.store import JobStore, connect
+from parser_svc.work.blobs import BlobStore
+from parser_svc.work.page_parts import PagePublisher
+from tests.helpers import make_pdf
+
+
+class Replica:
+    """What one parser_svc replica holds: its own Redis client and view of the blob store."""
+
+    def __init__(self, redis_server: EmbeddedRedis, env: str, blob_dir: Path) -> None:
+        settings = Settings(redis_url=redis_server.url, env=env)
+        self.store = JobStore(connect(settings), settings)
+        self.parts = PageParts(self.store)
+        self.blobs = BlobStore(blob_dir, env)
+
+    def publisher(self, job_id: str, fence: str, attempt: int) -> PagePublisher:
+        return PagePublisher(self.parts, self.blobs, job_id, fence, attempt)
+
+
+def two_replicas(redis_server: EmbeddedRedis, tmp_path: Path) -> tuple[Replica, Replica]:
+    env = f"t{uuid.uuid4().hex[:8]}"
+    return Replica(redis_server, env, tmp_path), Replica(redis_server, env, tmp_path)
+
+
+async def running_job(replica: Replica, fence: str) -> str:
+    job_id = uuid.uuid4().hex
+    assert (await replica.store.create(job_id, {"file_name": "a.pdf"})).status == "OK"
+    assert (await replica.store.claim(job_id, fence)).ok
+    return job_id
+
+
+def part(number: int, text: str) -> bytes:
+    package = rp.ReadingPackage(content_type="pdf")
+    package.pages.add(number=number, text=text)
+    return package.SerializeToString(deterministic=True)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+async def test_pages_read_on_another_replica_resume_after_a_cursor(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    worker, reader = two_replicas(redis_server, tmp_path)
+    job_id = await running_job(worker, "w1")
+    publisher = worker.publisher(job_id, "w1", 1)
+    for number in (1, 2):
+        assert (await publisher.publish(number, part(number, f"p{number}"), "draft")).ok
+    first = await reader.parts.ready(job_id)
+    assert [(p.page, p.kind) for p in first] == [(1, "draft"), (2, "draft")]
+    assert reader.blobs.read_page_part(job_id, first[0].sha256) == part(1, "p1")
+    # The parse goes on; a stream resumed after what it sent gets only what came since.
+    await publisher.publish(3, part(3, "p3"), "draft")
+    await publisher.publish(1, part(1, "p1 final"), "final")
+    later = await reader.parts.ready(job_id, after_seq=first[-1].seq)
+    assert [(p.page, p.kind) for p in later] == [(3, "draft"), (1, "final")]
+    assert reader.blobs.read_page_part(job_id, later[1].sha256) == part(1, "p1 final")
+    assert await reader.parts.ready(job_id, after_seq=later[-1].seq) == []
+
+
+async def test_a_final_never_goes_back_and_a_differing_retry_says_what_it_replaces(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    worker, other = two_replicas(redis_server, tmp_path)
+    job_id = await running_job(worker, "w1")
+    first = worker.publisher(job_id, "w1", 1)
+    assert (await first.publish(1, part(1, "final"), "final")).status == "OK"
+    assert (await first.publish(1, part(1, "final"), "final")).status == "SAME"  # a lost reply
+    assert (await first.publish(1, part(1, "draft again"), "draft")).status == "KEPT"
+    # The worker dies; another takes the job over: the first one's writes are refused.
+    assert (await other.store.claim(job_id, "w2")).ok
+    assert (await first.publish(2, part(2, "late"), "draft")).status == "FENCED"
+    retry = other.publisher(job_id, "w2", 2)
+    assert (await retry.publish(1, part(1, "final"), "final")).status == "SAME"
+    [same] = await other.parts.ready(job_id)
+    assert (same.attempt, same.replaces) == (1, "")  # read the same: the first part stays
+    assert (await retry.publish(1, part(1, "read otherwise"), "final")).status == "REPLACED"
+    [moved] = await other.parts.ready(job_id, after_seq=same.seq)
+    assert (moved.attempt, moved.sha256) == (2, sha(part(1, "read otherwise")))
+    assert moved.replaces == sha(part(1, "final"))
+    # Both parts stay readable: what a reader got first is still what it was.
+    assert other.blobs.read_page_part(job_id, moved.replaces) == part(1, "final")
+
+
+async def test_an_ended_jobs_pages_stay_as_they_were_and_outlive_its_record(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    worker, reader = two_replicas(redis_server, tmp_path)
+    job_id = await running_job(worker, "w1")
+    publisher = worker.publisher(job_id, "w1", 1)
+    await publisher.publish(1, part(1, "p1"), "final")
+    assert (await worker.store.finish(job_id, "w1", "FAILED", {"err_reason": "X"})).ok
+    assert (await publisher.publish(2, part(2, "p2"), "final")).status == "TERMINAL"
+    assert [p.page for p in await reader.parts.ready(job_id)] == [1]
+    redis = reader.store._redis
+    record_ms = await redis.pttl(reader.store.keys.job(job_id))
+    assert await redis.pttl(reader.store.keys.page_parts(job_id)) >= record_ms > 0
+    # The sweeper's clean-up takes the parts too (the refused write's orphan among them).
+    assert reader.blobs.delete_job(job_id) == 2
+    assert not (tmp_path / reader.blobs.page_part_key(job_id, sha(part(1, "p1")))).parent.exists()
+
+
+async def test_final_parts_are_the_final_packages_pages_byte_for_byte(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    worker, reader = two_replicas(redis_server, tmp_path)
+    job_id = await running_job(worker, "w1")
+    package = parse_pdf(make_pdf(5, "streamed"), lambda *_: None, ParseOptions.defaults())
+    results = await worker.publisher(job_id, "w1", 1).publish_final(package)
+    assert [r.status for r in results] == ["OK"] * 5
+    pointers = await reader.parts.ready(job_id)
+    streamed = [
+        rp.ReadingPackage.FromString(reader.blobs.read_page_part(job_id, p.sha256)).pages[0]
+        for p in pointers
+    ]
+    assert [p.SerializeToString(deterministic=True) for p in streamed] == [
+        p.SerializeToString(deterministic=True) for p in package.pages
+    ]
+    assert [p.sha256 for p in pointers] == [sha(page_part(package, p)) for p in package.pages]
