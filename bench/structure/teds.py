@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from apted import APTED, Config
 
+from tests.fixtures.scans import levenshtein
+
 # A table as the scorer holds it: its header row count and its rows, each a list of cells
 # (text, row span, column span), a cell in the row it starts in (as HTML holds it).
 CellT = tuple[str, int, int]
@@ -29,18 +31,6 @@ class Node:
 
     def size(self) -> int:
         return 1 + sum(child.size() for child in self.children)
-
-
-def levenshtein(a: str, b: str) -> int:
-    if len(a) < len(b):
-        a, b = b, a
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        current = [i]
-        for j, cb in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
-        previous = current
-    return previous[-1]
 
 
 class TedsConfig(Config):  # type: ignore[misc]
