@@ -26,10 +26,9 @@ def size_key(size: float) -> float:
     return math.floor(size * 10.0 + 0.5) / 10.0
 
 
-def page_lines(textpage: Any, native: bool = True) -> list[list[LineSummary]]:
-    """The page's text blocks, each its lines' summaries; `native` False: from extractDICT
-    even when the native module is loaded."""
-    module = native_module() if native else None
+def page_lines(textpage: Any) -> list[list[LineSummary]]:
+    """The page's text blocks, each its lines' summaries."""
+    module = native_module()
     if module is None:
         return dict_lines(textpage.extractDICT())
     context = int(mupdf.internal_context_get().this)
@@ -70,10 +69,10 @@ def _line(raw: dict[str, Any]) -> LineSummary | None:
 Segment = tuple[float, float, float, float, str]
 
 
-def page_segments(textpage: Any, gap_ems: float, native: bool = True) -> list[Segment]:
+def page_segments(textpage: Any, gap_ems: float) -> list[Segment]:
     """The page's text lines (mupdf's) cut into segments where two words are further apart
     than `gap_ems` of the second one's height, each with the box of its words."""
-    module = native_module() if native else None
+    module = native_module()
     if module is None:
         return word_segments(textpage.extractWORDS(), gap_ems)
     context = int(mupdf.internal_context_get().this)

@@ -15,7 +15,13 @@ import pytest
 from parser_svc.parsers import pdf_pass
 from parser_svc.parsers.native import build
 from parser_svc.parsers.pdf_blocks import page_blocks
-from parser_svc.parsers.pdf_lines import page_lines, page_segments, size_key
+from parser_svc.parsers.pdf_lines import (
+    dict_lines,
+    page_lines,
+    page_segments,
+    size_key,
+    word_segments,
+)
 from parser_svc.parsers.pdf_pass import text_and_rules
 from parser_svc.parsers.pdf_stream_tables import GAP_EMS
 from tests.fixtures.drawings import drawing_zoo_pdf
@@ -66,8 +72,8 @@ def _same(page: pymupdf.Page) -> int:
     """Asserts both ways agree on `page`; the number of lines read."""
     textpage = text_and_rules(page).textpage
     lines = page_lines(textpage)
-    assert lines == page_lines(textpage, native=False)
-    assert page_segments(textpage, GAP_EMS) == page_segments(textpage, GAP_EMS, native=False)
+    assert lines == dict_lines(textpage.extractDICT())  # the fallback's way
+    assert page_segments(textpage, GAP_EMS) == word_segments(textpage.extractWORDS(), GAP_EMS)
     return sum(len(block) for block in lines)
 
 
