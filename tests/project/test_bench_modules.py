@@ -27,6 +27,7 @@ ENTRY_POINTS = [
     "bench.structure.bench",
     "bench.structure.generate",
     "bench.structure.engines",
+    "bench.structure.footnotes",
 ]
 
 
