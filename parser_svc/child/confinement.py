@@ -12,6 +12,8 @@ import resource
 import signal
 import sys
 
+from parser_svc.child.no_network import deny_network
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -47,3 +49,4 @@ def apply_limits(cpu_s: int, memory_mb: int) -> None:
     memory = memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    deny_network()

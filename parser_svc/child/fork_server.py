@@ -16,6 +16,8 @@ import socket
 import subprocess
 import sys
 
+from parser_svc.child.no_network import child_environment
+
 log = logging.getLogger(__name__)
 
 
@@ -107,6 +109,7 @@ class ForkServer:
                 [sys.executable, "-m", "parser_svc.child.zygote", str(theirs.fileno()),
                  str(os.getpid()), "huge" if self._huge_pages else "small", ARGV_ROOM],
                 pass_fds=[theirs.fileno()],
+                env=child_environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
             )  # fmt: skip

@@ -22,6 +22,7 @@ from typing import Protocol
 
 from docparse.reasons import ErrorReason
 from parser_svc.child.fork_server import ForkServer
+from parser_svc.child.no_network import child_environment
 from parser_svc.parsers import ParseOptions
 
 ProgressCallback = Callable[[int, int, str], Awaitable[None]]
@@ -74,6 +75,7 @@ class SpawnedChild:
     async def start(cls, argv: list[str]) -> SpawnedChild:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "parser_svc.child.parse_child", *argv,
+            env=child_environment(),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip

@@ -41,6 +41,7 @@ import traceback
 from parser_svc.child import huge_pages, parse_child
 from parser_svc.child.confinement import die_with_parent, vm_size_kb
 from parser_svc.child.fork_server import SYS_CLONE
+from parser_svc.child.no_network import deny_network
 
 CLONE_PARENT = 0x00008000
 MODULES = (
@@ -190,6 +191,7 @@ def main() -> None:
     # the pages into each child).
     gc.collect()
     gc.freeze()
+    deny_network()  # before the first document: its children inherit the filter
     if sys.argv[3] == "huge":
         huge_pages.collapse()  # a fork and an exit copy 2 MB page entries, not 4 KB ones
     control = socket.socket(fileno=control_fd)
