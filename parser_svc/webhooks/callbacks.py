@@ -106,10 +106,14 @@ class Callbacks:
                 addresses = await resolve(target.host, target.port)
         except TimeoutError:
             return Hook(url, name)  # every delivery checks again
-        except OSError as err:
+        except OSError:
+            addresses = []
+        if not addresses or not all(self.policy.allows_text(a) for a in addresses):
+            # One answer whether the name does not resolve or resolves to a private address,
+            # and which: a caller learns nothing of the deployment's internal names.
             raise error(
-                ErrorReason.CALLBACK_INVALID,
-                f"the callback host {target.host!r} does not resolve: {err}",
-            ) from err
-        self.policy.check(target.host, addresses)
+                ErrorReason.CALLBACK_NOT_ALLOWED,
+                f"the callback host {target.host!r} does not resolve to public addresses only "
+                "(or DOCPARSE_WEBHOOK_ALLOW_CIDRS lists none of them)",
+            )
         return Hook(url, name)

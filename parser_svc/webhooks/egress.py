@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -25,6 +26,9 @@ from parser_svc.webhooks.signing import config_error
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 MAX_URL = 2048
+# Hosts that are numbers in another notation than dotted decimal ("2130706433", "0x7f.1",
+# "127.1"): resolvers read some of them as addresses, URL parsers as names; never delivered.
+_NUMERIC_HOST = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)(?:\.(?:0x[0-9a-f]*|[0-9]*))*\.?", re.I)
 
 
 def parse_cidrs(text: str) -> tuple[IPNetwork, ...]:
@@ -46,12 +50,17 @@ class AddressPolicy:
         if any(address.version == net.version and address in net for net in self.allow):
             return True
         if isinstance(address, ipaddress.IPv6Address):
+            if any(address in net for net in _NEVER_V6):
+                return False
             embedded = address.ipv4_mapped or address.sixtofour
             if embedded is None and address in _NAT64:
                 embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
             if embedded is not None:
                 return self.allowed(embedded)
         return address.is_global and not address.is_multicast
+
+    def allows_text(self, text: str) -> bool:
+        return self.allowed(ipaddress.ip_address(text.split("%", 1)[0]))
 
     def check(self, host: str, addresses: list[str]) -> None:
         """CALLBACK_NOT_ALLOWED naming the first address the policy refuses."""
@@ -66,6 +75,14 @@ class AddressPolicy:
 
 
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+# IPv6 ranges Python counts as global that reach no public host of their own: IPv4-compatible
+# (deprecated; `::a00:1` is 10.0.0.1 to a stack that still maps it), IPv4-translated (SIIT),
+# local-use NAT64 (a site's own translator, RFC 8215) and site-local (deprecated, still routed
+# inside some sites). Refused unless DOCPARSE_WEBHOOK_ALLOW_CIDRS lists them.
+_NEVER_V6 = tuple(
+    ipaddress.IPv6Network(net)
+    for net in ("::/96", "::ffff:0:0:0/96", "64:ff9b:1::/48", "fec0::/10")
+)
 
 
 def ip_literal(host: str) -> IPAddress | None:
@@ -101,6 +118,12 @@ def parse_url(url: str) -> Target:
     if any(c.isspace() or ord(c) < 0x20 for c in url):
         raise error(
             ErrorReason.CALLBACK_INVALID, "the callback URL contains spaces or control bytes"
+        )
+    if ip_literal(parts.hostname) is None and _NUMERIC_HOST.fullmatch(parts.hostname):
+        raise error(
+            ErrorReason.CALLBACK_INVALID,
+            f"the callback host {parts.hostname!r} is a number, not a name or a dotted address: "
+            "write an IPv4 address as four decimal parts (203.0.113.7)",
         )
     return Target(url, parts.hostname, port or (443 if parts.scheme == "https" else 80))
 

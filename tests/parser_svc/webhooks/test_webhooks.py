@@ -306,6 +306,10 @@ def test_a_redirect_is_not_followed(stack: LocalStack, store: redis.Redis) -> No
         "http://169.254.169.254/latest/meta-data",  # cloud metadata (link-local)
         "http://[::1]/hook",
         "http://[::ffff:10.0.0.1]/hook",  # IPv4-mapped IPv6
+        "http://[::a00:1]/hook",  # IPv4-compatible IPv6 (deprecated): 10.0.0.1
+        "http://[::ffff:0:a00:1]/hook",  # IPv4-translated (SIIT)
+        "http://[64:ff9b:1::a00:1]/hook",  # local-use NAT64
+        "http://[fec0::1]/hook",  # site-local (deprecated)
         "http://224.0.0.1/hook",  # multicast
         "http://localhost/hook",  # a name: resolved, and every address checked
     ],
@@ -316,6 +320,20 @@ def test_callback_to_a_private_address_is_refused_at_submit(stack: LocalStack, u
     assert err.reason == "CALLBACK_NOT_ALLOWED", err
 
 
+def test_a_refused_name_reveals_neither_whether_it_resolves_nor_to_what(
+    stack: LocalStack,
+) -> None:
+    """A name that does not resolve and a name that resolves to a private address get the
+    same answer: submits cannot map the deployment's internal names."""
+    missing = refusal(stack, "http://no-such-host.invalid/hook")
+    private = refusal(stack, "http://localhost/hook")
+    assert missing.reason == private.reason == "CALLBACK_NOT_ALLOWED"
+    assert missing.message.replace("no-such-host.invalid", "H") == private.message.replace(
+        "localhost", "H"
+    )
+    assert "127.0.0.1" not in private.message and "::1" not in private.message
+
+
 @pytest.mark.parametrize(
     ("url", "secret_name", "reason"),
     [
@@ -324,6 +342,9 @@ def test_callback_to_a_private_address_is_refused_at_submit(stack: LocalStack, u
         ("ftp://example.com/hook", "main", "CALLBACK_INVALID"),
         (f"http://user:pw@{RECEIVER_HOST}/hook", "main", "CALLBACK_INVALID"),
         ("http://" + "a" * 2100 + ".com/", "main", "CALLBACK_INVALID"),
+        ("http://2130706433/hook", "main", "CALLBACK_INVALID"),  # 127.0.0.1 as one number
+        ("http://0x7f.1/hook", "main", "CALLBACK_INVALID"),
+        ("http://127.1/hook", "main", "CALLBACK_INVALID"),
     ],
 )
 def test_bad_callbacks_are_refused_at_submit(
