@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -53,14 +54,27 @@ MAX_LANGUAGES = 8
 MAX_LANGUAGE_TAG = 35
 
 
+# A BCP-47 tag's shape: a 2-3 letter language, then subtags of 1-8 letters or digits ('_' is
+# accepted for '-', as locale names write it).
+_LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*")
+
+
 def check_languages(tags: list[str]) -> list[str]:
     """The OCR language hints, each installed in this image; INVALID_ARGUMENT otherwise."""
     if not tags:
         return []
-    if len(tags) > MAX_LANGUAGES or any(len(t) > MAX_LANGUAGE_TAG or "," in t for t in tags):
+    if len(tags) > MAX_LANGUAGES or any(len(t) > MAX_LANGUAGE_TAG for t in tags):
         raise error(
             ErrorReason.LANGUAGE_NOT_INSTALLED,
             f"at most {MAX_LANGUAGES} language tags of at most {MAX_LANGUAGE_TAG} characters",
+        )
+    malformed = [t for t in tags if not _LANGUAGE_TAG.fullmatch(t)]
+    if malformed:
+        # The whole tag, not only its language: a tag is stored and echoed in every record.
+        raise error(
+            ErrorReason.LANGUAGE_NOT_INSTALLED,
+            f"{ascii(malformed[0])[:80]} is not a BCP-47 language tag (letters, digits and "
+            "hyphens: 'de', 'pt-BR', 'zh-Hant-TW')",
         )
     try:
         return ocr.check_languages(tags)

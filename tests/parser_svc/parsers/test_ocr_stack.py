@@ -73,6 +73,18 @@ def test_a_hint_that_is_not_installed_is_refused_naming_the_installed_ones(
         assert tag in installed_languages() and tag in error.message
 
 
+@pytest.mark.parametrize("tag", ["de\u202eevil", "de\x00", "de-AT\n", "de--", "d", "de AT"])
+def test_a_tag_is_checked_whole_not_only_its_language(stack: LocalStack, tag: str) -> None:
+    """'de' followed by an RTL override, a NUL or a newline is not stored and echoed."""
+    error = rpc_error(lambda: submit(stack, scan("en").pdf, [tag]))
+    assert (error.code, error.reason) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "LANGUAGE_NOT_INSTALLED",
+    )
+    assert "not a BCP-47 language tag" in error.message
+    assert "\u202e" not in error.message and "\x00" not in error.message
+
+
 def test_a_russian_scan_without_a_hint_is_read_in_cyrillic(stack: LocalStack) -> None:
     page = scan("ru", dpi=200, seed=4)
     job, package = parse(stack, page.pdf)
