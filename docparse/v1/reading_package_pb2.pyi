@@ -580,6 +580,116 @@ class Asset(_message.Message):
 Global___Asset: _TypeAlias = Asset  # noqa: Y015
 
 @_typing.final
+class EmailHeaders(_message.Message):
+    """An e-mail's headers (EML, MSG), decoded to Unicode whatever their charset and encoding."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SENDER_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    CC_FIELD_NUMBER: _builtins.int
+    BCC_FIELD_NUMBER: _builtins.int
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    REPLY_TO_FIELD_NUMBER: _builtins.int
+    IN_REPLY_TO_FIELD_NUMBER: _builtins.int
+    sender: _builtins.str
+    """The From address as written ("Ann Lee <ann@example.com>")."""
+    subject: _builtins.str
+    date: _builtins.str
+    """ISO 8601 with its offset ("2024-03-01T12:30:00+01:00") when the Date header can be read;
+    else the header as written.
+    """
+    message_id: _builtins.str
+    reply_to: _builtins.str
+    in_reply_to: _builtins.str
+    @_builtins.property
+    def to(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def cc(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def bcc(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        sender: _builtins.str = ...,
+        to: _abc.Iterable[_builtins.str] | None = ...,
+        cc: _abc.Iterable[_builtins.str] | None = ...,
+        bcc: _abc.Iterable[_builtins.str] | None = ...,
+        subject: _builtins.str = ...,
+        date: _builtins.str = ...,
+        message_id: _builtins.str = ...,
+        reply_to: _builtins.str = ...,
+        in_reply_to: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bcc", b"bcc", "cc", b"cc", "date", b"date", "in_reply_to", b"in_reply_to", "message_id", b"message_id", "reply_to", b"reply_to", "sender", b"sender", "subject", b"subject", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmailHeaders: _TypeAlias = EmailHeaders  # noqa: Y015
+
+@_typing.final
+class Attachment(_message.Message):
+    """A file carried inside the document (an e-mail's attachment), parsed as a package of its own."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NUMBER_FIELD_NUMBER: _builtins.int
+    FILENAME_FIELD_NUMBER: _builtins.int
+    DECLARED_TYPE_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    INLINE_FIELD_NUMBER: _builtins.int
+    PACKAGE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REASON_MESSAGE_FIELD_NUMBER: _builtins.int
+    number: _builtins.int
+    """1-based position among the document's attachments."""
+    filename: _builtins.str
+    declared_type: _builtins.str
+    """The MIME type the document declares for it ("" when none); what it was found to be is
+    `package.content_type`.
+    """
+    size_bytes: _builtins.int
+    sha256: _builtins.str
+    """Lower-case hex sha256 of its bytes."""
+    inline: _builtins.bool
+    """True for a part shown inside the body (an inline image), false for an attached file."""
+    reason: _builtins.str
+    """Why it was not parsed, as an ErrorReason name ("UNSUPPORTED_FORMAT", "CORRUPT_DOCUMENT",
+    "DOCUMENT_TOO_LARGE", "PASSWORD_REQUIRED", ...); "" when it was. The message still succeeds.
+    """
+    reason_message: _builtins.str
+    """The reason in words."""
+    @_builtins.property
+    def package(self) -> Global___ReadingPackage:
+        """Its reading package; unset when it was not parsed (see `reason`)."""
+
+    def __init__(
+        self,
+        *,
+        number: _builtins.int = ...,
+        filename: _builtins.str = ...,
+        declared_type: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        sha256: _builtins.str = ...,
+        inline: _builtins.bool = ...,
+        package: Global___ReadingPackage | None = ...,
+        reason: _builtins.str = ...,
+        reason_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["package", b"package"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["declared_type", b"declared_type", "filename", b"filename", "inline", b"inline", "number", b"number", "package", b"package", "reason", b"reason", "reason_message", b"reason_message", "sha256", b"sha256", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Attachment: _TypeAlias = Attachment  # noqa: Y015
+
+@_typing.final
 class DocumentMetadata(_message.Message):
     """Document-level metadata (title, author, ... as the document declares them)."""
 
@@ -654,6 +764,8 @@ class ReadingPackage(_message.Message):
     DECRYPTED_FIELD_NUMBER: _builtins.int
     PAGE_SELECTION_FIELD_NUMBER: _builtins.int
     DOCUMENT_PAGE_COUNT_FIELD_NUMBER: _builtins.int
+    EMAIL_FIELD_NUMBER: _builtins.int
+    ATTACHMENTS_FIELD_NUMBER: _builtins.int
     parser_version: _builtins.str
     """Version of the parser that made this package."""
     content_type: _builtins.str
@@ -690,6 +802,16 @@ class ReadingPackage(_message.Message):
     def assets(self) -> _containers.RepeatedCompositeFieldContainer[Global___Asset]:
         """Every asset the package references."""
 
+    @_builtins.property
+    def email(self) -> Global___EmailHeaders:
+        """E-mail (EML, MSG): the message's headers; its body is the package's pages."""
+
+    @_builtins.property
+    def attachments(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attachment]:
+        """Files inside the document (an e-mail's attachments, a message inside a message), each
+        parsed as its own package, bounded in count, depth and total size (see warnings).
+        """
+
     def __init__(
         self,
         *,
@@ -705,10 +827,12 @@ class ReadingPackage(_message.Message):
         decrypted: _builtins.bool = ...,
         page_selection: _builtins.str = ...,
         document_page_count: _builtins.int = ...,
+        email: Global___EmailHeaders | None = ...,
+        attachments: _abc.Iterable[Global___Attachment] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["email", b"email", "metadata", b"metadata"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assets", b"assets", "content_type", b"content_type", "date_system", b"date_system", "decrypted", b"decrypted", "document_page_count", b"document_page_count", "metadata", b"metadata", "page_selection", b"page_selection", "pages", b"pages", "parser_version", b"parser_version", "sheets", b"sheets", "slides", b"slides", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assets", b"assets", "attachments", b"attachments", "content_type", b"content_type", "date_system", b"date_system", "decrypted", b"decrypted", "document_page_count", b"document_page_count", "email", b"email", "metadata", b"metadata", "page_selection", b"page_selection", "pages", b"pages", "parser_version", b"parser_version", "sheets", b"sheets", "slides", b"slides", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -14,7 +14,14 @@ const STATE_LABEL = {
   STATE_FAILED: "Failed",
   STATE_CANCELLED: "Cancelled",
 };
-const UNITS = { xlsx: "sheet", xls: "sheet", pptx: "slide" };
+const UNITS = {
+  xlsx: "sheet",
+  xls: "sheet",
+  ods: "sheet",
+  csv: "sheet",
+  pptx: "slide",
+  odp: "slide",
+};
 const number = new Intl.NumberFormat();
 const KEY_STORE = "docparse-api-key";
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import importlib
 import json
 import os
 import signal
@@ -25,7 +24,6 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 from docparse.reasons import ErrorReason
@@ -48,9 +46,7 @@ from parser_svc.parsers import (
     is_out_of_memory,
     pdf_split,
 )
-
-PARSERS = ("pdf", "docx", "doc", "xlsx", "xls", "pptx")
-
+from parser_svc.parsers.formats import parser_for
 
 # The exit status of a child whose worker stopped listening (128 + SIGPIPE, as a shell shows a
 # process killed by a broken pipe).
@@ -98,8 +94,10 @@ def _paced(page_delay_ms: int) -> ProgressFn:
 
 
 def count_chars(package: rp.ReadingPackage) -> int:
-    """Characters of text in a package: page and slide text, notes, and cell values."""
+    """Characters of text in a package: page and slide text, notes, cell values, and the
+    attachments' packages."""
     chars = sum(len(page.text) for page in package.pages)
+    chars += sum(count_chars(a.package) for a in package.attachments if a.HasField("package"))
     chars += sum(len(slide.text) + len(slide.notes) for slide in package.slides)
     for sheet in package.sheets:
         for row in sheet.rows:
@@ -138,20 +136,11 @@ def parse(
         return package
     if content_type == "ole":
         raise corrupt("the OLE2 container is damaged: no Word or Excel content can be found")
-    if content_type not in PARSERS:
-        raise ParseFailure(
-            ErrorReason.UNSUPPORTED_FORMAT,
-            f"no parser for {content_type!r} documents in this version",
-        )
     if content_type == "pdf":  # a long PDF's page ranges may be read by sibling processes
         from parser_svc.parsers.pdf import parse_pdf
 
         return parse_pdf(data, progress, options, fork_sibling)
-    module = importlib.import_module(f"parser_svc.parsers.{content_type}")
-    parser: Callable[[bytes, ProgressFn, ParseOptions], rp.ReadingPackage] = getattr(
-        module, f"parse_{content_type}"
-    )
-    return parser(data, progress, options)
+    return parser_for(content_type)(data, progress, options)
 
 
 def run(content_type: str, input_path: Path, output_path: Path, options: ParseOptions) -> None:

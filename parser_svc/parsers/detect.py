@@ -3,9 +3,12 @@
 `detect_type` answers one of SUPPORTED or None; `describe` says in words what unsupported
 content is (for the INVALID_ARGUMENT message). Containers are looked into, not just their magic:
 a ZIP is an Office document only if its parts say so, and an OLE2 (CFB) file may be a Word
-document, an Excel workbook or an encrypted DOCX/XLSX/PPTX ("encrypted_ooxml": the
-EncryptedPackage stream of an OLE container, not a zip). A truncated container whose kind can
-still be told is accepted: its parse then ends FAILED with CORRUPT_DOCUMENT.
+document, an Excel workbook, an Outlook message or an encrypted DOCX/XLSX/PPTX
+("encrypted_ooxml": the EncryptedPackage stream of an OLE container, not a zip); a zip with a
+`mimetype` member may be OpenDocument or EPUB. Images and RTF are told by their magic numbers;
+what has none is looked at as text (detect_text.py: HTML, e-mail, CSV/TSV, Markdown, plain
+text). A truncated container whose kind can still be told is accepted: its parse then ends
+FAILED with CORRUPT_DOCUMENT.
 """
 
 from __future__ import annotations
@@ -15,13 +18,37 @@ import zlib
 from dataclasses import dataclass
 from mmap import mmap
 
+from parser_svc.parsers.detect_text import TEXT_KINDS, sniff_text
+
 # What sniffing reads: an upload's bytes, or a memory map of a stored one.
 Buffer = bytes | mmap
 
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 ZIP_MAGIC = b"PK\x03\x04"
 
-SUPPORTED = ("pdf", "docx", "xlsx", "pptx", "doc", "xls", "encrypted_ooxml", "ole")
+SUPPORTED = (
+    "pdf",
+    "docx",
+    "xlsx",
+    "pptx",
+    "doc",
+    "xls",
+    "encrypted_ooxml",
+    "ole",
+    "png",
+    "jpeg",
+    "tiff",
+    "gif",
+    "bmp",
+    "webp",
+    "rtf",
+    "odt",
+    "ods",
+    "odp",
+    "epub",
+    "msg",
+    *TEXT_KINDS,
+)
 
 _MAIN_PART_TYPES = (
     ("wordprocessingml.document.main", "docx"),
@@ -40,16 +67,22 @@ _MAIN_PART_TYPES = (
 )
 _PART_PREFIXES = (("word/", "docx"), ("xl/", "xlsx"), ("ppt/", "pptx"))
 
+# Magic numbers of formats read from their first bytes.
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"\xff\xd8\xff", "jpeg"),
+    (b"GIF87a", "gif"),
+    (b"GIF89a", "gif"),
+    (b"II*\x00", "tiff"),
+    (b"MM\x00*", "tiff"),
+    (b"II+\x00", "tiff"),  # BigTIFF
+    (b"MM\x00+", "tiff"),
+    (b"{\\rtf", "rtf"),
+)
+
 # Magic numbers of formats we recognise but do not parse, for a precise rejection message.
 _OTHER_MAGIC = (
     (b"\xffWPC", "a WordPerfect document"),
-    (b"{\\rtf", "an RTF document"),
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"GIF87a", "a GIF image"),
-    (b"GIF89a", "a GIF image"),
-    (b"II*\x00", "a TIFF image"),
-    (b"MM\x00*", "a TIFF image"),
     (b"%!PS", "a PostScript document"),
     (b"\x1f\x8b", "a gzip archive"),
     (b"Rar!", "a RAR archive"),
@@ -66,8 +99,8 @@ class Detection:
 
 
 def detect_type(content: bytes) -> str | None:
-    """ "pdf", "docx", "xlsx", "pptx", "doc", "xls", "encrypted_ooxml", "ole" (an OLE2
-    container too damaged to tell, parsed to a precise failure) or None (unsupported)."""
+    """One of SUPPORTED ("ole": an OLE2 container too damaged to tell, parsed to a precise
+    failure) or None (unsupported)."""
     return sniff(content).kind
 
 
@@ -88,10 +121,26 @@ def sniff(content: Buffer) -> Detection:
         return _sniff_ole(content)
     if content[: len(ZIP_MAGIC)] == ZIP_MAGIC:
         return _sniff_zip(content)
+    for magic, kind in _MAGIC:
+        if content[: len(magic)] == magic:
+            return _kind(kind)
+    if content[:4] == b"RIFF" and content[8:12] == b"WEBP":
+        return _kind("webp")
+    if content[:2] == b"BM" and _u32(content, 14) in _BMP_HEADER_SIZES:
+        return _kind("bmp")
     for magic, label in _OTHER_MAGIC:
         if content[: len(magic)] == magic:
             return Detection(None, label)
-    return Detection(None, "content of an unrecognised type")
+    text = sniff_text(content[:_TEXT_WINDOW])
+    if text.kind is not None:
+        return _kind(text.kind)
+    return Detection(None, text.label)
+
+
+# A BMP's DIB header sizes (BITMAPCOREHEADER to BITMAPV5HEADER): "BM" alone is too weak.
+_BMP_HEADER_SIZES = (12, 16, 40, 52, 56, 64, 108, 124)
+# How much of a file text sniffing reads.
+_TEXT_WINDOW = 64 * 1024
 
 
 _LABELS = {
@@ -102,6 +151,23 @@ _LABELS = {
     "xls": "an Excel 97-2003 workbook (XLS)",
     "encrypted_ooxml": "an encrypted Office document (DOCX/XLSX/PPTX in an OLE container)",
     "ole": "a damaged OLE2 container",
+    "png": "a PNG image",
+    "jpeg": "a JPEG image",
+    "tiff": "a TIFF image",
+    "gif": "a GIF image",
+    "bmp": "a BMP image",
+    "webp": "a WebP image",
+    "rtf": "an RTF document",
+    "odt": "an OpenDocument text (ODT)",
+    "ods": "an OpenDocument spreadsheet (ODS)",
+    "odp": "an OpenDocument presentation (ODP)",
+    "epub": "an EPUB book",
+    "msg": "an Outlook message (MSG)",
+    "html": "an HTML page",
+    "markdown": "a Markdown document",
+    "text": "a plain text document",
+    "csv": "a CSV/TSV table",
+    "eml": "an e-mail message (EML)",
 }
 
 
@@ -134,16 +200,27 @@ def _sniff_zip(content: Buffer) -> Detection:
         for marker, kind in _MAIN_PART_TYPES:
             if marker in lowered:
                 return _kind(kind)
-    if "mimetype" in names[:3]:
+    if "mimetype" in by_name:
         mimetype = _inflate_head(content, by_name["mimetype"])[:200].decode("ascii", "replace")
+        mimetype = mimetype.strip().lower()
+        for prefix, kind in _ODF_TYPES:
+            if mimetype.startswith(prefix):
+                return _kind(kind)
         if "opendocument" in mimetype:
             return Detection(None, f"an OpenDocument file ({mimetype})")
-        if "epub" in mimetype:
-            return Detection(None, "an EPUB book")
+        if mimetype == "application/epub+zip":
+            return _kind("epub")
     for prefix, kind in _PART_PREFIXES:
         if any(name.startswith(prefix) for name in names):
             return _kind(kind)
     return Detection(None, "a ZIP archive that is not an Office document")
+
+
+_ODF_TYPES = (
+    ("application/vnd.oasis.opendocument.text", "odt"),  # -template, -master too
+    ("application/vnd.oasis.opendocument.spreadsheet", "ods"),
+    ("application/vnd.oasis.opendocument.presentation", "odp"),
+)
 
 
 def _central_directory(content: Buffer) -> list[_Member]:
@@ -185,8 +262,9 @@ def _inflate_head(content: Buffer, member: _Member) -> bytes:
     window = memoryview(content)[data : data + _MAX_INFLATE * 4]
     if flags & 1:  # encrypted member
         return b""
-    if method == 0:
-        return bytes(window[:_MAX_INFLATE])
+    if method == 0:  # stored: its size, unless a data descriptor after it says it
+        size = _u32(content, start + 18) if not flags & 8 else 0
+        return bytes(window[: min(size or _MAX_INFLATE, _MAX_INFLATE)])
     if method != 8:
         return b""
     try:
@@ -209,10 +287,11 @@ _OLE_STREAMS = (
     ("workbook", "xls"),
     ("book", "xls"),
 )
+# An Outlook message's property streams and named-property storage.
+_MSG_PREFIXES = ("__substg1.0_", "__nameid_version1.0")
 _OLE_OTHERS = (
     ("powerpoint document", "a PowerPoint 97-2003 presentation (PPT)"),
     ("visiodocument", "a Visio drawing"),
-    ("__nameid_version1.0", "an Outlook message (MSG)"),
     ("contents", "an OLE2 container (Works / Publisher / embedded object)"),
 )
 
@@ -226,13 +305,15 @@ def _sniff_ole(content: Buffer) -> Detection:
     except Exception:  # olefile raises many types on damaged containers
         streams = set()
         # The directory may be cut off; its entries are UTF-16 names in the raw bytes.
-        for name, kind in _OLE_STREAMS:
+        for name, kind in (*_OLE_STREAMS, ("__substg1.0_", "msg")):
             if re.search(re.escape(name.encode("utf-16-le")), content, re.IGNORECASE):
                 return _kind(kind)
         return _kind("ole")
     for name, kind in _OLE_STREAMS:
         if name in streams:
             return _kind(kind)
+    if any(stream.startswith(_MSG_PREFIXES) for stream in streams):
+        return _kind("msg")
     for name, label in _OLE_OTHERS:
         if any(stream.startswith(name) for stream in streams):
             return Detection(None, label)

@@ -201,6 +201,7 @@ def test_demo_exits_zero_after_parsing_the_examples(tmp_path: Path) -> None:
     for name in examples:
         line = next(line for line in summary.splitlines() if line.startswith(name[:28]))
         assert " SUCCEEDED " in line
-        job_id, replicas = line.split(maxsplit=5)[1], line.split(maxsplit=5)[5]
+        job_id, chars, replicas = (line.split(maxsplit=5)[i] for i in (1, 4, 5))
+        assert int(chars) > 0, line  # every example has text: pages, cells, slides or OCR'd
         assert set(replicas.split(", ")) == served[job_id]  # every replica that answered
     assert "all documents parsed" in demo.stdout

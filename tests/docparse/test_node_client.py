@@ -159,8 +159,8 @@ def test_status_of_an_unknown_job_is_not_found(node: str, stack: LocalStack) -> 
 
 
 def test_a_non_document_is_rejected(node: str, stack: LocalStack, tmp_path: Path) -> None:
-    hello = tmp_path / "hello.pdf"  # the name says PDF; the bytes do not
-    hello.write_bytes(b"hello")
+    hello = tmp_path / "hello.pdf"  # the name says PDF; the bytes are a 7-Zip archive's
+    hello.write_bytes(b"7z\xbc\xaf\x27\x1c" + bytes(26))
 
     done = run_client(node, "submit", str(hello), "--target", stack.gateway_addresses[0], "--wait")
 

@@ -401,12 +401,17 @@ def test_errors_map_to_http_statuses_with_the_reason(stack: LocalStack) -> None:
 
     check(request(address, "GET", "/v1/jobs/bad.id"), 400, "INVALID_ARGUMENT", "INVALID_JOB_ID")
     check(submit(address, b"", "empty.pdf"), 400, "INVALID_ARGUMENT", "EMPTY_CONTENT")
-    check(submit(address, b"hello", "x.pdf"), 400, "INVALID_ARGUMENT", "UNSUPPORTED_FORMAT")
+    check(
+        submit(address, fixtures.wordperfect(), "x.pdf"),
+        400,
+        "INVALID_ARGUMENT",
+        "UNSUPPORTED_FORMAT",
+    )
     big = b"%PDF-1.7\n" + b"0" * UPLOAD_LIMIT
     body = check(submit(address, big, "big.pdf"), 413, "RESOURCE_EXHAUSTED", "DOCUMENT_TOO_LARGE")
     assert body["metadata"]["limit_bytes"] == str(UPLOAD_LIMIT)
     # A batch is all or nothing; the refused file is named.
-    upload, headers = multipart([("ok.pdf", make_pdf(1)), ("notes.txt", b"plain text")])
+    upload, headers = multipart([("ok.pdf", make_pdf(1)), ("letter.wpd", fixtures.wordperfect())])
     refused = check(
         request(address, "POST", "/v1/batches", upload, headers),
         400,
@@ -414,7 +419,7 @@ def test_errors_map_to_http_statuses_with_the_reason(stack: LocalStack) -> None:
         "UNSUPPORTED_FORMAT",
     )
     assert refused["metadata"]["file_index"] == "1"
-    assert refused["metadata"]["file_name"] == "notes.txt"
+    assert refused["metadata"]["file_name"] == "letter.wpd"
     # The gateway's own checks use the same body.
     check(
         request(address, "GET", f"/v1/jobs/{missing}/events", headers={"Last-Event-ID": "x"}),

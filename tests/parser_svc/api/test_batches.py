@@ -107,7 +107,10 @@ def test_upload_batch_streams_big_files_in_chunks(stack: LocalStack) -> None:
 def test_bad_batches_are_refused_whole(stack: LocalStack) -> None:
     channel, s = stub(stack.gateway_addresses[0])
     with channel:
-        files = [*_files(2), parser_service_pb2.BatchFile(file_name="notes.txt", content=b"hi")]
+        files = [
+            *_files(2),
+            parser_service_pb2.BatchFile(file_name="letter.wpd", content=fixtures.wordperfect()),
+        ]
         err = rpc_error(
             lambda: s.CreateBatch(parser_service_pb2.CreateBatchRequest(files=files), timeout=10)
         )

@@ -335,8 +335,9 @@ def test_detection_by_content_not_name() -> None:
     assert detect_type(fixtures.encrypt_ooxml(fixtures.xlsx_typed(), "p")) == "encrypted_ooxml"
     assert detect_type(fixtures.wordperfect()) is None
     assert describe(fixtures.wordperfect()) == "a WordPerfect document"
-    assert detect_type(b"") is None and detect_type(b"hello world") is None
-    assert detect_type(fixtures.PNG) is None and describe(fixtures.PNG) == "a PNG image"
+    assert detect_type(b"") is None and detect_type(bytes(range(256))) is None
+    assert describe(bytes(range(256))) == "binary content of an unrecognised type"
+    assert detect_type(fixtures.PNG) == "png" and describe(fixtures.PNG) == "a PNG image"
     plain_zip = io.BytesIO()
     with zipfile.ZipFile(plain_zip, "w") as archive:
         archive.writestr("notes.txt", "hi")

@@ -225,6 +225,6 @@ def test_renamed_files_are_detected_by_content(stack: LocalStack) -> None:
     err = rpc_error(lambda: submit(address, fixtures.wordperfect(), "letter.doc"))
     assert (err.code, err.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "UNSUPPORTED_FORMAT")
     assert "WordPerfect" in err.message
-    err = rpc_error(lambda: submit(address, fixtures.PNG, "scan.pdf"))
-    assert err.reason == "UNSUPPORTED_FORMAT" and "PNG image" in err.message
+    err = rpc_error(lambda: submit(address, b"7z\xbc\xaf\x27\x1c" + bytes(26), "scan.pdf"))
+    assert err.reason == "UNSUPPORTED_FORMAT" and "7-Zip archive" in err.message
     assert isinstance(err, DocparseError)

@@ -16,6 +16,7 @@ from docparse.errors import DocparseError
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from tests.conftest import make_stack
+from tests.fixtures import wordperfect
 from tests.helpers import eventually, make_pdf, rpc_error, stub, submit, wait_terminal
 
 DEADLINE_S = 5.0
@@ -137,7 +138,8 @@ def test_bad_requests_get_precise_errors(stack: LocalStack, tmp_path: Path) -> N
         assert (empty.code, empty.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "EMPTY_CONTENT")
         text = rpc_error(
             lambda: s.SubmitJob(
-                parser_service_pb2.SubmitJobRequest(file_name="x.pdf", content=b"hello"), timeout=5
+                parser_service_pb2.SubmitJobRequest(file_name="x.pdf", content=wordperfect()),
+                timeout=5,
             )
         )
         assert (text.code, text.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "UNSUPPORTED_FORMAT")

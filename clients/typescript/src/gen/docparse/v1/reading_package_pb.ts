@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file docparse/v1/reading_package.proto.
  */
 export const file_docparse_v1_reading_package: GenFile = /*@__PURE__*/
-  fileDesc("CiFkb2NwYXJzZS92MS9yZWFkaW5nX3BhY2thZ2UucHJvdG8SC2RvY3BhcnNlLnYxIj0KC0JvdW5kaW5nQm94EgoKAngwGAEgASgBEgoKAnkwGAIgASgBEgoKAngxGAMgASgBEgoKAnkxGAQgASgBIqMBCglUZXh0QmxvY2sSDAoEdGV4dBgBIAEoCRImCgRiYm94GAIgASgLMhguZG9jcGFyc2UudjEuQm91bmRpbmdCb3gSDgoGc291cmNlGAMgASgJEgwKBHJvbGUYBCABKAkSEgoKY29uZmlkZW5jZRgFIAEoAhINCgVsZXZlbBgGIAEoDRIOCgZtYXJrZXIYByABKAkSDwoHb3JkZXJlZBgIIAEoCCKWAQoFVGFibGUSJgoEYmJveBgBIAEoCzIYLmRvY3BhcnNlLnYxLkJvdW5kaW5nQm94EiMKBHJvd3MYAiADKAsyFS5kb2NwYXJzZS52MS5UYWJsZVJvdxITCgtoZWFkZXJfcm93cxgDIAEoDRIaChJjb250aW51ZXNfcHJldmlvdXMYBCABKAgSDwoHY2FwdGlvbhgFIAEoCSI/CghUYWJsZVJvdxINCgVjZWxscxgBIAMoCRIkCgVzcGFucxgCIAMoCzIVLmRvY3BhcnNlLnYxLkNlbGxTcGFuIj4KCENlbGxTcGFuEg4KBmNvbHVtbhgBIAEoDRIQCghyb3dfc3BhbhgCIAEoDRIQCghjb2xfc3BhbhgDIAEoDSKHAQoISW1hZ2VSZWYSEAoIYXNzZXRfaWQYASABKAkSJgoEYmJveBgCIAEoCzIYLmRvY3BhcnNlLnYxLkJvdW5kaW5nQm94EhEKCW1pbWVfdHlwZRgDIAEoCRINCgV3aWR0aBgEIAEoDRIOCgZoZWlnaHQYBSABKA0SDwoHY2FwdGlvbhgGIAEoCSLVAQoEUGFnZRIOCgZudW1iZXIYASABKA0SDQoFd2lkdGgYAiABKAESDgoGaGVpZ2h0GAMgASgBEhAKCHJvdGF0aW9uGAQgASgNEiYKBmJsb2NrcxgFIAMoCzIWLmRvY3BhcnNlLnYxLlRleHRCbG9jaxIiCgZ0YWJsZXMYBiADKAsyEi5kb2NwYXJzZS52MS5UYWJsZRIlCgZpbWFnZXMYByADKAsyFS5kb2NwYXJzZS52MS5JbWFnZVJlZhIMCgR0ZXh0GAggASgJEgsKA29jchgJIAEoCCKWAQoEQ2VsbBIOCgZjb2x1bW4YASABKA0SFgoMc3RyaW5nX3ZhbHVlGAIgASgJSAASFgoMbnVtYmVyX3ZhbHVlGAMgASgBSAASFAoKYm9vbF92YWx1ZRgEIAEoCEgAEhgKDmRhdGV0aW1lX3ZhbHVlGAUgASgJSAASFQoLZXJyb3JfdmFsdWUYBiABKAlIAEIHCgV2YWx1ZSI8CghTaGVldFJvdxIOCgZudW1iZXIYASABKA0SIAoFY2VsbHMYAiADKAsyES5kb2NwYXJzZS52MS5DZWxsIokBCgVTaGVldBIOCgZudW1iZXIYASABKA0SDAoEbmFtZRgCIAEoCRISCgp2aXNpYmlsaXR5GAMgASgJEiMKBHJvd3MYBCADKAsyFS5kb2NwYXJzZS52MS5TaGVldFJvdxISCgpjZWxsX2NvdW50GAUgASgEEhUKDW1lcmdlZF9yYW5nZXMYBiADKAkiJwoHQ29tbWVudBIOCgZhdXRob3IYASABKAkSDAoEdGV4dBgCIAEoCSKNAgoFU2xpZGUSDgoGbnVtYmVyGAEgASgNEg0KBXdpZHRoGAIgASgBEg4KBmhlaWdodBgDIAEoARIOCgZoaWRkZW4YBCABKAgSDQoFdGl0bGUYBSABKAkSJgoGYmxvY2tzGAYgAygLMhYuZG9jcGFyc2UudjEuVGV4dEJsb2NrEiIKBnRhYmxlcxgHIAMoCzISLmRvY3BhcnNlLnYxLlRhYmxlEiUKBmltYWdlcxgIIAMoCzIVLmRvY3BhcnNlLnYxLkltYWdlUmVmEg0KBW5vdGVzGAkgASgJEiYKCGNvbW1lbnRzGAogAygLMhQuZG9jcGFyc2UudjEuQ29tbWVudBIMCgR0ZXh0GAsgASgJIpMBCgVBc3NldBIQCghhc3NldF9pZBgBIAEoCRIRCgltaW1lX3R5cGUYAiABKAkSEgoKc2l6ZV9ieXRlcxgDIAEoBBIOCgZzaGEyNTYYBCABKAkSEgoKZGVwbG95bWVudBgFIAEoCRIOCgZqb2JfaWQYBiABKAkSDQoFd2lkdGgYByABKA0SDgoGaGVpZ2h0GAggASgNIswBChBEb2N1bWVudE1ldGFkYXRhEg0KBXRpdGxlGAEgASgJEg4KBmF1dGhvchgCIAEoCRIPCgdzdWJqZWN0GAMgASgJEg8KB2NyZWF0b3IYBCABKAkSEAoIcHJvZHVjZXIYBSABKAkSNwoFZXh0cmEYBiADKAsyKC5kb2NwYXJzZS52MS5Eb2N1bWVudE1ldGFkYXRhLkV4dHJhRW50cnkaLAoKRXh0cmFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIuwCCg5SZWFkaW5nUGFja2FnZRIWCg5wYXJzZXJfdmVyc2lvbhgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSLwoIbWV0YWRhdGEYAyABKAsyHS5kb2NwYXJzZS52MS5Eb2N1bWVudE1ldGFkYXRhEiAKBXBhZ2VzGAQgAygLMhEuZG9jcGFyc2UudjEuUGFnZRIQCgh3YXJuaW5ncxgFIAMoCRIiCgZzaGVldHMYBiADKAsyEi5kb2NwYXJzZS52MS5TaGVldBIiCgZzbGlkZXMYByADKAsyEi5kb2NwYXJzZS52MS5TbGlkZRIiCgZhc3NldHMYCCADKAsyEi5kb2NwYXJzZS52MS5Bc3NldBITCgtkYXRlX3N5c3RlbRgJIAEoCRIRCglkZWNyeXB0ZWQYCiABKAgSFgoOcGFnZV9zZWxlY3Rpb24YFCABKAkSGwoTZG9jdW1lbnRfcGFnZV9jb3VudBgVIAEoDWIGcHJvdG8z");
+  fileDesc("CiFkb2NwYXJzZS92MS9yZWFkaW5nX3BhY2thZ2UucHJvdG8SC2RvY3BhcnNlLnYxIj0KC0JvdW5kaW5nQm94EgoKAngwGAEgASgBEgoKAnkwGAIgASgBEgoKAngxGAMgASgBEgoKAnkxGAQgASgBIqMBCglUZXh0QmxvY2sSDAoEdGV4dBgBIAEoCRImCgRiYm94GAIgASgLMhguZG9jcGFyc2UudjEuQm91bmRpbmdCb3gSDgoGc291cmNlGAMgASgJEgwKBHJvbGUYBCABKAkSEgoKY29uZmlkZW5jZRgFIAEoAhINCgVsZXZlbBgGIAEoDRIOCgZtYXJrZXIYByABKAkSDwoHb3JkZXJlZBgIIAEoCCKWAQoFVGFibGUSJgoEYmJveBgBIAEoCzIYLmRvY3BhcnNlLnYxLkJvdW5kaW5nQm94EiMKBHJvd3MYAiADKAsyFS5kb2NwYXJzZS52MS5UYWJsZVJvdxITCgtoZWFkZXJfcm93cxgDIAEoDRIaChJjb250aW51ZXNfcHJldmlvdXMYBCABKAgSDwoHY2FwdGlvbhgFIAEoCSI/CghUYWJsZVJvdxINCgVjZWxscxgBIAMoCRIkCgVzcGFucxgCIAMoCzIVLmRvY3BhcnNlLnYxLkNlbGxTcGFuIj4KCENlbGxTcGFuEg4KBmNvbHVtbhgBIAEoDRIQCghyb3dfc3BhbhgCIAEoDRIQCghjb2xfc3BhbhgDIAEoDSKHAQoISW1hZ2VSZWYSEAoIYXNzZXRfaWQYASABKAkSJgoEYmJveBgCIAEoCzIYLmRvY3BhcnNlLnYxLkJvdW5kaW5nQm94EhEKCW1pbWVfdHlwZRgDIAEoCRINCgV3aWR0aBgEIAEoDRIOCgZoZWlnaHQYBSABKA0SDwoHY2FwdGlvbhgGIAEoCSLVAQoEUGFnZRIOCgZudW1iZXIYASABKA0SDQoFd2lkdGgYAiABKAESDgoGaGVpZ2h0GAMgASgBEhAKCHJvdGF0aW9uGAQgASgNEiYKBmJsb2NrcxgFIAMoCzIWLmRvY3BhcnNlLnYxLlRleHRCbG9jaxIiCgZ0YWJsZXMYBiADKAsyEi5kb2NwYXJzZS52MS5UYWJsZRIlCgZpbWFnZXMYByADKAsyFS5kb2NwYXJzZS52MS5JbWFnZVJlZhIMCgR0ZXh0GAggASgJEgsKA29jchgJIAEoCCKWAQoEQ2VsbBIOCgZjb2x1bW4YASABKA0SFgoMc3RyaW5nX3ZhbHVlGAIgASgJSAASFgoMbnVtYmVyX3ZhbHVlGAMgASgBSAASFAoKYm9vbF92YWx1ZRgEIAEoCEgAEhgKDmRhdGV0aW1lX3ZhbHVlGAUgASgJSAASFQoLZXJyb3JfdmFsdWUYBiABKAlIAEIHCgV2YWx1ZSI8CghTaGVldFJvdxIOCgZudW1iZXIYASABKA0SIAoFY2VsbHMYAiADKAsyES5kb2NwYXJzZS52MS5DZWxsIokBCgVTaGVldBIOCgZudW1iZXIYASABKA0SDAoEbmFtZRgCIAEoCRISCgp2aXNpYmlsaXR5GAMgASgJEiMKBHJvd3MYBCADKAsyFS5kb2NwYXJzZS52MS5TaGVldFJvdxISCgpjZWxsX2NvdW50GAUgASgEEhUKDW1lcmdlZF9yYW5nZXMYBiADKAkiJwoHQ29tbWVudBIOCgZhdXRob3IYASABKAkSDAoEdGV4dBgCIAEoCSKNAgoFU2xpZGUSDgoGbnVtYmVyGAEgASgNEg0KBXdpZHRoGAIgASgBEg4KBmhlaWdodBgDIAEoARIOCgZoaWRkZW4YBCABKAgSDQoFdGl0bGUYBSABKAkSJgoGYmxvY2tzGAYgAygLMhYuZG9jcGFyc2UudjEuVGV4dEJsb2NrEiIKBnRhYmxlcxgHIAMoCzISLmRvY3BhcnNlLnYxLlRhYmxlEiUKBmltYWdlcxgIIAMoCzIVLmRvY3BhcnNlLnYxLkltYWdlUmVmEg0KBW5vdGVzGAkgASgJEiYKCGNvbW1lbnRzGAogAygLMhQuZG9jcGFyc2UudjEuQ29tbWVudBIMCgR0ZXh0GAsgASgJIpMBCgVBc3NldBIQCghhc3NldF9pZBgBIAEoCRIRCgltaW1lX3R5cGUYAiABKAkSEgoKc2l6ZV9ieXRlcxgDIAEoBBIOCgZzaGEyNTYYBCABKAkSEgoKZGVwbG95bWVudBgFIAEoCRIOCgZqb2JfaWQYBiABKAkSDQoFd2lkdGgYByABKA0SDgoGaGVpZ2h0GAggASgNIp0BCgxFbWFpbEhlYWRlcnMSDgoGc2VuZGVyGAEgASgJEgoKAnRvGAIgAygJEgoKAmNjGAMgAygJEgsKA2JjYxgEIAMoCRIPCgdzdWJqZWN0GAUgASgJEgwKBGRhdGUYBiABKAkSEgoKbWVzc2FnZV9pZBgHIAEoCRIQCghyZXBseV90bxgIIAEoCRITCgtpbl9yZXBseV90bxgJIAEoCSLPAQoKQXR0YWNobWVudBIOCgZudW1iZXIYASABKA0SEAoIZmlsZW5hbWUYAiABKAkSFQoNZGVjbGFyZWRfdHlwZRgDIAEoCRISCgpzaXplX2J5dGVzGAQgASgEEg4KBnNoYTI1NhgFIAEoCRIOCgZpbmxpbmUYBiABKAgSLAoHcGFja2FnZRgHIAEoCzIbLmRvY3BhcnNlLnYxLlJlYWRpbmdQYWNrYWdlEg4KBnJlYXNvbhgIIAEoCRIWCg5yZWFzb25fbWVzc2FnZRgJIAEoCSLMAQoQRG9jdW1lbnRNZXRhZGF0YRINCgV0aXRsZRgBIAEoCRIOCgZhdXRob3IYAiABKAkSDwoHc3ViamVjdBgDIAEoCRIPCgdjcmVhdG9yGAQgASgJEhAKCHByb2R1Y2VyGAUgASgJEjcKBWV4dHJhGAYgAygLMiguZG9jcGFyc2UudjEuRG9jdW1lbnRNZXRhZGF0YS5FeHRyYUVudHJ5GiwKCkV4dHJhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLEAwoOUmVhZGluZ1BhY2thZ2USFgoOcGFyc2VyX3ZlcnNpb24YASABKAkSFAoMY29udGVudF90eXBlGAIgASgJEi8KCG1ldGFkYXRhGAMgASgLMh0uZG9jcGFyc2UudjEuRG9jdW1lbnRNZXRhZGF0YRIgCgVwYWdlcxgEIAMoCzIRLmRvY3BhcnNlLnYxLlBhZ2USEAoId2FybmluZ3MYBSADKAkSIgoGc2hlZXRzGAYgAygLMhIuZG9jcGFyc2UudjEuU2hlZXQSIgoGc2xpZGVzGAcgAygLMhIuZG9jcGFyc2UudjEuU2xpZGUSIgoGYXNzZXRzGAggAygLMhIuZG9jcGFyc2UudjEuQXNzZXQSEwoLZGF0ZV9zeXN0ZW0YCSABKAkSEQoJZGVjcnlwdGVkGAogASgIEhYKDnBhZ2Vfc2VsZWN0aW9uGBQgASgJEhsKE2RvY3VtZW50X3BhZ2VfY291bnQYFSABKA0SKAoFZW1haWwYFiABKAsyGS5kb2NwYXJzZS52MS5FbWFpbEhlYWRlcnMSLAoLYXR0YWNobWVudHMYFyADKAsyFy5kb2NwYXJzZS52MS5BdHRhY2htZW50YgZwcm90bzM");
 
 /**
  * An axis-aligned rectangle in points (1/72 inch), origin at the top-left. On PDF pages the
@@ -670,6 +670,145 @@ export const AssetSchema: GenMessage<Asset> = /*@__PURE__*/
   messageDesc(file_docparse_v1_reading_package, 12);
 
 /**
+ * An e-mail's headers (EML, MSG), decoded to Unicode whatever their charset and encoding.
+ *
+ * @generated from message docparse.v1.EmailHeaders
+ */
+export type EmailHeaders = Message<"docparse.v1.EmailHeaders"> & {
+  /**
+   * The From address as written ("Ann Lee <ann@example.com>").
+   *
+   * @generated from field: string sender = 1;
+   */
+  sender: string;
+
+  /**
+   * @generated from field: repeated string to = 2;
+   */
+  to: string[];
+
+  /**
+   * @generated from field: repeated string cc = 3;
+   */
+  cc: string[];
+
+  /**
+   * @generated from field: repeated string bcc = 4;
+   */
+  bcc: string[];
+
+  /**
+   * @generated from field: string subject = 5;
+   */
+  subject: string;
+
+  /**
+   * ISO 8601 with its offset ("2024-03-01T12:30:00+01:00") when the Date header can be read;
+   * else the header as written.
+   *
+   * @generated from field: string date = 6;
+   */
+  date: string;
+
+  /**
+   * @generated from field: string message_id = 7;
+   */
+  messageId: string;
+
+  /**
+   * @generated from field: string reply_to = 8;
+   */
+  replyTo: string;
+
+  /**
+   * @generated from field: string in_reply_to = 9;
+   */
+  inReplyTo: string;
+};
+
+/**
+ * Describes the message docparse.v1.EmailHeaders.
+ * Use `create(EmailHeadersSchema)` to create a new message.
+ */
+export const EmailHeadersSchema: GenMessage<EmailHeaders> = /*@__PURE__*/
+  messageDesc(file_docparse_v1_reading_package, 13);
+
+/**
+ * A file carried inside the document (an e-mail's attachment), parsed as a package of its own.
+ *
+ * @generated from message docparse.v1.Attachment
+ */
+export type Attachment = Message<"docparse.v1.Attachment"> & {
+  /**
+   * 1-based position among the document's attachments.
+   *
+   * @generated from field: uint32 number = 1;
+   */
+  number: number;
+
+  /**
+   * @generated from field: string filename = 2;
+   */
+  filename: string;
+
+  /**
+   * The MIME type the document declares for it ("" when none); what it was found to be is
+   * `package.content_type`.
+   *
+   * @generated from field: string declared_type = 3;
+   */
+  declaredType: string;
+
+  /**
+   * @generated from field: uint64 size_bytes = 4;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * Lower-case hex sha256 of its bytes.
+   *
+   * @generated from field: string sha256 = 5;
+   */
+  sha256: string;
+
+  /**
+   * True for a part shown inside the body (an inline image), false for an attached file.
+   *
+   * @generated from field: bool inline = 6;
+   */
+  inline: boolean;
+
+  /**
+   * Its reading package; unset when it was not parsed (see `reason`).
+   *
+   * @generated from field: docparse.v1.ReadingPackage package = 7;
+   */
+  package?: ReadingPackage | undefined;
+
+  /**
+   * Why it was not parsed, as an ErrorReason name ("UNSUPPORTED_FORMAT", "CORRUPT_DOCUMENT",
+   * "DOCUMENT_TOO_LARGE", "PASSWORD_REQUIRED", ...); "" when it was. The message still succeeds.
+   *
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
+
+  /**
+   * The reason in words.
+   *
+   * @generated from field: string reason_message = 9;
+   */
+  reasonMessage: string;
+};
+
+/**
+ * Describes the message docparse.v1.Attachment.
+ * Use `create(AttachmentSchema)` to create a new message.
+ */
+export const AttachmentSchema: GenMessage<Attachment> = /*@__PURE__*/
+  messageDesc(file_docparse_v1_reading_package, 14);
+
+/**
  * Document-level metadata (title, author, ... as the document declares them).
  *
  * @generated from message docparse.v1.DocumentMetadata
@@ -711,7 +850,7 @@ export type DocumentMetadata = Message<"docparse.v1.DocumentMetadata"> & {
  * Use `create(DocumentMetadataSchema)` to create a new message.
  */
 export const DocumentMetadataSchema: GenMessage<DocumentMetadata> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 13);
+  messageDesc(file_docparse_v1_reading_package, 15);
 
 /**
  * What a SUCCEEDED job produces: the document as text per page with its layout.
@@ -800,6 +939,21 @@ export type ReadingPackage = Message<"docparse.v1.ReadingPackage"> & {
    * @generated from field: uint32 document_page_count = 21;
    */
   documentPageCount: number;
+
+  /**
+   * E-mail (EML, MSG): the message's headers; its body is the package's pages.
+   *
+   * @generated from field: docparse.v1.EmailHeaders email = 22;
+   */
+  email?: EmailHeaders | undefined;
+
+  /**
+   * Files inside the document (an e-mail's attachments, a message inside a message), each
+   * parsed as its own package, bounded in count, depth and total size (see warnings).
+   *
+   * @generated from field: repeated docparse.v1.Attachment attachments = 23;
+   */
+  attachments: Attachment[];
 };
 
 /**
@@ -807,5 +961,5 @@ export type ReadingPackage = Message<"docparse.v1.ReadingPackage"> & {
  * Use `create(ReadingPackageSchema)` to create a new message.
  */
 export const ReadingPackageSchema: GenMessage<ReadingPackage> = /*@__PURE__*/
-  messageDesc(file_docparse_v1_reading_package, 14);
+  messageDesc(file_docparse_v1_reading_package, 16);
 
