@@ -68,12 +68,20 @@ class OcrPages:
             matrix=pymupdf.Matrix(zoom, zoom), colorspace=pymupdf.csGRAY, alpha=False
         )
         image = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width)
+        return self.start_pixels(image, out, zoom, page.derotation_matrix)
+
+    def start_pixels(
+        self, image: Any, out: rp.Page, zoom: float, derotate: pymupdf.Matrix | None = None
+    ) -> PendingPage:
+        """Starts reading `image` (HxW grey uint8), `zoom` pixels per point of `out` (an
+        image document's frame, parsers/image.py); the same rules as `start`."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(
                 self.threads, thread_name_prefix="ocr", initializer=self._claim_slot
             )
         self.in_flight += 1
-        return PendingPage(out, self._pool.submit(self._read, image), zoom, page.derotation_matrix)
+        future = self._pool.submit(self._read, image)
+        return PendingPage(out, future, zoom, derotate or pymupdf.Matrix(1, 1))
 
     def finish(self, pending: PendingPage) -> list[str]:
         """Waits for the page's OCR, adds its lines to its blocks and returns its text."""
