@@ -19,7 +19,8 @@ def check_zip(data: bytes, options: ParseOptions, what: str) -> None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             infos = archive.infolist()
-    except (zipfile.BadZipFile, ValueError, OSError) as err:
+    except (zipfile.BadZipFile, ValueError, OSError, NotImplementedError) as err:
+        # NotImplementedError: a damaged "version needed" or compression field
         raise corrupt(f"the {what} package (zip) is damaged: {err}") from err
     declared = sum(info.file_size for info in infos)
     if declared > options.max_unzipped_bytes:
