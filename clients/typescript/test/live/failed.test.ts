@@ -22,11 +22,14 @@ test("a document that cannot be parsed ends FAILED with its reason", async () =>
 
 test("bytes that are no document are refused at once, with no job", async () => {
   const before = retries.length; // (the other test's wait may have resumed a cut stream)
-  await assert.rejects(docparse.submit("archive.pdf", Buffer.from("377abcaf271c000400000000", "hex")), (err: unknown) => {
-    assert.ok(err instanceof DocparseError, String(err));
-    assert.equal(err.code, "INVALID_ARGUMENT", err.message);
-    assert.equal(err.reason, "UNSUPPORTED_FORMAT");
-    return true;
-  });
+  await assert.rejects(
+    docparse.submit("archive.pdf", Buffer.from("377abcaf271c000400000000", "hex")),
+    (err: unknown) => {
+      assert.ok(err instanceof DocparseError, String(err));
+      assert.equal(err.code, "INVALID_ARGUMENT", err.message);
+      assert.equal(err.reason, "UNSUPPORTED_FORMAT");
+      return true;
+    },
+  );
   assert.deepEqual(retries.slice(before), [], "an INVALID_ARGUMENT is never retried");
 });
