@@ -6,10 +6,12 @@ presentations and sheet numbers for workbooks."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from docparse.render_email import attachment_note, attachment_title, header_fields, is_email
 from docparse.render_layout import block_in_table, merged_range, sheet_rows, table_has_text
 from docparse.v1 import reading_package_pb2 as rp
 
@@ -187,7 +189,16 @@ def _sheet_units(sheet: rp.Sheet) -> Iterator[Unit]:
 
 def package_units(package: rp.ReadingPackage) -> Iterator[Unit]:
     """Every unit of the package in reading order: pages, then slides (their notes after
-    them), then sheets."""
+    them), then sheets. An e-mail: its subject (a heading) and header lines first, and after
+    its body each attachment under a heading "Attachment N: name", with the units of its own
+    package (whose page numbers are the attachment's, its headings a level down) or why it
+    was not read."""
+    if is_email(package):
+        if package.email.subject.strip():
+            yield Heading(1, " ".join(package.email.subject.split()), 1, ())
+        fields = header_fields(package, subject=False)
+        if fields:
+            yield Paragraph("\n".join(f"{name}: {value}" for name, value in fields), 1, ())
 
     def located() -> Iterator[tuple[Unit | rp.Table, int]]:
         for page in package.pages:
@@ -202,3 +213,12 @@ def package_units(package: rp.ReadingPackage) -> Iterator[Unit]:
     yield from _joined(located())
     for sheet in package.sheets:
         yield from _sheet_units(sheet)
+    for attachment in package.attachments:
+        yield Heading(1, attachment_title(attachment), 1, ())
+        if attachment.HasField("package"):  # its headings one level below this one
+            for unit in package_units(attachment.package):
+                if isinstance(unit, Heading):
+                    unit = dataclasses.replace(unit, level=min(unit.level + 1, 6))
+                yield unit
+        else:
+            yield Paragraph(attachment_note(attachment), 1, ())

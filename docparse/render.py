@@ -10,6 +10,7 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from docparse.render_email import attachment_note, attachment_title, header_fields
 from docparse.render_html import to_html
 from docparse.render_layout import page_text, sheet_rows
 from docparse.render_markdown import to_markdown
@@ -20,7 +21,8 @@ __all__ = ["RENDERERS", "iter_json", "render", "to_html", "to_json", "to_markdow
 
 def to_text(package: rp.ReadingPackage, *, furniture: bool = False) -> str:
     """The text of each page, slide and sheet, separated by form feeds; page furniture
-    (running headers, footers) left out unless `furniture`."""
+    (running headers, footers) left out unless `furniture`. An e-mail: its header lines
+    above the body, then each attachment's text after its name."""
     parts: list[str] = []
     for page in package.pages:
         parts.append(page_text(page, furniture=furniture))
@@ -28,6 +30,14 @@ def to_text(package: rp.ReadingPackage, *, furniture: bool = False) -> str:
         parts.append(slide.text + (f"\n\nNotes: {slide.notes}" if slide.notes else ""))
     for sheet in package.sheets:
         parts.append("\n".join("\t".join(row) for row in sheet_rows(sheet)))
+    head = "\n".join(f"{name}: {value}" for name, value in header_fields(package, subject=True))
+    if head:  # an e-mail's header block, above its body
+        parts[:1] = [head + ("\n\n" + parts[0] if parts and parts[0] else "")]
+    for attachment in package.attachments:
+        inner = attachment_note(attachment)
+        if attachment.HasField("package"):
+            inner = to_text(attachment.package, furniture=furniture).rstrip("\n")
+        parts.append(f"{attachment_title(attachment)}\n\n{inner}")
     return "\n\f\n".join(parts) + "\n"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from docparse.render_email import attachment_note, attachment_title, header_fields, is_email
 from docparse.render_layout import (
     FURNITURE,
     HEADINGS,
@@ -186,11 +187,25 @@ def _first_heading(package: rp.ReadingPackage) -> str:
 
 def to_html(package: rp.ReadingPackage, *, furniture: bool = False) -> str:
     """The HTML5 document; the metadata title is its <title>, and an <h1> only when the
-    document has no title or heading of its own."""
+    document has no title or heading of its own. An e-mail: its subject as the <h1> and its
+    header lines (a <dl>) above the body, then an <article> per attachment holding its package
+    rendered (or why it was not read)."""
     title = one_line(package.metadata.title)
     out = ["<!DOCTYPE html>", "<html>", "<head>", '<meta charset="utf-8">']
     out += [f"<title>{_e(title or _first_heading(package))}</title>", "</head>", "<body>"]
-    if title and not has_headings(package):
+    out += _content(package, furniture)
+    out += ["</body>", "</html>"]
+    return "\n".join(out) + "\n"
+
+
+def _content(package: rp.ReadingPackage, furniture: bool) -> list[str]:
+    """The body's elements: the title (or an e-mail's header block), pages, slides, sheets
+    and attachments."""
+    out: list[str] = []
+    title = one_line(package.metadata.title)
+    if is_email(package):
+        out += _email_header(package)
+    elif title and not has_headings(package):
         out.append(f"<h1>{_e(title)}</h1>")
     page_grids = joined_tables([page.tables for page in package.pages])
     for page, grids in zip(package.pages, page_grids, strict=True):
@@ -213,5 +228,25 @@ def to_html(package: rp.ReadingPackage, *, furniture: bool = False) -> str:
     for sheet in package.sheets:
         out += [f'<section data-sheet="{sheet.number}">', html_table(sheet_grid(sheet))]
         out.append("</section>")
-    out += ["</body>", "</html>"]
-    return "\n".join(out) + "\n"
+    for attachment in package.attachments:
+        out.append(f'<article data-attachment="{attachment.number}">')
+        out.append(f"<h2>{_e(attachment_title(attachment))}</h2>")
+        if attachment.HasField("package"):
+            out += _content(attachment.package, furniture)
+        else:
+            out.append(f'<p data-role="reason">{_e(attachment_note(attachment))}</p>')
+        out.append("</article>")
+    return out
+
+
+def _email_header(package: rp.ReadingPackage) -> list[str]:
+    """An e-mail's subject as its <h1>, then its header lines as a description list."""
+    subject = one_line(package.email.subject)
+    rows = "".join(
+        f"<dt>{_e(name)}</dt><dd>{_e(value)}</dd>"
+        for name, value in header_fields(package, subject=False)
+    )
+    out = ['<div data-role="email">']
+    if subject:
+        out.append(f"<h1>{_e(subject)}</h1>")
+    return [*out, f"<dl>{rows}</dl>", "</div>"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from docparse.render_email import attachment_note, attachment_title, header_fields, is_email
 from docparse.render_html import html_table, sheet_grid
 from docparse.render_layout import (
     COUNTED_MARKER,
@@ -112,15 +113,24 @@ def _section(
     return out
 
 
+# Formats without pages of their own: the package holds them as one page.
+FLOWING = ("docx", "doc", "odt", "rtf", "html", "markdown", "text", "eml", "msg")
+
+
 def to_markdown(package: rp.ReadingPackage, *, furniture: bool = False) -> str:
     """Markdown of each page (or the Word document's body), slide and sheet. The metadata
-    title is a `#` heading only when the document has no title or heading of its own."""
+    title is a `#` heading only when the document has no title or heading of its own. An
+    e-mail: its subject as the `#` heading and its header lines above the body, then each
+    attachment under "## Attachment N: name", its package rendered (or why it was not read)."""
     out: list[str] = []
     title = package.metadata.title
-    if title and not has_headings(package):
+    if is_email(package):
+        out += _email_head(package)
+    elif title and not has_headings(package):
         out.append(f"# {one_line(title)}")
-    # A Word document is one page whose number means nothing: no page comment.
-    unpaged = package.content_type in ("docx", "doc") and len(package.pages) == 1
+    # A flowing document (Word, HTML, text, ...) is one page whose number means nothing: no
+    # page comment.
+    unpaged = package.content_type in FLOWING and len(package.pages) == 1
     page_grids = joined_tables([page.tables for page in package.pages])
     for page, grids in zip(package.pages, page_grids, strict=True):
         if not unpaged:
@@ -147,4 +157,24 @@ def to_markdown(package: rp.ReadingPackage, *, furniture: bool = False) -> str:
     for sheet in package.sheets:
         out.append(f"## Sheet {sheet.name}")
         out.append(_sheet_table(sheet))
+    out += _attachments(package, furniture)
     return "\n\n".join(part for part in out if part) + "\n"
+
+
+def _email_head(package: rp.ReadingPackage) -> list[str]:
+    """An e-mail's subject as its heading, then its header lines (hard line breaks)."""
+    subject = one_line(package.email.subject)
+    lines = [f"**{name}:** {value}" for name, value in header_fields(package, subject=False)]
+    return [f"# {subject}" if subject else "", "  \n".join(lines)]
+
+
+def _attachments(package: rp.ReadingPackage, furniture: bool) -> list[str]:
+    """Each attachment under its own heading: its package rendered, or why it was not read."""
+    out: list[str] = []
+    for attachment in package.attachments:
+        out.append(f"## {attachment_title(attachment)}")
+        if attachment.HasField("package"):
+            out.append(to_markdown(attachment.package, furniture=furniture).rstrip("\n"))
+        else:
+            out.append(attachment_note(attachment))
+    return out

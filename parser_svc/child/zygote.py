@@ -54,6 +54,19 @@ MODULES = (
     "parser_svc.parsers.xls",
     "parser_svc.parsers.doc",
     "parser_svc.parsers.office",
+    "parser_svc.parsers.formats",
+    "parser_svc.parsers.image",
+    "parser_svc.parsers.html_page",
+    "parser_svc.parsers.markdown_doc",
+    "parser_svc.parsers.plain_text",
+    "parser_svc.parsers.delimited",
+    "parser_svc.parsers.epub",
+    "parser_svc.parsers.rtf",
+    "parser_svc.parsers.odf_text",
+    "parser_svc.parsers.odf_sheet",
+    "parser_svc.parsers.odf_slides",
+    "parser_svc.parsers.eml",
+    "parser_svc.parsers.msg",
 )
 
 

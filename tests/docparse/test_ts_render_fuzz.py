@@ -1,7 +1,8 @@
 """The TypeScript renderers against the Python ones on random packages (seeded, so a failure
 names a package that can be rebuilt): random roles, levels, markers, geometry, spans,
-continuations, captions, cells and merged ranges, over text full of what Python and JavaScript
-treat differently (str.split's whitespace, splitlines' breaks, astral characters, markup)."""
+continuations, captions, cells and merged ranges, e-mail headers and attachments, over text
+full of what Python and JavaScript treat differently (str.split's whitespace, splitlines'
+breaks, astral characters, markup)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from docparse.reasons import ErrorReason
 from docparse.v1 import reading_package_pb2 as rp
 from tests.docparse.test_ts_render_parity import assert_same, node  # noqa: F401  (fixture)
 
@@ -81,7 +83,23 @@ def sheet(rng: random.Random, number: int) -> rp.Sheet:
     return out
 
 
-def package(seed: int) -> rp.ReadingPackage:
+def email(rng: random.Random, out: rp.ReadingPackage, depth: int) -> None:
+    """E-mail headers and attachments: parsed ones (a random package, one level down) and
+    ones with a reason."""
+    e = out.email
+    e.sender, e.subject, e.date = text(rng, 3), rng.choice(["", text(rng, 3)]), text(rng, 2)
+    e.to.extend(text(rng, 2) for _ in range(rng.randint(0, 2)))
+    e.cc.extend(text(rng, 2) for _ in range(rng.randint(0, 1)))
+    for number in range(1, rng.randint(0, 3) + 1):
+        attachment = out.attachments.add(number=number, filename=text(rng, 2))
+        if depth < 1 and rng.random() < 0.6:
+            attachment.package.CopyFrom(package(rng.randint(0, 10**6), depth + 1))
+        else:
+            attachment.reason = rng.choice(["", ErrorReason.UNSUPPORTED_FORMAT])
+            attachment.reason_message = text(rng, 3)
+
+
+def package(seed: int, depth: int = 0) -> rp.ReadingPackage:
     rng = random.Random(seed)
     out = rp.ReadingPackage(content_type=rng.choice(CONTENT))
     out.metadata.title = rng.choice(["", text(rng, 3)])
@@ -99,6 +117,8 @@ def package(seed: int) -> rp.ReadingPackage:
         slide.images.extend(images(rng))
         slide.notes, slide.text = rng.choice(["", text(rng, 3)]), text(rng, 6)
     out.sheets.extend(sheet(rng, number) for number in range(1, rng.randint(0, 2) + 1))
+    if rng.random() < 0.3:
+        email(rng, out, depth)
     return out
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from docparse.reasons import ErrorReason
 from docparse.render_html import to_html
 from docparse.render_markdown import to_markdown
 from docparse.v1 import reading_package_pb2 as rp
@@ -341,7 +342,40 @@ def odd_lists_and_titles() -> rp.ReadingPackage:
     )
 
 
+def email_message() -> rp.ReadingPackage:
+    """An e-mail: its header block (hostile and multi-line values), a body, an attachment
+    parsed (a PDF page), one not read, and a message inside it with its own attachment."""
+    inner = rp.ReadingPackage(
+        content_type="eml",
+        email=rp.EmailHeaders(sender="bob@example.com", subject="Re:  <b>inner</b>"),
+        pages=[page(1, [block("Inner body.")])],
+    )
+    inner.attachments.add(number=1, filename="", reason=ErrorReason.CORRUPT_DOCUMENT)
+    out = rp.ReadingPackage(
+        content_type="eml",
+        metadata=rp.DocumentMetadata(title="Invoice  <42>", author="Ann"),
+        email=rp.EmailHeaders(
+            sender='"Lee, Ann" <ann@example.com>',
+            to=["Bob <bob@example.com>", "carol@example.com"],
+            cc=["dave@example.com"],
+            bcc=["  "],
+            subject="Invoice  <42>\nfolded",
+            date="2026-03-03T10:15:00+01:00",
+        ),
+        pages=[page(1, [block("Hello,"), block("Point", "list_item", 1, "-")])],
+    )
+    report = rp.ReadingPackage(content_type="pdf", pages=[page(1, [block("Total", "heading")])])
+    out.attachments.add(number=1, filename="report\n.pdf", package=report)
+    out.attachments.add(
+        number=2, filename="x.bin", reason=ErrorReason.UNSUPPORTED_FORMAT, reason_message="a <zip>"
+    )
+    out.attachments.add(number=3, filename="fwd.eml", package=inner)
+    return out
+
+
 PACKAGES: dict[str, Callable[[], rp.ReadingPackage]] = {
+    "email_message": email_message,
+    "email_bare": lambda: rp.ReadingPackage(content_type="msg", email=rp.EmailHeaders()),
     "structured_report": structured_report,
     "geometry_pdf": geometry_pdf,
     "word_document": word_document,

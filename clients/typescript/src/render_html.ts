@@ -11,6 +11,7 @@ import type {
   Table,
   TextBlock,
 } from "./gen/docparse/v1/reading_package_pb.js";
+import { attachmentNote, attachmentTitle, headerFields, isEmail } from "./render_email.js";
 import {
   append,
   FURNITURE,
@@ -215,13 +216,25 @@ function firstHeading(pkg: ReadingPackage): string {
 }
 
 /** The HTML5 document, as docparse.render_html.to_html prints it: the metadata title is its
- * <title>, and an <h1> only when the document has no title or heading of its own. */
+ * <title>, and an <h1> only when the document has no title or heading of its own. An e-mail:
+ * its subject and header lines above the body, then an <article> per attachment. */
 export function toHtml(pkg: ReadingPackage, options: RenderOptions = {}): string {
   const furniture = options.furniture ?? false;
   const title = oneLine(pkg.metadata?.title ?? "");
   const out = ["<!DOCTYPE html>", "<html>", "<head>", '<meta charset="utf-8">'];
   out.push(`<title>${escapeHtml(title || firstHeading(pkg))}</title>`, "</head>", "<body>");
-  if (title && !hasHeadings(pkg)) out.push(`<h1>${escapeHtml(title)}</h1>`);
+  append(out, content(pkg, furniture));
+  out.push("</body>", "</html>");
+  return `${out.join("\n")}\n`;
+}
+
+/** The body's elements: the title (or an e-mail's header block), pages, slides, sheets and
+ * attachments. */
+function content(pkg: ReadingPackage, furniture: boolean): string[] {
+  const out: string[] = [];
+  const title = oneLine(pkg.metadata?.title ?? "");
+  if (isEmail(pkg)) append(out, emailHeader(pkg));
+  else if (title && !hasHeadings(pkg)) out.push(`<h1>${escapeHtml(title)}</h1>`);
   const pageGrids = joinedTables(pkg.pages.map((page) => page.tables));
   pkg.pages.forEach((page, i) => {
     out.push(`<section data-page="${page.number}">`);
@@ -243,6 +256,27 @@ export function toHtml(pkg: ReadingPackage, options: RenderOptions = {}): string
   for (const sheet of pkg.sheets) {
     out.push(`<section data-sheet="${sheet.number}">`, htmlTable(sheetGrid(sheet)), "</section>");
   }
-  out.push("</body>", "</html>");
-  return `${out.join("\n")}\n`;
+  for (const attachment of pkg.attachments) {
+    out.push(`<article data-attachment="${attachment.number}">`);
+    out.push(`<h2>${escapeHtml(attachmentTitle(attachment))}</h2>`);
+    if (attachment.package === undefined) {
+      out.push(`<p data-role="reason">${escapeHtml(attachmentNote(attachment))}</p>`);
+    } else {
+      append(out, content(attachment.package, furniture));
+    }
+    out.push("</article>");
+  }
+  return out;
+}
+
+/** An e-mail's subject as its <h1>, then its header lines as a description list. */
+function emailHeader(pkg: ReadingPackage): string[] {
+  const subject = oneLine(pkg.email?.subject ?? "");
+  const rows = headerFields(pkg, false)
+    .map(([name, value]) => `<dt>${escapeHtml(name)}</dt><dd>${escapeHtml(value)}</dd>`)
+    .join("");
+  const out = ['<div data-role="email">'];
+  if (subject) out.push(`<h1>${escapeHtml(subject)}</h1>`);
+  out.push(`<dl>${rows}</dl>`, "</div>");
+  return out;
 }

@@ -10,6 +10,7 @@ import type {
   Table,
   TextBlock,
 } from "./gen/docparse/v1/reading_package_pb.js";
+import { attachmentNote, attachmentTitle, headerFields, isEmail } from "./render_email.js";
 import { htmlTable, type RenderOptions, sheetGrid } from "./render_html.js";
 import {
   append,
@@ -29,6 +30,9 @@ import {
   spans,
   strip,
 } from "./render_layout.js";
+
+// Formats without pages of their own: the package holds them as one page.
+const FLOWING = ["docx", "doc", "odt", "rtf", "html", "markdown", "text", "eml", "msg"];
 
 const row = (cells: string[]): string =>
   `| ${cells.map((c) => c.replaceAll("|", "\\|").replaceAll("\n", " ")).join(" | ")} |`;
@@ -110,14 +114,16 @@ function section(
 
 /** Markdown of each page (or the Word document's body), slide and sheet, as
  * docparse.render_markdown.to_markdown prints it. The metadata title is a `#` heading only
- * when the document has no title or heading of its own. */
+ * when the document has no title or heading of its own. An e-mail: its subject and header
+ * lines above the body, then each attachment under "## Attachment N: name". */
 export function toMarkdown(pkg: ReadingPackage, options: RenderOptions = {}): string {
   const furniture = options.furniture ?? false;
   const out: string[] = [];
   const title = pkg.metadata?.title ?? "";
-  if (title && !hasHeadings(pkg)) out.push(`# ${oneLine(title)}`);
+  if (isEmail(pkg)) append(out, emailHead(pkg));
+  else if (title && !hasHeadings(pkg)) out.push(`# ${oneLine(title)}`);
   // A Word document is one page whose number means nothing: no page comment.
-  const unpaged = ["docx", "doc"].includes(pkg.contentType) && pkg.pages.length === 1;
+  const unpaged = FLOWING.includes(pkg.contentType) && pkg.pages.length === 1;
   const pageGrids = joinedTables(pkg.pages.map((page) => page.tables));
   pkg.pages.forEach((page, i) => {
     if (!unpaged) out.push(`<!-- page ${page.number} -->`);
@@ -138,5 +144,20 @@ export function toMarkdown(pkg: ReadingPackage, options: RenderOptions = {}): st
     if (slide.notes) out.push(`> Notes: ${slide.notes}`);
   });
   for (const sheet of pkg.sheets) out.push(`## Sheet ${sheet.name}`, sheetTable(sheet));
+  for (const attachment of pkg.attachments) {
+    out.push(`## ${attachmentTitle(attachment)}`);
+    out.push(
+      attachment.package === undefined
+        ? attachmentNote(attachment)
+        : toMarkdown(attachment.package, options).replace(/\n+$/, ""),
+    );
+  }
   return `${out.filter(Boolean).join("\n\n")}\n`;
+}
+
+/** An e-mail's subject as its heading, then its header lines (hard line breaks). */
+function emailHead(pkg: ReadingPackage): string[] {
+  const subject = oneLine(pkg.email?.subject ?? "");
+  const lines = headerFields(pkg, false).map(([name, value]) => `**${name}:** ${value}`);
+  return [subject ? `# ${subject}` : "", lines.join("  \n")];
 }
