@@ -5,8 +5,9 @@ parse child detects the charset properly) and every pattern is linear. The kinds
 order: "html" (a doctype, <html>, <head> or <body> first, or XHTML), "eml" (a block of RFC 5322
 header fields first, with From/Received/Message-ID/MIME-Version among them), "csv" (two or
 more records with the same number of fields by one delimiter), "markdown" (its syntax in two
-ways, or a fence or table rule), else "text". Content with NUL bytes (and no UTF-16/32 byte
-order) or more than 1% control characters is not text.
+ways, or a fence or table rule), else "text". Content with more than 1% NULs or other control
+characters (8 in a short file), unless it reads as UTF-16 (a byte order mark, or every other
+byte zero), is not text.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ _BOMS = (
     (b"\xff\xfe", "utf-16-le"),
     (b"\xfe\xff", "utf-16-be"),
 )
-# Control bytes that text does not carry (tab, LF, VT, FF, CR and ESC are allowed).
+# Control bytes that text does not carry (tab, LF, VT, FF, CR and ESC are allowed), NUL
+# among them.
 _CONTROLS = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 27)) + b"\x7f"
 
 
@@ -63,16 +65,15 @@ def _decode(head: bytes) -> str | None:
     for bom, codec in _BOMS:
         if head.startswith(bom):
             return head.decode(codec, "ignore")
-    if b"\x00" in head:
-        even, odd = head[0::2], head[1::2]
-        if odd and odd.count(0) > 0.4 * len(odd) and even.count(0) < 0.05 * len(even):
-            return head.decode("utf-16-le", "ignore")
-        if even and even.count(0) > 0.4 * len(even) and odd.count(0) < 0.05 * len(odd):
-            return head.decode("utf-16-be", "ignore")
-        return None
+    even, odd = head[0::2], head[1::2]
+    for zeros, others, codec in ((odd, even, "utf-16-le"), (even, odd, "utf-16-be")):
+        if zeros and zeros.count(0) > 0.4 * len(zeros) and others.count(0) < 0.05 * len(others):
+            wide = head.decode(codec, "ignore")
+            controls = sum(wide.count(chr(b)) for b in _CONTROLS)
+            return wide if controls <= max(2, len(wide) // 100) else None
     controls = sum(head.count(bytes([b])) for b in _CONTROLS)
-    if controls > len(head) // 100:
-        return None
+    if controls > max(8, len(head) // 100):
+        return None  # a stray NUL or two is text; many are not
     return head.decode("utf-8", "replace")  # legacy 8-bit charsets are text too
 
 

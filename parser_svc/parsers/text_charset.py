@@ -85,15 +85,22 @@ def declared_charset(data: bytes) -> str | None:
 
 
 def _binary(sample: bytes) -> bool:
-    """Whether a sample holds bytes no text file has: NULs, or many other control bytes."""
-    if b"\x00" in sample:
-        return True
+    """Whether a sample holds bytes no text file has: many NULs or other control bytes (a
+    stray NUL in a saved page is not binary; UTF-16 without a BOM is found by detection)."""
     controls = sum(1 for byte in sample if byte < 0x20 and byte not in _TEXT_CONTROLS)
     return controls > max(8, len(sample) // 100)
 
 
 def decode_text(data: bytes, what: str, *, declared: str | None = None) -> Decoded:
-    """`data` as text (see the module docstring); `declared`: the charset the file names."""
+    """`data` as text (see the module docstring); `declared`: the charset the file names.
+    NUL characters (a stray one is not binary) are dropped: no text shows them."""
+    decoded = _decode_text(data, what, declared)
+    if "\x00" in decoded.text:
+        return Decoded(decoded.text.replace("\x00", ""), decoded.encoding, decoded.source)
+    return decoded
+
+
+def _decode_text(data: bytes, what: str, declared: str | None) -> Decoded:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             text = _strict(data[len(bom) :], encoding)

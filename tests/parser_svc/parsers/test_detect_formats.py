@@ -50,6 +50,7 @@ def _zip(members: list[tuple[str, bytes]]) -> bytes:
         ("\u041f\u0440\u0438\u0432\u0435\u0442, \u043c\u0438\u0440".encode("cp1251"), "text"),
         ("hello there".encode("utf-16"), "text"),
         ("hello there".encode("utf-16-le"), "text"),
+        (b"<html><body><p>a\x00b</p></body></html>", "html"),  # a stray NUL is still text
         (b"\x89PNG\r\n\x1a\n" + bytes(24), "png"),
         (b"\xff\xd8\xff\xe0" + bytes(24), "jpeg"),
         (b"GIF89a" + bytes(24), "gif"),
@@ -73,6 +74,7 @@ def test_each_format_is_told_by_its_bytes(content: bytes, kind: str) -> None:
     ("content", "label"),
     [
         (bytes(range(256)) * 4, "binary content of an unrecognised type"),
+        (b"\x00\x01" * 40, "binary content"),  # zeros like UTF-16's, but control characters
         (b"7z\xbc\xaf\x27\x1c" + bytes(26), "a 7-Zip archive"),
         (b"%!PS-Adobe-3.0\n%%Pages: 1\n", "a PostScript document"),
         (b'<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg"/>', "an SVG image"),
@@ -85,6 +87,17 @@ def test_each_format_is_told_by_its_bytes(content: bytes, kind: str) -> None:
 def test_what_is_not_parsed_is_named(content: bytes, label: str) -> None:
     assert detect_type(content) is None
     assert describe(content).startswith(label)
+
+
+def test_a_stray_nul_is_dropped_not_read_as_utf16() -> None:
+    from parser_svc.parsers import ParseOptions
+    from parser_svc.parsers.html_page import parse_html
+    from parser_svc.parsers.plain_text import parse_text
+
+    options, quiet = ParseOptions.defaults(), lambda *_: None
+    page = parse_html(b"<html><body><p>a\x00b</p><p>c</p></body></html>", quiet, options)
+    assert page.pages[0].text == "ab\n\nc"
+    assert parse_text(b"hello\x00 world", quiet, options).pages[0].text == "hello world"
 
 
 def test_sniffing_reads_a_bounded_window() -> None:
