@@ -19,6 +19,7 @@ from parser_svc.parsers import (
     ParseOptions,
     ProgressFn,
     corrupt,
+    is_out_of_memory,
     make_table,
     page_text,
     safe,
@@ -48,6 +49,8 @@ def parse_docx(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.R
     try:
         document = docx.Document(io.BytesIO(data))
     except Exception as err:
+        if is_out_of_memory(err):  # the child reports it as DOCUMENT_TOO_LARGE
+            raise
         raise corrupt(f"the Word document cannot be opened: {type(err).__name__}: {err}") from err
     package = rp.ReadingPackage(content_type="docx")
     _metadata(document, package)
