@@ -117,6 +117,10 @@ def _block(block: rp.TextBlock) -> str:
         return f"<h{level}>{_e(one_line(block.text))}</h{level}>"
     if block.role in FURNITURE:
         return f"<{block.role}><p>{text}</p></{block.role}>"
+    if block.role == "code":
+        return f"<pre><code>{text}</code></pre>"
+    if block.role == "quote":
+        return f"<blockquote><p>{text}</p></blockquote>"
     role = f' data-role="{_e(block.role)}"' if block.role else ""
     return f"<p{role}>{text}</p>"
 

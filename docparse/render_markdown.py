@@ -67,6 +67,21 @@ def _sheet_table(sheet: rp.Sheet) -> str:
     return markdown_table(grid.texts)
 
 
+def fenced(text: str) -> str:
+    """Code as a fenced block, its fence longer than any run of backticks inside."""
+    longest, run = 0, 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
+def quoted(text: str) -> str:
+    """A block quote: every line behind '> ' ('>' alone on an empty line)."""
+    return "\n".join(f"> {line}" if line.strip() else ">" for line in text.split("\n"))
+
+
 def _list_line(block: rp.TextBlock) -> str:
     indent = "  " * (list_level(block) - 1)
     marker = block.marker.strip()
@@ -106,6 +121,10 @@ def _section(
             already = ""
         elif item.role in HEADINGS and line:
             out.append("#" * heading_level(item) + " " + line)
+        elif item.role == "code":
+            out.append(fenced(item.text))
+        elif item.role == "quote":
+            out.append(quoted(item.text))
         else:
             out.append(item.text)
     if items_run:

@@ -28,7 +28,15 @@ class BoundingBox(_message.Message):
       (number 1, the first section's page size) whose blocks follow the body order; headers,
       footers, footnotes, comments and text boxes are blocks with their `role`.
     - XLSX / XLS: one Sheet per worksheet with typed cell values; `pages` is empty.
-    - PPTX: one Slide per slide with its text, tables, images, notes and comments.
+    - PPTX, ODP: one Slide per slide with its text, tables, images, notes and comments.
+    - ODS, CSV/TSV: one Sheet per worksheet (a CSV is one sheet), as for XLSX.
+    - ODT, RTF, HTML/XHTML, Markdown, plain text: one Page, as for DOCX (plain text: one Page per
+      form feed-separated part); structure (headings, lists, tables) from the markup.
+    - EPUB: one Page per chapter of the spine, in reading order.
+    - Images (PNG, JPEG, TIFF, GIF, BMP, WebP): one Page per frame (a multi-page TIFF's pages),
+      its text recognised by OCR (blocks with source "ocr").
+    - E-mail (EML, MSG): `email` holds the headers, one Page the body, `attachments` each
+      attached file's own package.
     Images are stored as assets beside the result (see Asset) and referenced by `asset_id`.
 
     An axis-aligned rectangle in points (1/72 inch), origin at the top-left. On PDF pages the
@@ -84,7 +92,8 @@ class TextBlock(_message.Message):
     """What the block is: "" (body text), "title", "heading", "list_item", "caption",
     "table" (a table's text, also in `tables`), "header" and "footer" (page furniture: running
     headers, footers and page numbers, repeated across pages), "footnote", "endnote",
-    "comment", "textbox", "notes". Renderings (Markdown, text) leave page furniture out unless
+    "comment", "textbox", "notes", "code" (preformatted text: HTML <pre>, Markdown code), "quote"
+    (a block quote). Renderings (Markdown, text) leave page furniture out unless
     asked to keep it; the JSON package always has it.
     """
     confidence: _builtins.float
@@ -769,8 +778,9 @@ class ReadingPackage(_message.Message):
     parser_version: _builtins.str
     """Version of the parser that made this package."""
     content_type: _builtins.str
-    """Detected type: "pdf", "docx", "doc", "xlsx", "xls", "pptx" (an encrypted Office file
-    reports the type found after decryption).
+    """Detected type: "pdf", "docx", "doc", "xlsx", "xls", "pptx", "odt", "ods", "odp", "rtf",
+    "epub", "html", "markdown", "text", "csv", "eml", "msg", "png", "jpeg", "tiff", "gif",
+    "bmp", "webp" (an encrypted Office file reports the type found after decryption).
     """
     date_system: _builtins.str
     """Workbooks: the date system their serial dates use, "1900" or "1904"."""

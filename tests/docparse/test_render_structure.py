@@ -287,3 +287,16 @@ def test_a_merged_range_written_backwards_is_the_same_range() -> None:
     assert [(td.text(), td.attrs) for td in root.find("td")] == [
         ("Title", {"rowspan": "2", "colspan": "3"})
     ]
+
+
+def test_code_keeps_its_lines_and_quotes_stay_quotes() -> None:
+    """Code (HTML <pre>, a Markdown fence) is fenced, its fence longer than any backtick run
+    inside, so '# not a heading' stays code; a quote keeps '>' on every line."""
+    code = "# not a heading\nprint(```)\n\n    indented"
+    doc = package([block("Intro"), block(code, "code"), block("Said once.\n\nTwice.", "quote")])
+    markdown = to_markdown(doc)
+    assert "````\n# not a heading\nprint(```)\n\n    indented\n````" in markdown
+    assert "> Said once.\n>\n> Twice." in markdown
+    root, _ = tree(to_html(doc))
+    assert [n.text() for n in root.find("pre")] == [code]
+    assert [n.text() for n in root.find("blockquote")] == ["Said once.\n\nTwice."]

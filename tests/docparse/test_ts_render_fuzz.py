@@ -19,11 +19,12 @@ pytestmark = pytest.mark.slow  # builds the SDK, runs node
 SEEDS = range(200)
 PIECES = ["a", "Owl", "3.", "b)", "•", "-", " ", "  ", "\n", "\n\n", "\r\n", "\t", "\x0b", "\x1c",
           "\x85", "\u00a0", "\u2028", "\u3000", "\ufeff", "\U0001d538", "é", "<b>", "&amp;", '"',
-          "'", "|", "<script>x</script>", "Table 1: T", "Figure 1: F"]  # fmt: skip
+          "'", "|", "<script>x</script>", "Table 1: T", "Figure 1: F", "`", "```",
+          "> "]  # fmt: skip
 ROLES = ["", "", "", "title", "heading", "list_item", "list_item", "caption", "table", "header",
-         "footer", "footnote"]  # fmt: skip
+         "footer", "footnote", "code", "quote"]  # fmt: skip
 MARKERS = ["", "•", "-", "1.", "2)", "a.", "Z)", "iv.", "10.", " 3. ", "1234567890."]
-CONTENT = ["pdf", "docx", "doc", "pptx"]
+CONTENT = ["pdf", "docx", "doc", "pptx", "html", "markdown", "text", "epub"]
 
 
 def text(rng: random.Random, most: int = 6) -> str:

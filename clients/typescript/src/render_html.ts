@@ -133,6 +133,8 @@ function block(item: TextBlock): string {
     return `<h${level}>${escapeHtml(oneLine(item.text))}</h${level}>`;
   }
   if (FURNITURE.has(item.role)) return `<${item.role}><p>${text}</p></${item.role}>`;
+  if (item.role === "code") return `<pre><code>${text}</code></pre>`;
+  if (item.role === "quote") return `<blockquote><p>${text}</p></blockquote>`;
   const role = item.role ? ` data-role="${escapeHtml(item.role)}"` : "";
   return `<p${role}>${text}</p>`;
 }

@@ -34,6 +34,26 @@ import {
 // Formats without pages of their own: the package holds them as one page.
 const FLOWING = ["docx", "doc", "odt", "rtf", "html", "markdown", "text", "eml", "msg"];
 
+/** Code as a fenced block, its fence longer than any run of backticks inside. */
+export function fenced(text: string): string {
+  let longest = 0;
+  let run = 0;
+  for (const char of text) {
+    run = char === "`" ? run + 1 : 0;
+    longest = Math.max(longest, run);
+  }
+  const fence = "`".repeat(Math.max(3, longest + 1));
+  return `${fence}\n${text}\n${fence}`;
+}
+
+/** A block quote: every line behind '> ' ('>' alone on an empty line). */
+export function quoted(text: string): string {
+  return text
+    .split("\n")
+    .map((line) => (strip(line) ? `> ${line}` : ">"))
+    .join("\n");
+}
+
 const row = (cells: string[]): string =>
   `| ${cells.map((c) => c.replaceAll("|", "\\|").replaceAll("\n", " ")).join(" | ")} |`;
 
@@ -104,6 +124,10 @@ function section(
       already = "";
     } else if (HEADINGS.has(item.role) && line) {
       out.push(`${"#".repeat(headingLevel(item))} ${line}`);
+    } else if (item.role === "code") {
+      out.push(fenced(item.text));
+    } else if (item.role === "quote") {
+      out.push(quoted(item.text));
     } else {
       out.push(item.text);
     }

@@ -79,7 +79,8 @@ export type TextBlock = Message<"docparse.v1.TextBlock"> & {
    * What the block is: "" (body text), "title", "heading", "list_item", "caption",
    * "table" (a table's text, also in `tables`), "header" and "footer" (page furniture: running
    * headers, footers and page numbers, repeated across pages), "footnote", "endnote",
-   * "comment", "textbox", "notes". Renderings (Markdown, text) leave page furniture out unless
+   * "comment", "textbox", "notes", "code" (preformatted text: HTML <pre>, Markdown code), "quote"
+   * (a block quote). Renderings (Markdown, text) leave page furniture out unless
    * asked to keep it; the JSON package always has it.
    *
    * @generated from field: string role = 4;
@@ -866,8 +867,9 @@ export type ReadingPackage = Message<"docparse.v1.ReadingPackage"> & {
   parserVersion: string;
 
   /**
-   * Detected type: "pdf", "docx", "doc", "xlsx", "xls", "pptx" (an encrypted Office file
-   * reports the type found after decryption).
+   * Detected type: "pdf", "docx", "doc", "xlsx", "xls", "pptx", "odt", "ods", "odp", "rtf",
+   * "epub", "html", "markdown", "text", "csv", "eml", "msg", "png", "jpeg", "tiff", "gif",
+   * "bmp", "webp" (an encrypted Office file reports the type found after decryption).
    *
    * @generated from field: string content_type = 2;
    */
