@@ -1,6 +1,7 @@
 """The `docparse` command: `main` parses the command line (docparse.cli_parser, whose docstring
 is the usage and the exit codes) and runs the command: `up` (docparse.cli_up), `result`
-(docparse.cli_results), and here the commands that submit, follow and read jobs and batches.
+(docparse.cli_results), `list` (docparse.cli_list), and here the commands that submit, follow
+and read jobs and batches.
 What they share (exit codes, printing, local file errors) is docparse.cli_output.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from docparse.cli_list import ListingClient, cmd_list
 from docparse.cli_output import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR,
@@ -33,14 +35,15 @@ from docparse.cli_output import (
     read,
     summary,
 )
-from docparse.cli_parser import build_parser
+from docparse.cli_parser import build_parser as build_parser  # tests/project/test_docs.py
+from docparse.cli_parser import parse_args
 from docparse.cli_results import cmd_result
 from docparse.cli_up import cmd_up
 from docparse.client import Client
 from docparse.errors import ContractError, DocparseError, JobFailed, WaitTimeout
 from docparse.progress import AboveTheBars, ProgressBoard
 from docparse.reasons import ErrorReason
-from docparse.v1 import job_pb2
+from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.waiting import TERMINAL, WaitPolicy
 
 
@@ -111,13 +114,19 @@ def _languages(args: argparse.Namespace) -> list[str]:
 
 
 def _job_options(args: argparse.Namespace) -> dict[str, Any]:
-    """submit's per-job parse options (--pages, --images, --ocr, --ocr-dpi)."""
-    return {
+    """submit's per-job options: the parse options (--pages, --images, --ocr, --ocr-dpi) and
+    the webhook (--callback, --callback-secret; the server checks them)."""
+    options: dict[str, Any] = {
         "pages": args.pages,
         "images": args.images,
         "ocr_mode": args.ocr,
         "ocr_dpi": args.ocr_dpi,
     }
+    if args.callback or args.callback_secret:
+        options["callback"] = parser_service_pb2.Callback(
+            url=args.callback or "", secret_name=args.callback_secret or ""
+        )
+    return options
 
 
 def cmd_submit(args: argparse.Namespace, client: Client) -> int:
@@ -125,7 +134,8 @@ def cmd_submit(args: argparse.Namespace, client: Client) -> int:
     password, languages = _password(args), _languages(args)
     wait_ms = min(int(args.server_wait * 1000), 2**32 - 1) if args.server_wait else 0
     options = _job_options(args)
-    # A batch carries no password, server wait or parse options: with those, one job per file.
+    # A batch carries no password, server wait, parse options or callback: with those, one job
+    # per file.
     per_file = bool(password or wait_ms or any(options.values()))
     if len(paths) > 1 and not args.separately and not per_file:
         for path in paths:
@@ -232,13 +242,14 @@ def cmd_batch(args: argparse.Namespace, client: Client) -> int:
 
 
 # The commands that talk to the service, by name (docparse.cli_parser); `up` starts one.
-CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
+CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, ListingClient], int]] = {
     "submit": cmd_submit,
     "status": cmd_status,
     "watch": cmd_watch,
     "result": cmd_result,
     "cancel": cmd_cancel,
     "batch": cmd_batch,
+    "list": cmd_list,
 }
 
 
@@ -253,12 +264,13 @@ def _run(args: argparse.Namespace) -> int:
         logger.setLevel(logging.INFO)
     tls = read(args.tls_ca) if args.tls_ca else None
     policy = WaitPolicy(timeout_s=args.timeout, unavailable_budget_s=args.unreachable_timeout)
-    with Client(args.target, api_key=args.api_key, tls_root_cert=tls, policy=policy) as client:
+    client = ListingClient(args.target, api_key=args.api_key, tls_root_cert=tls, policy=policy)
+    with client:
         return CLIENT_COMMANDS[args.command](args, client)
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         code = _run(args)
         sys.stdout.flush()  # here, not at exit: a closed pipe is then one more case below

@@ -9,6 +9,8 @@
                                      --furniture, -o FILE, --assets-dir DIR)
     docparse cancel JOB_ID           cancel a job that has not ended
     docparse batch BATCH_ID          a batch's files and counters
+    docparse list                    your jobs, newest first (--state, --batch, --limit)
+    docparse --version               this package's version
 
 Exit codes: 0 success; 1 a job ended FAILED or CANCELLED; 2 a call failed, or the command
 line, an input file or `docparse up`'s ports or data directory were refused (stderr: `error:
@@ -24,8 +26,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from docparse.cli_up import DEFAULT_HTTP_PORT, DEFAULT_PORT
+from docparse import __version__
+from docparse.cli_up import DEFAULT_HTTP_PORT, DEFAULT_PORT, UP_EPILOG
 from docparse.operations import default_target
+from docparse.v1 import job_pb2
 
 # A wait or a submit ends with exit 2 after this long without any answer (the stack stopped).
 UNAVAILABLE_BUDGET_S = 30.0
@@ -38,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="docparse", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"docparse {__version__}")
     add = parser.add_subparsers(dest="command", required=True).add_parser
     _add_up(add)
     _add_submit(add)
@@ -46,12 +51,60 @@ def build_parser() -> argparse.ArgumentParser:
     _add_result(add)
     client_command(add, "cancel", "cancel a job that has not ended").add_argument("job_id")
     client_command(add, "batch", "a batch's state").add_argument("batch_id")
+    _add_list(add)
     return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with the combinations argparse cannot check refused as usage errors
+    (exit 2): `result --json` with a format that is not JSON."""
+    args = build_parser().parse_args(argv)
+    if args.command == "result" and args.json and args.format not in (None, "json", "chunks"):
+        args.usage_error(
+            f"--json prints JSON: use it with --format json (or chunks, JSON Lines), or leave "
+            f"it out for --format {args.format}"
+        )
+    if args.command == "list" and args.limit < 0:
+        args.usage_error("--limit is a number of jobs: 0 (all of them) or more")
+    return args
+
+
+# gRPC's own name schemes (dns:///host:port, unix:/path, ...): passed to the channel as they are.
+GRPC_SCHEMES = ("dns:", "unix:", "unix-abstract:", "ipv4:", "ipv6:", "vsock:")
+TARGET_FORM = "host:port (127.0.0.1:50050, localhost:50050, [::1]:50050)"
+
+
+def target(value: str) -> str:
+    """--target (or DOCPARSE_TARGET) as gRPC takes it, checked before any call: a URL or a
+    host without its port is a usage error at once, not a connection retried for 30 s."""
+    text = value.strip()
+    if text.startswith(GRPC_SCHEMES):
+        return text
+    host, _, port = text.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    if (
+        "/" in text
+        or not host
+        or (":" in host and not bracketed)
+        or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536)
+    ):
+        hint = " without a scheme" if "://" in text else ""
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a gRPC target: expected {TARGET_FORM}{hint} (--target or "
+            "DOCPARSE_TARGET)"
+        )
+    return text
 
 
 def _add_up(add: AddParser) -> None:
     """`docparse up`: the local stack."""
-    up = add("up", help="run the whole system locally")
+    up = add(
+        "up",
+        help="run the whole system locally",
+        description="Runs the whole system on this machine until Ctrl-C.",
+        epilog=UP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     up.add_argument("--replicas", type=int, default=2, help="parser_svc processes")
     up.add_argument("--gateways", type=int, default=1, help="gateway processes")
     up.add_argument(
@@ -92,13 +145,18 @@ def client_command(add: AddParser, name: str, help_text: str) -> argparse.Argume
     """A subcommand that calls the service: the connection and waiting options."""
     command = add(name, help=help_text)
     command.add_argument(
-        "--target", default=default_target(), help="gateway or parser_svc (DOCPARSE_TARGET)"
+        "--target",
+        type=target,
+        default=default_target(),
+        help=f"gateway or parser_svc, {TARGET_FORM} (DOCPARSE_TARGET; default %(default)s)",
     )
     command.add_argument(
         "--api-key", default=None, help="API key for the gateway (env DOCPARSE_API_KEY)"
     )
     command.add_argument("--tls-ca", type=Path, help="PEM root certificate: connect over TLS")
-    command.add_argument("--json", action="store_true", help="machine-readable output")
+    command.add_argument(
+        "--json", action="store_true", help="machine-readable output: one JSON record per line"
+    )
     command.add_argument(
         "-v", "--verbose", action="store_true", help="log each retried call on stderr"
     )
@@ -116,7 +174,7 @@ def client_command(add: AddParser, name: str, help_text: str) -> argparse.Argume
         "(UNAVAILABLE: a target refusing connections, a replica restart) before it ends "
         "with exit 2 (default %(default)s s)",
     )
-    command.set_defaults(needs_client=True)
+    command.set_defaults(needs_client=True, usage_error=command.error)
     return command
 
 
@@ -175,6 +233,22 @@ def _add_submit(add: AddParser) -> None:
         help="let the server wait up to S seconds for the job to end before answering (one "
         "call, no watch needed when it ends in time); with several files, one job per file",
     )
+    _add_callback(submit)
+
+
+def _add_callback(submit: argparse.ArgumentParser) -> None:
+    """submit's webhook: SubmitJobRequest.callback."""
+    submit.add_argument(
+        "--callback",
+        metavar="URL",
+        help="a webhook: POST the job's terminal record to URL, signed with --callback-secret "
+        "(README: Webhooks); a batch carries none, so with several files one job per file",
+    )
+    submit.add_argument(
+        "--callback-secret",
+        metavar="NAME",
+        help="the name of a webhook secret your tenant registered (never the secret itself)",
+    )
 
 
 def _add_watch(add: AddParser) -> None:
@@ -214,4 +288,50 @@ def _add_result(add: AddParser) -> None:
         type=Path,
         metavar="DIR",
         help="also save the document's assets (images) into DIR, each sha256-checked",
+    )
+
+
+STATES = {
+    name.removeprefix("STATE_").lower(): value
+    for name, value in job_pb2.State.items()
+    if value != job_pb2.STATE_UNSPECIFIED
+}
+
+
+def states(value: str) -> list[job_pb2.State.ValueType]:
+    """--state: names, comma separated, as `running`, `RUNNING` or `STATE_RUNNING`."""
+    found: list[job_pb2.State.ValueType] = []
+    for word in filter(None, (w.strip() for w in value.split(","))):
+        name = word.lower().removeprefix("state_")
+        if name not in STATES:
+            raise argparse.ArgumentTypeError(f"{word!r} is not a state: one of {', '.join(STATES)}")
+        found.append(STATES[name])
+    return found
+
+
+def _add_list(add: AddParser) -> None:
+    """`docparse list`: ListJobs, page after page."""
+    listed = client_command(add, "list", "your jobs, newest first (batch files included)")
+    listed.add_argument(
+        "--state",
+        type=states,
+        action="extend",
+        default=[],
+        metavar="STATE",
+        help=f"only jobs in these states ({', '.join(STATES)}); repeat or separate with commas",
+    )
+    listed.add_argument("--batch", default="", metavar="BATCH_ID", help="only this batch's files")
+    listed.add_argument(
+        "--limit",
+        type=int,
+        default=50,
+        metavar="N",
+        help="print at most N jobs (default %(default)s; 0: all of them); when more are left, "
+        "stderr names the --page-token that goes on from there",
+    )
+    listed.add_argument(
+        "--page-token",
+        default="",
+        metavar="TOKEN",
+        help="go on where an earlier list stopped (with the same --state and --batch)",
     )

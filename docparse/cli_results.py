@@ -7,9 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from google.protobuf import json_format
-
-from docparse.cli_output import EXIT_OK, local_error, write
+from docparse.cli_output import EXIT_OK, json_text, local_error, write
 from docparse.client import Client
 from docparse.errors import ContractError
 from docparse.reasons import ErrorReason
@@ -18,7 +16,9 @@ from docparse.v1 import reading_package_pb2
 
 
 def cmd_result(args: argparse.Namespace, client: Client) -> int:
-    fmt = args.format or ("markdown" if sys.stdout.isatty() and not args.output else "json")
+    # --json is JSON whatever the output (docparse.cli_parser refuses it with another format)
+    terminal = sys.stdout.isatty() and not args.output and not args.json
+    fmt = args.format or ("markdown" if terminal else "json")
     if fmt == "raw":
         if not args.output:
             raise local_error(
@@ -30,10 +30,8 @@ def cmd_result(args: argparse.Namespace, client: Client) -> int:
             save_assets(client, args.job_id, client.result(args.job_id), args.assets_dir)
         return EXIT_OK
     package = client.result(args.job_id)
-    if fmt == "json":
-        text = json_format.MessageToJson(package, preserving_proto_field_name=True) + "\n"
-    else:
-        text = RENDERERS[fmt](package, args.furniture)
+    # JSON: one record, one line, as every --json output
+    text = json_text(package) + "\n" if fmt == "json" else RENDERERS[fmt](package, args.furniture)
     if args.output:
         write(Path(args.output), text.encode("utf-8"))
     else:

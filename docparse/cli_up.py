@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from docparse.cli_output import EXIT_JOB_FAILED, EXIT_OK, local_error
+from docparse.local.features import feature_lines
 from docparse.ports import port_holder, port_in_use, port_is_free
 from docparse.reasons import ErrorReason
 
@@ -18,6 +19,21 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 50050
 DEFAULT_HTTP_PORT = 8080
+
+UP_EPILOG = """\
+environment:
+  The servers it starts get this environment: every setting of parser_svc (DOCPARSE_*,
+  parser_svc/settings.py), of the gateways (DOCPARSE_GATEWAY_*, gateway/settings.py) and
+  OpenTelemetry's OTEL_* applies to the stack, but for what the stack sets itself (the
+  listen and metrics addresses, DOCPARSE_ENV, DOCPARSE_BLOB_DIR and what the flags set;
+  DOCPARSE_REDIS_URL is --redis-url's default). At start it says which of auth, webhooks,
+  tracing and CORS are on.
+
+  DOCPARSE_WEBHOOK_SECRETS_FILE=webhook-secrets.json \\
+  DOCPARSE_WEBHOOK_ALLOW_CIDRS=127.0.0.1/32 docparse up   # callbacks to this machine
+  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 docparse up   # traces to a collector
+  DOCPARSE_GATEWAY_HTTP_CORS_ORIGINS=http://localhost:3000 docparse up   # a dev web app
+"""
 
 
 def pick_ports(explicit: int | None, default: int, count: int, flag: str) -> tuple[int, str]:
@@ -103,8 +119,8 @@ def stack_env(args: argparse.Namespace) -> dict[str, str]:
 
 
 def announce(stack: LocalStack, port_note: str, http_note: str) -> None:
-    """What a started stack tells its user: moved ports, Redis, authentication, TLS, the
-    table of processes and the ready line."""
+    """What a started stack tells its user: moved ports, Redis, which of auth, webhooks,
+    tracing and CORS are on, TLS, the table of processes and the ready line."""
     target = stack.gateway_addresses[0]
     for note, where in ((port_note, f"the gateway listens on {target}"),
                         (http_note, f"HTTP on {stack.http_addresses[0]}")):  # fmt: skip
@@ -114,18 +130,10 @@ def announce(stack: LocalStack, port_note: str, http_note: str) -> None:
         print(f"use it with: export DOCPARSE_TARGET={target}", flush=True)
     if stack.redis is not None:
         print(f"embedded redis-server at {stack.redis_url} (no --redis-url given)")
-    if stack.auth_enforced():
-        print("authentication: API keys required (--api-key or DOCPARSE_API_KEY)")
-    else:
-        keys = [k for k in ("DOCPARSE_GATEWAY_API_KEYS", "DOCPARSE_GATEWAY_API_KEYS_FILE")
-                if stack.base_env.get(k)]  # fmt: skip
-        ignored = f" ({' and '.join(keys)} set but not checked)" if keys else ""
-        print(
-            f"dev mode: no authentication{ignored}: every call is the tenant 'default'; "
-            "served on 127.0.0.1 only, and the HTTP side refuses other sites' browser "
-            "posts; --api-keys-file requires keys"
-        )
+    for line in feature_lines(stack.base_env, stack.auth_enforced()):
+        print(line)
     if stack.tls:
         print("gRPC over TLS: clients need --tls-ca with the certificate's CA")
+    print("processes:")
     print(stack.table())
     print(stack.ready_line(), flush=True)

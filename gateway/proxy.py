@@ -9,10 +9,11 @@ the gateway adds its own `x-served-by` after the replica's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import socket
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from typing import Any
 
 import grpc
@@ -27,6 +28,7 @@ from docparse_server.flow_control import receive_window_options
 from docparse_server.serving import SERVED_BY_KEY, abort, served_by_metadata
 from gateway import observability
 from gateway.auth import GatewayAuth
+from gateway.span_ids import SpanIds
 
 Context = grpc.aio.ServicerContext[Any, Any]
 _HOP_BY_HOP = {"user-agent", "te", "content-type", "host", "connection"}
@@ -99,8 +101,10 @@ class ForwardingHandler(grpc.GenericRpcHandler):
         default_unary_timeout_s: float,
         auth: GatewayAuth,
     ) -> None:
+        services = list(services)
         self._channel = channel
         self._auth = auth
+        self._span_ids = SpanIds(services)  # docparse.job_id of the calls' spans
         self._streams: set[Any] = set()
         self._draining = False
         self._default_timeout = default_unary_timeout_s
@@ -190,8 +194,11 @@ class ForwardingHandler(grpc.GenericRpcHandler):
             if not tracing.enabled():
                 return await forward(request, context)
             parent = tracing.carrier_from(context.invocation_metadata() or ())
-            with tracing.span(method, parent=parent, kind="server"):
-                return await forward(request, context)
+            named = self._span_ids.of_request(method, request)
+            with tracing.span(method, parent=parent, kind="server", attributes=named) as current:
+                response = await forward(request, context)
+                tracing.set_attributes(current, self._span_ids.of_response(method, response))
+                return response
 
         async def forward(request: Any, context: Context) -> bytes:
             call = callable_(
@@ -230,7 +237,15 @@ class ForwardingHandler(grpc.GenericRpcHandler):
         factory = self._channel.stream_stream if client_streaming else self._channel.unary_stream
         callable_: Any = factory(method)
 
-        async def handle(request: Any, context: Context) -> AsyncIterator[bytes]:
+        async def traced(request: Any, context: Context) -> AsyncIterator[bytes]:
+            parent = tracing.carrier_from(context.invocation_metadata() or ())
+            named = self._span_ids.of_request(method, request)
+            with tracing.span(method, parent=parent, kind="server", attributes=named):
+                async with contextlib.aclosing(handle(request, context)) as messages:
+                    async for message in messages:
+                        yield message
+
+        async def handle(request: Any, context: Context) -> AsyncGenerator[bytes, None]:
             call = callable_(
                 request,
                 timeout=self._timeout(context, unary=False),
@@ -255,7 +270,9 @@ class ForwardingHandler(grpc.GenericRpcHandler):
                 call.cancel()
             context.set_trailing_metadata(_trailers(await call.trailing_metadata()))
 
-        return handle
+        # A span per stream only when tracing is on (set up before the handlers are built,
+        # gateway/server.py): otherwise the messages go through no extra generator.
+        return traced if tracing.enabled() else handle
 
 
 def gateway_draining() -> DocparseError:

@@ -4,7 +4,9 @@
 - A preflight (`OPTIONS` with `Access-Control-Request-Method`) from an allowed origin, for a
   route that takes that method, answers 204 with the allowed methods and headers and
   `Access-Control-Max-Age`; from any other origin (or for a method the route does not take)
-  403 PERMISSION_DENIED `CORS_NOT_ALLOWED`. With CORS off, OPTIONS is what it was (405).
+  403 PERMISSION_DENIED `CORS_NOT_ALLOWED`. With CORS off, every preflight for a path that
+  exists is that same 403 (CORS is off, not the method missing); an OPTIONS that is no
+  preflight (no `Access-Control-Request-Method`) stays 405, an unknown path 404.
 - Every answer to an allowed origin, errors and event streams included, carries
   `Access-Control-Allow-Origin` (that origin, or `*` when any is allowed), `Vary: Origin` and
   the response headers a page may read (`Location`, `ETag`, `X-Served-By`, ...).
@@ -28,7 +30,8 @@ ALLOW_HEADERS = (
     "X-Docparse-Password, Range, If-None-Match, If-Range"
 )
 EXPOSE_HEADERS = (
-    "Location, ETag, X-Served-By, Retry-After, Content-Range, Accept-Ranges, WWW-Authenticate"
+    "Location, ETag, X-Served-By, Retry-After, Content-Range, Accept-Ranges, WWW-Authenticate, "
+    "Docparse-Partial"
 )
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ORIGINS = web.AppKey("cors_origins", frozenset)
@@ -63,15 +66,13 @@ def denied(why: str) -> HttpError:
 @web.middleware
 async def preflight(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Answers CORS preflights itself (no route takes OPTIONS)."""
-    if (
-        request.method != "OPTIONS"
-        or not request.app.get(ORIGINS)
-        or "Access-Control-Request-Method" not in request.headers
-    ):
+    if request.method != "OPTIONS" or "Access-Control-Request-Method" not in request.headers:
         return await handler(request)
     missing = request.match_info.http_exception
     if isinstance(missing, web.HTTPNotFound):
         return await handler(request)  # the usual 404
+    if not request.app.get(ORIGINS):
+        raise denied("CORS is off on this gateway, no origin is allowed")
     origin = allowed_origin(request)
     if not origin:
         raise denied("this origin is not allowed")

@@ -80,8 +80,14 @@ class Collector(http.server.ThreadingHTTPServer):
                         self.spans.append(span)
 
     def trace_of(self, job_id: str) -> list[Span]:
+        """The trace of the job's submit: the one where parser_svc's spans name the job (the
+        gateway's reads of it name it too, each in a trace of its own)."""
         with self.lock:
-            ids = {s.trace_id for s in self.spans if s.attributes.get("docparse.job_id") == job_id}
+            ids = {
+                s.trace_id
+                for s in self.spans
+                if s.service == "parser_svc" and s.attributes.get("docparse.job_id") == job_id
+            }
             return [s for s in self.spans if s.trace_id in ids]
 
 
