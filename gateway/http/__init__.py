@@ -5,9 +5,11 @@ Routes (all answers JSON unless said otherwise; errors: see gateway.http.errors)
 
     POST /v1/jobs                    submit one file (multipart `file`, or the raw body)
     GET  /v1/jobs/{id}               the job
-    GET  /v1/jobs/{id}/result        the reading package (?format=json|text|markdown|proto)
+    GET  /v1/jobs/{id}/result        the reading package (?format=json|text|markdown|proto),
+                                     or some pages, also while it runs (?pages=, .page_results)
     POST /v1/jobs/{id}:cancel        cancel
     GET  /v1/jobs/{id}/events        SSE (gateway.http.sse)
+    GET  /v1/jobs/{id}/pages         SSE: the job's pages as they are read (.page_events)
     GET  /v1/jobs                    the caller's jobs, newest first, a page at a time (.listing)
     GET  /v1/jobs/{id}/assets/{aid}  one asset (an image) of the job (.assets)
     POST /v1/batches                 submit several files (multipart)
@@ -41,7 +43,7 @@ from docparse_server.errors import error as rpc_error
 from docparse_server.serving import binding, served_by
 from docparse_server.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
-from gateway.http import api, assets, cors, listing, openapi, sse
+from gateway.http import api, assets, cors, listing, openapi, page_events, page_results, sse
 from gateway.http.errors import error_response
 from gateway.http.keys import (
     CLOSING,
@@ -254,9 +256,11 @@ def build_app(
     app.on_response_prepare.append(nosniff)
     app.router.add_post("/v1/jobs", api.submit_job)
     app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}", api.get_job)
-    app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/result", with_render_turn(api.get_result))
+    result = with_render_turn(page_results.result_or_pages)
+    app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/result", result)
     app.router.add_post(f"/v1/jobs/{{job_id:{ID}}}:cancel", api.cancel_job)
     app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/events", sse.job_events)
+    app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/pages", page_events.job_pages)
     app.router.add_post("/v1/batches", api.create_batch)
     app.router.add_get(f"/v1/batches/{{batch_id:{ID}}}", api.get_batch)
     app.router.add_get(f"/v1/batches/{{batch_id:{ID}}}/events", sse.batch_events)

@@ -244,12 +244,8 @@ async def cancel_job(request: web.Request) -> web.Response:
     return await _answer_record(request, stub.CancelJob, message, lambda reply: reply.job)
 
 
-async def get_result(request: web.Request) -> web.StreamResponse:
-    """GET /v1/jobs/{id}/result[?format=json|text|markdown|html|chunks|proto][&furniture=true]:
-    the reading package, checked against the sha256 its ResultRef announces before anything is
-    sent."""
-    job_id = text(request.match_info["job_id"])
-    fmt, furniture = result_format(request.query)
+async def fetch_result(request: web.Request, job_id: str) -> tuple[bytes, job_pb2.ResultRef, str]:
+    """GetResult: the package checked against its ResultRef's sha256, the ref, X-Served-By."""
     upstream = request.app[UPSTREAM]
     call = upstream.stub.GetResult(
         parser_service_pb2.GetResultRequest(job_id=job_id),
@@ -270,9 +266,30 @@ async def get_result(request: web.Request) -> web.StreamResponse:
         raise HttpError(err) from err
     finally:
         call.cancel()
+    return data, assembler.ref, served
+
+
+async def send_bytes(req: web.Request, data: bytes, head: dict[str, str]) -> web.StreamResponse:
+    """`data` as the answer, written in chunks."""
+    response = web.StreamResponse(headers=head)
+    response.content_length = len(data)
+    await response.prepare(req)
+    view = memoryview(data)
+    for offset in range(0, len(data), CHUNK_BYTES):
+        await response.write(view[offset : offset + CHUNK_BYTES])
+    await response.write_eof()
+    return response
+
+
+async def get_result(request: web.Request) -> web.StreamResponse:
+    """GET /v1/jobs/{id}/result[?format=json|text|markdown|html|chunks|proto][&furniture=true]:
+    the reading package, checked before anything is sent (`pages`: page_results.py)."""
+    job_id = text(request.match_info["job_id"])
+    fmt, furniture = result_format(request.query)
+    data, ref, served = await fetch_result(request, job_id)
     headers = {
         "X-Served-By": served,
-        "ETag": f'"{assembler.ref.sha256}"',
+        "ETag": f'"{ref.sha256}"',
         "Cache-Control": "no-store",
         "Content-Type": RESULT_FORMATS[fmt] + ("" if fmt == "proto" else "; charset=utf-8"),
     }
@@ -281,14 +298,7 @@ async def get_result(request: web.Request) -> web.StreamResponse:
     if fmt != "proto":  # seconds of CPU for a big package: never on this loop
         data = await renderer(request).render(data, fmt, furniture)
         release_turn(request)  # the worker goes to the next in line (render_turns.py)
-    response = web.StreamResponse(headers=headers)
-    response.content_length = len(data)
-    await response.prepare(request)
-    view = memoryview(data)
-    for offset in range(0, len(data), CHUNK_BYTES):
-        await response.write(view[offset : offset + CHUNK_BYTES])
-    await response.write_eof()
-    return response
+    return await send_bytes(request, data, headers)
 
 
 async def create_batch(request: web.Request) -> web.Response:

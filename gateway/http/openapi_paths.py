@@ -6,10 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.http.openapi_schemas import Schema, ref
+from gateway.http.openapi_schemas import (
+    BATCH_FORM,
+    PARTIAL,
+    SUBMIT_FORM,
+    SUBMIT_OPTIONS,
+    Schema,
+    page_marks,
+    partial_header,
+    ref,
+)
 
 ID_PATTERN = "^[^/:{}]+$"
 JSON = "application/json"
+PROTO = "application/x-protobuf"
 SERVED = "X-Served-By"
 
 ERROR: Schema = {"$ref": "#/components/responses/Error"}
@@ -80,23 +90,25 @@ def _record(operation_id: str, summary: str, id_param: Schema, answer: Schema) -
     return _operation(operation_id, summary, {"200": answer, **ERRORS}, parameters=[id_param])
 
 
-def _events(operation_id: str, summary: str, id_param: Schema) -> Schema:
-    """The Server-Sent Events of one job or batch (gateway.http.sse)."""
-    events = {
-        "description": "Server-Sent Events: `event: job` (or `batch`) with `id` = version and "
-        "`data` = the JSON record, heartbeat comments, `event: end` after the terminal record, "
-        "`event: stream-error` with an error body",
+def _events(
+    operation_id: str,
+    summary: str,
+    parameters: list[Schema],
+    about: str,
+    names: tuple[str, ...] = ("job", "batch"),
+    event_id: Schema | None = None,
+) -> Schema:
+    """Server-Sent Events (gateway.http.sse, gateway.http.page_events)."""
+    event = {
+        "description": about,
         "content": {
             "text/event-stream": {
                 "schema": {
                     "description": "one event",
                     "type": "object",
                     "properties": {
-                        "event": {
-                            "type": "string",
-                            "enum": ["job", "batch", "end", "stream-error"],
-                        },
-                        "id": {"type": "string", "pattern": "^[0-9]+$"},
+                        "event": {"type": "string", "enum": [*names, "end", "stream-error"]},
+                        "id": event_id or {"type": "string", "pattern": "^[0-9]+$"},
                         "data": {"type": "string", "contentMediaType": "application/json"},
                         "retry": {"type": "integer", "minimum": 0},
                     },
@@ -104,47 +116,37 @@ def _events(operation_id: str, summary: str, id_param: Schema) -> Schema:
             }
         },
     }
-    ended = {"description": "the stream already ended at that version: nothing to resume"}
+    ended = {"description": "the stream already ended there: nothing to resume"}
     return _operation(
-        operation_id,
-        summary,
-        {"200": events, "204": ended, **ERRORS},
-        parameters=[id_param, AFTER_VERSION, LAST_EVENT_ID],
+        operation_id, summary, {"200": event, "204": ended, **ERRORS}, parameters=parameters
     )
 
 
-# SubmitJob's per-job parse options (gateway/http/job_options.py), as form fields and queries.
-_OPTIONS = (
-    ("pages", 'PDF pages to read, 1-based: "1-5,10,20-" (default: every page)'),
-    ("images", "none | referenced (default: listed, JPEGs stored as they are) | all"),
-    ("ocr_mode", "auto (default) | force | off"),
-    ("ocr_dpi", "OCR render resolution, 72 to 400 (default: the deployment's)"),
-)
-_SUBMIT_FORM = {
-    "type": "object",
-    "required": ["file"],
-    "properties": {
-        "file": {"type": "string", "contentMediaType": "application/octet-stream"},
-        "password": {"type": "string"},
-        "request_id": {"type": "string", "maxLength": 256},
-        "wait_ms": {"type": "string", "pattern": "^[0-9]+$"},
-        "languages": {"type": "string", "description": "OCR hints: BCP-47, comma separated"},
-        **{name: {"type": "string", "description": about} for name, about in _OPTIONS},
-        "callback_url": {"type": "string", "description": "webhook URL for the job's end"},
-        "callback_secret": {"type": "string", "description": "name of the signing secret"},
-    },
-}
-_BATCH_FORM = {
-    "type": "object",
-    "properties": {
-        "file": {
-            "type": "array",
-            "items": {"type": "string", "contentMediaType": "application/octet-stream"},
-        },
-        "request_id": {"type": "string", "maxLength": 256},
-        "languages": {"type": "string"},
-    },
-}
+def _record_events(operation_id: str, summary: str, id_param: Schema) -> Schema:
+    about = (
+        "Server-Sent Events: `event: job` (or `batch`) with `id` = version and `data` = the "
+        "JSON record, heartbeat comments, `event: end` after the terminal record, "
+        "`event: stream-error` with an error body"
+    )
+    return _events(operation_id, summary, [id_param, AFTER_VERSION, LAST_EVENT_ID], about)
+
+
+def _page_events() -> Schema:
+    """A job's pages as they are read: GET /v1/jobs/{job_id}/pages (gateway.http.page_events)."""
+    about = (
+        "Server-Sent Events: `event: page` per page with `id` = its cursor and `data` = JSON "
+        "{page_number, final, attempt, sha256, cursor, markdown (the page as Markdown), "
+        "json_url (the page as JSON: result?pages=n)}: drafts (final false) while the job "
+        "runs, then every page of the final package; heartbeat comments; `event: end` with "
+        "`id: end` and the terminal job as data; `event: stream-error` with an error body"
+    )
+    parameters = [
+        JOB_ID,
+        _param("cursor", "query", "resume after this page event id (as Last-Event-ID)"),
+        _param("Last-Event-ID", "header", "resume after this page event id; `end`: 204"),
+    ]
+    summary = "The job's pages as Server-Sent Events while it runs, then its final pages"
+    return _events("jobPages", summary, parameters, about, ("page",), {"type": "string"})
 
 
 def _submit_job(job: Schema) -> Schema:
@@ -164,14 +166,14 @@ def _submit_job(job: Schema) -> Schema:
             _param("Idempotency-Key", "header", "idempotency key (= request_id)"),
             _param("X-Docparse-Password", "header", "password (raw body)"),
             _param("languages", "query", "OCR hints: BCP-47 tags, comma separated"),
-            *(_param(name, "query", about) for name, about in _OPTIONS),
+            *(_param(name, "query", about) for name, about in SUBMIT_OPTIONS),
             _param("callback_url", "query", "webhook URL, POSTed the job at its end"),
             _param("callback_secret", "query", "name of the tenant's signing secret"),
         ],
         request_body={
             "required": True,
             "content": {
-                "multipart/form-data": {"schema": _SUBMIT_FORM},
+                "multipart/form-data": {"schema": SUBMIT_FORM},
                 "application/octet-stream": {
                     "schema": {"type": "string", "contentMediaType": "application/octet-stream"}
                 },
@@ -201,25 +203,29 @@ def _list_jobs(listing: Schema) -> Schema:
 
 def _get_result(package: Schema) -> Schema:
     """A job's reading package: GET /v1/jobs/{job_id}/result."""
+    texts = ("text/plain", "text/markdown", "text/html", "application/jsonl")
+    answer: Schema = {
+        "description": "the package (ETag: its sha256; with `pages`, Docparse-Partial instead)",
+        "content": {
+            JSON: {"schema": {"allOf": [package, page_marks()]}},
+            **{media: {"schema": {"type": "string"}} for media in (*texts, PROTO)},
+        },
+        "headers": {PARTIAL: partial_header()},
+    }
     return _operation(
         "getResult",
-        "The reading package of a SUCCEEDED job, checked against its sha256",
-        {
-            "200": {
-                "description": "the package (ETag: its sha256)",
-                "content": {
-                    JSON: {"schema": package},
-                    "text/plain": {"schema": {"type": "string"}},
-                    "text/markdown": {"schema": {"type": "string"}},
-                    "text/html": {"schema": {"type": "string"}},
-                    "application/jsonl": {"schema": {"type": "string"}},
-                    "application/x-protobuf": {"schema": {"type": "string"}},
-                },
-            },
-            **ERRORS,
-        },
+        "The reading package of a SUCCEEDED job, checked against its sha256, or some of its "
+        "pages (also while the job runs)",
+        {"200": answer, **ERRORS},
         parameters=[
             JOB_ID,
+            _param(
+                "pages",
+                "query",
+                'only these pages: "1-5,10,20-" (1-based; "" every page; else 400 '
+                "INVALID_PAGE_RANGE); while the job runs, the pages read so far, the answer "
+                "marked partial (Docparse-Partial: true; JSON: partial, draft_pages)",
+            ),
             _param(
                 "format",
                 "query",
@@ -281,10 +287,11 @@ def _job_paths(job: Schema, listing: Schema, package: Schema) -> dict[str, Schem
             )
         },
         "/v1/jobs/{job_id}/events": {
-            "get": _events(
+            "get": _record_events(
                 "jobEvents", "The job's records as Server-Sent Events, until it ends", JOB_ID
             )
         },
+        "/v1/jobs/{job_id}/pages": {"get": _page_events()},
         "/v1/jobs/{job_id}/assets/{asset_id}": {"get": asset},
     }
 
@@ -304,7 +311,7 @@ def _batch_paths(batch: Schema) -> dict[str, Schema]:
         ],
         request_body={
             "required": True,
-            "content": {"multipart/form-data": {"schema": _BATCH_FORM}},
+            "content": {"multipart/form-data": {"schema": BATCH_FORM}},
         },
     )
     return {
@@ -318,7 +325,7 @@ def _batch_paths(batch: Schema) -> dict[str, Schema]:
             )
         },
         "/v1/batches/{batch_id}/events": {
-            "get": _events(
+            "get": _record_events(
                 "batchEvents", "The batch as Server-Sent Events, until every file ended", BATCH_ID
             )
         },

@@ -1,7 +1,7 @@
 """The component schemas of the OpenAPI document (gateway.http.openapi): the JSON schemas of
 the bodies, made from the protobuf descriptors (the bodies are those messages in their JSON
 form: proto field names, enums by name, 64-bit integers as strings, every field without
-presence present), and the error body."""
+presence present), the error body, the upload forms and the marks of a result with `pages`."""
 
 from __future__ import annotations
 
@@ -110,3 +110,68 @@ def error_schema() -> Schema:
             "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
         },
     }
+
+
+# GET /v1/jobs/{id}/result?pages= (gateway/http/page_results.py).
+PARTIAL = "Docparse-Partial"
+
+
+def partial_header() -> Schema:
+    return {
+        "description": "with `pages`: true while the job runs (pages not read yet are absent, "
+        "drafts may change), false once every page is its final",
+        "schema": {"type": "string", "enum": ["true", "false"]},
+    }
+
+
+def page_marks() -> Schema:
+    """The fields a JSON answer with `pages` has beside the package's."""
+    return {
+        "type": "object",
+        "properties": {
+            "partial": {
+                "type": "boolean",
+                "description": "with `pages`: as the Docparse-Partial header",
+            },
+            "draft_pages": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 1},
+                "description": "with `pages`: the pages whose content is a draft ([] when "
+                "every page is final)",
+            },
+        },
+    }
+
+
+# SubmitJob's per-job parse options (gateway/http/job_options.py), as form fields and queries.
+SUBMIT_OPTIONS = (
+    ("pages", 'PDF pages to read, 1-based: "1-5,10,20-" (default: every page)'),
+    ("images", "none | referenced (default: listed, JPEGs stored as they are) | all"),
+    ("ocr_mode", "auto (default) | force | off"),
+    ("ocr_dpi", "OCR render resolution, 72 to 400 (default: the deployment's)"),
+)
+SUBMIT_FORM = {
+    "type": "object",
+    "required": ["file"],
+    "properties": {
+        "file": {"type": "string", "contentMediaType": "application/octet-stream"},
+        "password": {"type": "string"},
+        "request_id": {"type": "string", "maxLength": 256},
+        "wait_ms": {"type": "string", "pattern": "^[0-9]+$"},
+        "languages": {"type": "string", "description": "OCR hints: BCP-47, comma separated"},
+        **{name: {"type": "string", "description": about} for name, about in SUBMIT_OPTIONS},
+        "callback_url": {"type": "string", "description": "webhook URL for the job's end"},
+        "callback_secret": {"type": "string", "description": "name of the signing secret"},
+    },
+}
+BATCH_FORM = {
+    "type": "object",
+    "properties": {
+        "file": {
+            "type": "array",
+            "items": {"type": "string", "contentMediaType": "application/octet-stream"},
+        },
+        "request_id": {"type": "string", "maxLength": 256},
+        "languages": {"type": "string"},
+    },
+}

@@ -19,9 +19,11 @@ from concurrent.futures.process import BrokenProcessPool
 
 from google.protobuf.message import DecodeError
 
+from docparse import page_ranges
 from docparse.errors import DocparseError
 from docparse.reasons import ErrorReason
 from docparse.render import render
+from docparse.v1 import reading_package_pb2 as rp
 from docparse_server.errors import error
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,27 @@ def result_format(query: Mapping[str, str]) -> tuple[str, bool]:
     return fmt, FLAGS[furniture]
 
 
+def restricted(package: rp.ReadingPackage, selection: page_ranges.Selection) -> rp.ReadingPackage:
+    """`package` with only the selected pages and the records of the assets they show; sheets,
+    slides and attachments (not pages) left out."""
+    pages = [page for page in package.pages if page_ranges.selects(selection, page.number)]
+    shown = {image.asset_id for page in pages for image in page.images}
+    assets = [asset for asset in package.assets if asset.asset_id in shown]
+    for name in ("pages", "assets", "sheets", "slides", "attachments"):
+        package.ClearField(name)
+    package.pages.extend(pages)
+    package.assets.extend(assets)
+    return package
+
+
+def render_pages(data: bytes, pages: str, fmt: str, furniture: bool = False) -> bytes:
+    """A serialized ReadingPackage restricted to the selection `pages` (page_ranges), then
+    rendered as `fmt` ("proto": serialized). Pure, so it can run in another process."""
+    package = restricted(rp.ReadingPackage.FromString(data), page_ranges.parse(pages))
+    serialized = package.SerializeToString(deterministic=True)
+    return serialized if fmt == "proto" else render(serialized, fmt, furniture)
+
+
 def _limit_memory(memory_mb: int) -> None:
     """In each worker: its address space is capped, so a result too big to render is a
     MemoryError there, not the pod's OOM killer."""
@@ -79,17 +102,20 @@ class Renderer:
             )
         return self._pool
 
-    async def render(self, data: bytes, fmt: str, furniture: bool = False) -> bytes:
+    async def render(
+        self, data: bytes, fmt: str, furniture: bool = False, pages: str | None = None
+    ) -> bytes:
         """`data` (a serialized ReadingPackage) as `fmt` (`furniture`: keep running headers and
-        footers in text, Markdown and HTML). RESOURCE_EXHAUSTED
+        footers in text, Markdown and HTML; `pages`: only those, render_pages). RESOURCE_EXHAUSTED
         RESULT_TOO_LARGE_TO_RENDER past the worker's memory limit (format=proto still works);
         UNAVAILABLE RENDER_FAILED when the worker process died (it is replaced for the next
         request)."""
         pool = self._executor()
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                pool, render, data, fmt, furniture
-            )
+            loop = asyncio.get_running_loop()
+            if pages is not None:
+                return await loop.run_in_executor(pool, render_pages, data, pages, fmt, furniture)
+            return await loop.run_in_executor(pool, render, data, fmt, furniture)
         except (MemoryError, DecodeError) as err:
             # Verified bytes that do not decode: protobuf's arena could not allocate.
             if isinstance(err, DecodeError) and "alloc" not in str(err):

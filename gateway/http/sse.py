@@ -190,12 +190,12 @@ async def _accepted(call: Any, timeout_s: float) -> Any:
     return call
 
 
-def _event(name: str, data: str, event_id: int | None = None) -> bytes:
+def event(name: str, data: str, event_id: int | str | None = None) -> bytes:
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {name}\ndata: {data}\n\n".encode()
 
 
-def _comment(text: str) -> bytes:
+def comment(text: str) -> bytes:
     return f": {text}\n\n".encode()
 
 
@@ -259,32 +259,32 @@ async def _pump(
             while True:
                 message = await _next(call, closing)
                 if message is _CLOSED:
-                    await response.write(_comment("gateway shutting down; reconnect to resume"))
+                    await response.write(comment("gateway shutting down; reconnect to resume"))
                     return
                 if message is grpc.aio.EOF:
                     break
                 failing_since, delay = None, 0.05  # the upstream answers again
                 record = stream.record(message)
                 if record is None:
-                    await response.write(_comment(f"heartbeat {message.heartbeat.last_version}"))
+                    await response.write(comment(f"heartbeat {message.heartbeat.last_version}"))
                     continue
                 version = int(record.version)  # type: ignore[attr-defined]
                 if version <= last:
                     continue  # never send an older record (a replica lagging after failover)
-                await response.write(_event(stream.kind, to_json(record), version))
+                await response.write(event(stream.kind, to_json(record), version))
                 last = version
                 if stream.final(record):
-                    await response.write(_event("end", "{}"))
+                    await response.write(event("end", "{}"))
                     return
             # Ended OK before the final record: the cursor was ahead of the record (a bogus
             # Last-Event-ID, a store that went back after a failover). The client's reconnect
             # sorts it out: 204 if the job is over, else the stream from its cursor.
-            await response.write(_comment(f"upstream ended at version {last}; reconnect"))
+            await response.write(comment(f"upstream ended at version {last}; reconnect"))
             return
         except grpc.aio.AioRpcError as err:
             error = DocparseError.from_rpc_error(err)
             if error.code not in RESUMABLE:
-                await response.write(_event("stream-error", json.dumps(error_body(error))))
+                await response.write(event("stream-error", json.dumps(error_body(error))))
                 return
             problem = f"upstream {error.code.name} {error.reason}".rstrip()
         finally:
@@ -292,9 +292,9 @@ async def _pump(
         now = time.monotonic()
         failing_since = failing_since or now
         if now - failing_since > budget_s:
-            await response.write(_comment(f"{problem}; giving up, reconnect to resume"))
+            await response.write(comment(f"{problem}; giving up, reconnect to resume"))
             return
-        await response.write(_comment(f"{problem}; resuming after version {last}"))
+        await response.write(comment(f"{problem}; resuming after version {last}"))
         if closing in (await asyncio.wait({closing}, timeout=delay))[0]:
             return
         delay = min(delay * 2, 1.0)

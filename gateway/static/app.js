@@ -24,6 +24,9 @@ const UNITS = {
 };
 const number = new Intl.NumberFormat();
 const KEY_STORE = "docparse-api-key";
+// Running files whose pages are shown as they are read without anyone asking ("Read" opens
+// more): each is an event stream, and a browser holds only 6 connections to one origin.
+const LIVE_LIMIT = 2;
 
 // Where the service requires an API key: sent as a bearer token by fetch, and as
 // ?access_token= where a browser cannot set headers (EventSource, result links).
@@ -118,6 +121,8 @@ class FileRow {
     this.bar.setAttribute("aria-valuetext", this.units.textContent || this.badge.textContent);
     this.outcome.textContent = this.describe(job);
     this.renderActions(job);
+    const following = document.querySelectorAll('.live-pages:not([data-ended="true"])').length;
+    if (job.state === "STATE_RUNNING" && !this.live && following < LIVE_LIMIT) this.showLive();
   }
 
   describe(job) {
@@ -144,6 +149,9 @@ class FileRow {
         el("button", { type: "button", class: "link", onclick: () => this.showImages() }, "Images"),
       );
     } else if (!TERMINAL.has(job.state)) {
+      links.push(
+        el("button", { type: "button", class: "link", onclick: () => this.showLive() }, "Read"),
+      );
       links.push(
         el("button", { type: "button", class: "link", onclick: () => this.cancel() }, "Cancel"),
       );
@@ -175,8 +183,23 @@ class FileRow {
     this.images.replaceChildren(...(figures.length ? figures : ["No images in this document."]));
   }
 
-  // The document's headings, lists and tables in this page, below the row (see DocumentView).
+  // A running document's pages as they are read, below the row (see LivePages).
+  showLive() {
+    if (!this.live) {
+      this.live = new LivePages(this.jobId, this.name);
+      this.node.append(this.live.node);
+    }
+    this.live.start();
+  }
+
+  // The document's headings, lists and tables in this page, below the row (see DocumentView);
+  // it takes the place of the pages shown while the document was read.
   showDocument() {
+    if (this.live) {
+      this.live.stop("replaced");
+      this.live.node.remove();
+      this.live = null;
+    }
     if (!this.reading) {
       this.reading = new DocumentView(this.jobId, this.name);
       this.node.append(this.reading.node);

@@ -1,6 +1,7 @@
 // docparse upload page: a finished document's structure shown under its row ("Read"), with a
-// toggle for page furniture. Loaded before app.js, whose helpers (el, authHeaders, withToken,
-// askForKey, describeError) it calls once the page runs.
+// toggle for page furniture, and a running document's pages as they are read (LivePages).
+// Loaded before app.js, whose helpers (el, authHeaders, withToken, askForKey, describeError)
+// it calls once the page runs.
 "use strict";
 
 // The document's structure shown in the page. The gateway's HTML rendering (?format=html:
@@ -102,4 +103,91 @@ function copyImage(copy, node, jobId) {
   copy.alt = node.getAttribute("alt") || "";
   copy.loading = "lazy";
   return true;
+}
+
+// A running job's pages as the service reads them (GET /v1/jobs/{id}/pages, Server-Sent
+// Events): each page's Markdown shown as text (never markup) under "Page n", a draft marked as
+// such until the page's final replaces it. The browser's EventSource resumes on its own with
+// Last-Event-ID after a network blip; after an HTTP error we reopen it with ?cursor= (the last
+// event id) after a pause. The stream ends with the job (`end`).
+class LivePages {
+  constructor(jobId, name) {
+    this.jobId = jobId;
+    this.pages = new Map(); // page number → { node, final }
+    this.cursor = "";
+    this.retryDelay = 1000;
+    this.list = el("div", { class: "live-list" });
+    this.status = el("p", { class: "live-status", role: "status" }, "Waiting for the first page…");
+    this.node = el(
+      "div",
+      { class: "live-pages", "aria-label": `${name}, pages as they are read` },
+      this.status,
+      this.list,
+    );
+  }
+
+  start() {
+    if (this.source || this.node.dataset.ended === "true") return;
+    const url = `/v1/jobs/${encodeURIComponent(this.jobId)}/pages`;
+    const cursor = this.cursor ? `?cursor=${encodeURIComponent(this.cursor)}` : "";
+    const source = new EventSource(withToken(url + cursor));
+    this.source = source;
+    source.addEventListener("open", () => {
+      this.retryDelay = 1000;
+    });
+    source.addEventListener("page", (event) => {
+      this.cursor = event.lastEventId;
+      this.show(JSON.parse(event.data));
+    });
+    source.addEventListener("end", () => this.stop("ended"));
+    source.addEventListener("stream-error", (event) => {
+      this.stop("stopped");
+      this.status.textContent = `Pages stopped: ${describeError(JSON.parse(event.data))}`;
+    });
+    source.addEventListener("error", () => {
+      if (source.readyState !== EventSource.CLOSED) return; // the browser reconnects itself
+      this.source = null;
+      setTimeout(() => this.start(), this.retryDelay);
+      this.retryDelay = Math.min(this.retryDelay * 2, 15000);
+    });
+  }
+
+  stop(why) {
+    if (this.source) this.source.close();
+    this.source = null;
+    this.node.dataset.ended = "true";
+    if (why === "ended") this.status.textContent = this.summary();
+  }
+
+  summary() {
+    const count = this.pages.size;
+    const drafts = [...this.pages.values()].filter((page) => !page.final).length;
+    const what = `${count} page${count === 1 ? "" : "s"}`;
+    return drafts ? `${what}, ${drafts} still drafts` : what;
+  }
+
+  // One page event: a new page, a draft replaced by the final, or (never) a final replaced.
+  show(page) {
+    const number = Number(page.page_number);
+    const known = this.pages.get(number);
+    if (known && known.final && !page.final) return; // a final never goes back to a draft
+    const mark = el("span", { class: "draft-mark" }, page.final ? "" : "draft");
+    mark.hidden = page.final;
+    const text = el("pre", { class: "page-text" });
+    text.textContent = page.markdown; // text, never markup
+    const node = el(
+      "section",
+      { class: "live-page", "data-page": String(number), "data-final": String(page.final) },
+      el("h4", {}, `Page ${number} `, mark),
+      text,
+    );
+    if (known) {
+      known.node.replaceWith(node);
+    } else {
+      const next = [...this.pages.keys()].filter((n) => n > number).sort((a, b) => a - b)[0];
+      this.list.insertBefore(node, next === undefined ? null : this.pages.get(next).node);
+    }
+    this.pages.set(number, { node, final: Boolean(page.final) });
+    this.status.textContent = this.summary();
+  }
 }

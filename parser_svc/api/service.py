@@ -20,7 +20,7 @@ from docparse_server.tenancy import DEFAULT_TENANT, Caller, StreamSlots
 from parser_svc import observability
 from parser_svc.api.batches import Batches
 from parser_svc.api.listing import JobListing
-from parser_svc.api.page_stream import PageStream
+from parser_svc.api.page_stream import PageStream, parse_cursor
 from parser_svc.api.read_limits import ReadLimit
 from parser_svc.api.status_answers import EncodedStatus
 from parser_svc.api.submit import Submitter
@@ -178,6 +178,9 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     ) -> AsyncIterator[parser_service_pb2.StreamResultResponse]:
         with self.streams.slot(current_caller.get() or Caller()):
             _check_job_id(request.job_id)
+            parse_cursor(request.cursor)  # a cursor not made here: refused before the headers
+            # Headers now, as WatchJob's: the gateway's page events answer 200 only then.
+            await context.send_initial_metadata(())
             async for message in self.pages.stream(request.job_id, request.cursor):
                 yield message
 

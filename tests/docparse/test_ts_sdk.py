@@ -62,6 +62,7 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "two-pages.pdf").write_bytes(make_pdf(2, "short"))
     (folder / "twelve-pages.pdf").write_bytes(make_pdf(12, "typescript"))
     (folder / "forty-pages.pdf").write_bytes(make_pdf(40, "long"))
+    (folder / "thirty-pages.pdf").write_bytes(make_pdf(30, "streamed"))
     return folder
 
 
@@ -151,6 +152,13 @@ def test_watch_resumes_across_a_server_cut_stream(run_live: Callable[[str], str]
     """Versions strictly increase across the cuts; each resume is after a version yielded."""
     report = run_live("watch.test.js")
     print(*re.findall(r"^# (records=.*)$", report, re.MULTILINE))  # shown with -s / -rP
+
+
+def test_stream_pages_resumes_from_its_cursor(run_live: Callable[[str], str]) -> None:
+    """streamPages: drafts while the job runs, a stream the server cuts resumed after the
+    last cursor, the finals equal to the result's pages."""
+    report = run_live("pages.test.js")
+    print(*(line for line in report.splitlines() if "resumes=" in line), sep="\n")
 
 
 def test_result_is_downloaded_and_verified(run_live: Callable[[str], str]) -> None:

@@ -10,9 +10,16 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 import { ClientError, ContractError, DocparseError } from "./errors.js";
 import { failureOf, servedByOf } from "./failures.js";
 import type { Job, ResultRef } from "./gen/docparse/v1/job_pb.js";
-import { ParserService } from "./gen/docparse/v1/parser_service_pb.js";
+import { ParserService, type StreamResultResponse } from "./gen/docparse/v1/parser_service_pb.js";
 import { type ReadingPackage, ReadingPackageSchema } from "./gen/docparse/v1/reading_package_pb.js";
-import type { Answer, ClientOptions, RetryEvent, SubmitOptions, WatchOptions } from "./options.js";
+import type {
+  Answer,
+  ClientOptions,
+  RetryEvent,
+  StreamPagesOptions,
+  SubmitOptions,
+  WatchOptions,
+} from "./options.js";
 import { parseOptionFields } from "./options.js";
 import { checkSubmitAnswer, ResultAssembler } from "./results.js";
 import { DEFAULT_POLICY, JobWaiter, Retrier, type WaitPolicy } from "./waiting.js";
@@ -290,6 +297,48 @@ export class DocparseClient {
     }
   }
 
+  /** The job's pages as they are read (drafts, `final` false), then its final package's pages
+   * (`final` true, byte for byte those of `result()`), then a last message with the terminal
+   * record (`job`) and no page: StreamResult. A stream that breaks with a retryable error
+   * (UNAVAILABLE, a server cutting old connections, ...) is opened again after the `cursor`
+   * of the last message yielded, on any replica, within the retry policy (renewed by any
+   * message). */
+  async *streamPages(
+    jobId: string,
+    options: StreamPagesOptions = {},
+  ): AsyncGenerator<StreamResultResponse, void, undefined> {
+    let cursor = options.cursor ?? "";
+    const { signal } = options;
+    let retrier = new Retrier("StreamResult", this.policy, Date.now());
+    for (;;) {
+      let progressed = false;
+      try {
+        const stream = this.rpc.streamResult(
+          { jobId, cursor },
+          { timeoutMs: this.policy.timeoutMs, signal, onTrailer: this.trailerSink("StreamResult") },
+        );
+        for await (const message of stream) {
+          cursor = message.cursor;
+          progressed = true;
+          yield message;
+        }
+        return; // after the terminal record: the server ends the stream right after it
+      } catch (err) {
+        signal?.throwIfAborted();
+        if (err instanceof ClientError) {
+          throw err;
+        }
+        if (progressed) {
+          retrier = new Retrier("StreamResult", this.policy, Date.now());
+        }
+        const error = failureOf(err, this.target);
+        const delayMs = retrier.onError(error, Date.now());
+        this.retried({ method: "StreamResult", error, attempt: retrier.attempts, delayMs, cursor });
+        await sleep(delayMs, undefined, { signal });
+      }
+    }
+  }
+
   /** Cancels a job that has not ended; returns its record. */
   async cancel(jobId: string): Promise<Job> {
     const answer = await this.retrying("CancelJob", (onTrailer) =>
@@ -336,8 +385,9 @@ export class DocparseClient {
   }
 
   private retried(event: RetryEvent): void {
-    const { method, error, attempt, delayMs, afterVersion } = event;
-    const resume = afterVersion === undefined ? "" : ` after_version=${afterVersion}`;
+    const { method, error, attempt, delayMs, afterVersion, cursor } = event;
+    let resume = afterVersion === undefined ? "" : ` after_version=${afterVersion}`;
+    resume += cursor === undefined ? "" : ` cursor=${JSON.stringify(cursor)}`;
     this.logger?.info(
       `docparse: retrying ${method}${resume} in ${(delayMs / 1000).toFixed(1)} s after ` +
         `${error.code} ${error.reason || "NO_REASON"}: ${error.detail} (attempt ${attempt})`,

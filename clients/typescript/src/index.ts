@@ -19,6 +19,7 @@ export type {
   Answer,
   ClientOptions,
   RetryEvent,
+  StreamPagesOptions,
   SubmitOptions,
   TlsOptions,
   WatchOptions,

@@ -20,6 +20,8 @@ export interface RetryEvent {
   delayMs: number;
   /** WatchJob: the version the next stream resumes after. */
   afterVersion?: bigint;
+  /** StreamResult: the cursor the next stream resumes after. */
+  cursor?: string;
 }
 
 export interface ClientOptions {
@@ -96,5 +98,11 @@ export interface WatchOptions {
   /** Only records newer than this version (the resume cursor of an earlier watch). */
   afterVersion?: bigint;
   policy?: Partial<WaitPolicy>;
+  signal?: AbortSignal;
+}
+
+export interface StreamPagesOptions {
+  /** Resume after this `cursor` (of the last message an earlier stream gave); "" from the start. */
+  cursor?: string;
   signal?: AbortSignal;
 }

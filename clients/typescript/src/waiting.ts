@@ -55,6 +55,7 @@ export const IDEMPOTENT: ReadonlySet<string> = new Set([
   "GetStatus",
   "WatchJob",
   "GetResult",
+  "StreamResult",
 ]);
 
 /** Reasons never retried, whatever delay the error names. */
