@@ -129,7 +129,10 @@ def announce(stack: LocalStack, port_note: str, http_note: str) -> None:
     if port_note:
         print(f"use it with: export DOCPARSE_TARGET={target}", flush=True)
     if stack.redis is not None:
-        print(f"embedded redis-server at {stack.redis_url} (no --redis-url given)")
+        print(
+            f"embedded redis-server at {stack.shown_redis_url} (no --redis-url given; "
+            f"its password is in {stack.redis_url_file}, readable by you alone)"
+        )
     for line in feature_lines(stack.base_env, stack.auth_enforced()):
         print(line)
     if stack.tls:

@@ -47,8 +47,11 @@ class EmbeddedRedis:
     """Starts, stops and restarts one redis-server on a fixed port and data directory, so a
     restart keeps the AOF and clients reconnect to the same address."""
 
-    def __init__(self, data_dir: Path, port: int | None = None) -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, password: str = "") -> None:
+        """`password`: the server's requirepass ("" = none; a stack's Redis always has one,
+        so another local user's process cannot read or write its jobs)."""
         self.data_dir = data_dir
+        self.password = password
         # A port of our own choice is reserved for this server until stop() (ports.HeldPorts).
         self._held: HeldPorts | None = None
         if port is None:
@@ -60,7 +63,8 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> None:
         """Starts redis-server; DocparseError DIR_IN_USE when another one uses the directory."""
@@ -86,8 +90,17 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--logfile", str(self.data_dir / "redis.log"),
         ]  # fmt: skip
+        if self.password:  # on stdin's config, never on the command line (ps shows that)
+            args.append("-")
         # redis-server inherits the lock: one left running by a killed parent still holds it.
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, pass_fds=self.lock.fds())
+        self.proc = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE if self.password else subprocess.DEVNULL,
+            pass_fds=self.lock.fds(),
+        )
+        if self.password and self.proc.stdin is not None:
+            self.proc.stdin.write(f"requirepass {self.password}\n".encode())
+            self.proc.stdin.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -102,8 +115,15 @@ class EmbeddedRedis:
     def _answers(self) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(64).startswith(b"+PONG")
+                auth = f"AUTH {self.password}\r\n".encode() if self.password else b""
+                sock.sendall(auth + b"PING\r\n")
+                answer = b""
+                while answer.count(b"\r\n") < (2 if auth else 1):
+                    chunk = sock.recv(64)
+                    if not chunk:
+                        return False
+                    answer += chunk
+                return answer.endswith(b"+PONG\r\n")
         except OSError:
             return False
 

@@ -119,8 +119,9 @@ class Child:
         return bool(self.http_address and self.env.get("DOCPARSE_GATEWAY_TLS_CERT_FILE"))
 
     def start(self) -> None:
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
+        self.log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as out:
             self.proc = subprocess.Popen(
                 self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, pass_fds=self.pass_fds,
@@ -282,11 +283,19 @@ class LocalStack:
         PORT_IN_USE (a child's port is taken), CHILD_EXITED (a child died while starting)."""
         try:
             self.lock.acquire()
+            # Owner only: the blobs (uploads, results, passwords' side files), logs and the
+            # Redis data of a developer's stack are no other local user's to read.
+            os.chmod(self.data_dir, 0o700)
             self._held_ports.hold()
             if not self.redis_url:
-                self.redis = EmbeddedRedis(self.data_dir / "redis", self.redis_port)
+                password = secrets.token_urlsafe(24)
+                self.redis = EmbeddedRedis(self.data_dir / "redis", self.redis_port, password)
                 self.redis.start()
                 self.redis_url = self.redis.url
+                # For redis-cli and scripts of the owner: the URL with its password, 0600.
+                fd = os.open(self.redis_url_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as out:
+                    out.write(self.redis_url + "\n")
             backends = ",".join(self.parser_addresses)
             for child in self.children:
                 child.env = {
@@ -352,6 +361,18 @@ class LocalStack:
             f"http={','.join('http://' + a for a in self.http_addresses)}"
         )
 
+    @property
+    def redis_url_file(self) -> Path:
+        """Where the embedded Redis's URL (with its password) is written, owner-only."""
+        return self.data_dir / "redis.url"
+
+    @property
+    def shown_redis_url(self) -> str:
+        """The Redis URL with its password masked, for the terminal and logs."""
+        if self.redis is None or not self.redis.password:
+            return self.redis_url
+        return self.redis_url.replace(f":{self.redis.password}@", ":***@", 1)
+
     def table(self) -> str:
         """What runs where, one line per process, for people."""
         lines = []
@@ -367,7 +388,7 @@ class LocalStack:
                 f"metrics http://{child.metrics_address}/metrics  log {child.log}"
             )
         if self.redis is not None:
-            lines.append(f"  {'redis':<13} {self.redis_url}  data {self.redis.data_dir}")
+            lines.append(f"  {'redis':<13} {self.shown_redis_url}  data {self.redis.data_dir}")
         return "\n".join(lines)
 
     def stop(self) -> None:
