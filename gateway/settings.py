@@ -71,6 +71,10 @@ class GatewaySettings(BaseSettings):
     # allows none: no CORS headers, and a POST from another site's page is refused
     # (CROSS_SITE_REQUEST). Requests authenticate with API keys in headers, never cookies.
     http_cors_origins: str = ""
+    # Host names (comma separated) the HTTP side answers besides loopback ones and the address
+    # it listens on. Checked in dev mode (auth disabled) against DNS rebinding, and whenever
+    # set; a request naming another host: 403 CROSS_SITE_REQUEST (gateway/http/hosts.py).
+    http_allowed_hosts: str = ""
     # How long a browser may reuse a preflight (OPTIONS) answer.
     http_cors_max_age_s: int = 600
 

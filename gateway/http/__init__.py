@@ -45,6 +45,7 @@ from docparse_server.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
 from gateway.http import api, assets, cors, listing, openapi, page_events, page_results, sse
 from gateway.http.errors import error_response
+from gateway.http.hosts import AllowedHosts
 from gateway.http.keys import (
     CLOSING,
     RENDER_LANES,
@@ -228,7 +229,14 @@ def build_app(
     channel: grpc.aio.Channel, settings: GatewaySettings, auth: GatewayAuth
 ) -> web.Application:
     app = web.Application(
-        middlewares=[trace_requests, access_lines, json_errors, cors.preflight, same_origin_writes],
+        middlewares=[
+            trace_requests,
+            access_lines,
+            json_errors,
+            AllowedHosts(settings, dev_mode=not auth.required).middleware(),
+            cors.preflight,
+            same_origin_writes,
+        ],
         client_max_size=settings.max_message_bytes,
     )
     app[SETTINGS] = settings
@@ -250,6 +258,8 @@ def build_app(
 
     async def nosniff(request: web.Request, response: web.StreamResponse) -> None:
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        # No "Python/3.x aiohttp/3.y" banner telling a scanner which versions to try.
+        response.headers["Server"] = "docparse"
 
     app.on_shutdown.append(on_shutdown)
     app.on_cleanup.append(on_cleanup)
