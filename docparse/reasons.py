@@ -65,6 +65,7 @@ class ErrorReason(StrEnum):
     PAGE_RANGE_NOT_SUPPORTED = auto()
     PAGE_RANGE_PAST_END = auto()
     INVALID_OCR_DPI = auto()
+    CONTENT_ENCODING_REFUSED = auto()
     # Limits (RESOURCE_EXHAUSTED)
     DOCUMENT_TOO_LARGE = auto()
     RATE_LIMITED = auto()

@@ -110,6 +110,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """
     INVALID_OCR_DPI: _ErrorReason.ValueType  # 123
     """SubmitJob `ocr_dpi` outside 72..400."""
+    CONTENT_ENCODING_REFUSED: _ErrorReason.ValueType  # 124
+    """HTTP: a request body with a Content-Encoding (gzip, deflate, br, ...): uploads are taken
+    as sent, so a few kilobytes cannot inflate to gigabytes past the size checks.
+    """
     DOCUMENT_TOO_LARGE: _ErrorReason.ValueType  # 40
     """--- Limits (RESOURCE_EXHAUSTED) ---
     An upload or a parse over its size or memory limit (also a job FAILED). Never retry as is.
@@ -327,6 +331,10 @@ document's last one; the message names the page count.
 """
 INVALID_OCR_DPI: ErrorReason.ValueType  # 123
 """SubmitJob `ocr_dpi` outside 72..400."""
+CONTENT_ENCODING_REFUSED: ErrorReason.ValueType  # 124
+"""HTTP: a request body with a Content-Encoding (gzip, deflate, br, ...): uploads are taken
+as sent, so a few kilobytes cannot inflate to gigabytes past the size checks.
+"""
 DOCUMENT_TOO_LARGE: ErrorReason.ValueType  # 40
 """--- Limits (RESOURCE_EXHAUSTED) ---
 An upload or a parse over its size or memory limit (also a job FAILED). Never retry as is.

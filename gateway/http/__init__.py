@@ -44,6 +44,7 @@ from docparse_server.serving import binding, served_by
 from docparse_server.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
 from gateway.http import api, assets, cors, listing, openapi, page_events, page_results, sse
+from gateway.http.encodings import identity_bodies
 from gateway.http.errors import error_response
 from gateway.http.hosts import AllowedHosts
 from gateway.http.keys import (
@@ -234,6 +235,7 @@ def build_app(
             access_lines,
             json_errors,
             AllowedHosts(settings, dev_mode=not auth.required).middleware(),
+            identity_bodies,
             cors.preflight,
             same_origin_writes,
         ],
