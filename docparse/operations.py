@@ -290,17 +290,21 @@ class BaseClient(ClientState[TransportT, SleepT]):
         """The job's pages as they are read (drafts, `final` False), then its final package's
         pages (`final` True, byte for byte those of `result()`), then a last message with the
         terminal record (`job`) and no page: StreamResult, resumed from the last `cursor`
-        received (on any replica) when the stream breaks, within the retry policy."""
+        received (on any replica) when the stream breaks, within the retry policy (counted
+        anew after a stream that delivered: a long job's stream may be cut many times)."""
         retrier = Retrier("StreamResult", self.policy, self._clock(), self._rng)
         while True:
             request = parser_service_pb2.StreamResultRequest(job_id=job_id, cursor=cursor)
+            delivered = False
             try:
                 stream = yield Open("StreamResult", request, self.policy.timeout_s)
                 while (message := (yield Receive(stream))) is not END:
-                    cursor = message.cursor
+                    cursor, delivered = message.cursor, True
                     yield Emit(message)
                 return
             except DocparseError as err:
+                if delivered:
+                    retrier = Retrier("StreamResult", self.policy, self._clock(), self._rng)
                 delay = retrier.on_error(err, self._clock())
             yield Sleep(delay)
 

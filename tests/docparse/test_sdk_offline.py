@@ -603,3 +603,19 @@ def test_an_upload_status_lost_in_transport_is_asked_again_at_most_twice(tmp_pat
     with pytest.raises(DocparseError):
         sdk.upload_batch([doc])
     assert len(transport.uploaded) == 1
+
+
+def test_stream_pages_counts_its_retry_budget_anew_after_each_delivering_stream() -> None:
+    """A long job's page stream cut twelve times (a replica's max connection age), each time
+    after a page: every page arrives, though the cuts together outlast the budget."""
+    page = parser_service_pb2.StreamResultResponse
+    cuts = [[page(page_number=n, cursor=f"d{n}"), unavailable()] for n in range(1, 13)]
+    last = [page(cursor="f12", job=job(9, job_pb2.STATE_SUCCEEDED))]
+    transport = ScriptedTransport(StreamResult=[*cuts, last])
+    sdk, clock = client(transport, unavailable_budget_s=1.0, backoff_s=0.2, max_backoff_s=0.2)
+    messages = list(sdk.stream_pages("j1"))
+    assert [m.page_number for m in messages[:-1]] == list(range(1, 13))
+    assert messages[-1].job.state == job_pb2.STATE_SUCCEEDED
+    assert clock.now > 1.0  # more than one budget spent in all
+    resumed = [r.cursor for m, r in transport.calls if m == "StreamResult"]
+    assert resumed == ["", *(f"d{n}" for n in range(1, 13))]
