@@ -61,6 +61,7 @@ IDEMPOTENT = frozenset(
         "GetResult",
         "GetAsset",
         "StreamResult",
+        "ListJobs",
     }
 )
 # A retry delay a server names is honoured only for these codes and never for these reasons.
