@@ -10,6 +10,7 @@
    fixed duration after a warm-up) against
      bare     a grpc.aio server in its own process whose GetStatus handler returns pre-serialized
               bytes (same response size, no Redis, no interceptor: the floor of grpc.aio itself),
+              on the event loop parser_svc runs on (docparse_server/loops.py; uvloop by default),
      direct   one parser_svc replica, GetStatus of one SUCCEEDED job,
      gateway  one gateway in front of that replica.
    The three targets are measured in interleaved rounds; ratios are taken within a round.
@@ -21,7 +22,9 @@
    and, more conservatively, - time the write was issued. Every stream must receive its
    terminal record. Next to it, raw Redis pub/sub on the same Redis: a redis-py asyncio
    subscriber process on one connection holding N channels, publishes at the same rate.
-Timestamps that cross processes use time.time_ns() (CLOCK_REALTIME, one machine).
+Timestamps that cross processes use time.time_ns() (CLOCK_REALTIME, one machine). The stacks
+run as production does, with API keys and the internal token (bench.harness.stacks): every
+client sends the key to a gateway, the internal token and tenant to parser_svc.
 
 Results: a table on stdout and var/bench/spine.json.
 
@@ -47,7 +50,7 @@ import grpc
 
 from bench.harness.output import OUT_DIR, log, write_text
 from bench.harness.procfs import loadavg
-from bench.harness.stacks import bench_stack, running_async
+from bench.harness.stacks import TOKEN_METADATA, bench_stack, running_async
 from bench.spine.get_status import bench_get_status
 from bench.spine.pubsub import bench_pubsub
 from bench.spine.report import goals_met, report
@@ -66,6 +69,7 @@ async def submit_succeeded_job(address: str) -> job_pb2.Job:
                 file_name="bench.pdf", content=make_pdf(3, "benchmark page"), wait_timeout_ms=60_000
             ),
             timeout=70,
+            metadata=TOKEN_METADATA,
         )
         job = reply.job
         if job.state != job_pb2.STATE_SUCCEEDED:
@@ -112,6 +116,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "DOCPARSE_GATEWAY_EVENT_LOOP": config.split("+")[1],
                 **STACK_ENV,
             },
+            auth=True,
         )
         for config in args.loops
     }
@@ -144,7 +149,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 pubsub_reps.append(await bench_pubsub(stack.redis_url, args, work, redis_pid))
                 log(f"raw pub/sub rep {rep}: {pubsub_reps[-1]['from_ack']}")
                 via = stack.gateway_addresses if args.watch_via == "gateway" else None
-                watch_reps.append(await bench_watch(stack, args, work, targets=via))
+                watch_reps.append(await bench_watch(stack, args, work, targets=via, auth=True))
                 log(
                     f"WatchJob rep {rep}: {watch_reps[-1]['from_ack']} "
                     f"other {watch_reps[-1]['other_cores']} cores"

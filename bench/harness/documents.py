@@ -44,14 +44,104 @@ def big_xlsx(work: Path) -> Path:
 
 
 def one_page_pdfs(work: Path, count: int, tag: str) -> list[Path]:
+    """`count` one-page PDFs, each unlike the others and unlike the fork server's warm-up page
+    (parser_svc/parsers/pdf.py warm_up: one base-14 paragraph and a 2x3 ruled table):
+    `one_page_pdf(seed)` with a seed from `tag` and the index."""
     folder = work / f"one-page-{tag}"
     folder.mkdir(exist_ok=True)
     paths = []
     for i in range(count):
         path = folder / f"memo-{tag}-{i}.pdf"
-        path.write_bytes(make_pdf(1, f"memo {tag} {i}"))
+        path.write_bytes(one_page_pdf(f"{tag}-{i}", i))
         paths.append(path)
     return paths
+
+
+# Base-14 fonts by their pymupdf names, and TrueType fonts a Debian machine has (embedded as a
+# subset, as most real PDFs carry their fonts; skipped where absent).
+_BASE14 = ("helv", "tiro", "cour", "hebo", "tiit", "cobo", "heit", "tibo")
+_TRUETYPE = tuple(
+    path
+    for path in (
+        Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
+        Path("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf"),
+        Path("/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf"),
+    )
+    if path.is_file()
+)
+_SIZES = ((595, 842), (612, 792), (420, 595), (612, 1008))  # A4, Letter, A5, Legal
+
+
+def one_page_pdf(seed: str, index: int) -> bytes:
+    """One page: a title and 1-9 paragraphs of 20-140 words in one of 8 base-14 fonts (every
+    third page an embedded TrueType font when the machine has one), at 8-12 pt on one of four
+    page sizes; a ruled table of 3-6 rows and 2-5 columns on every third page, a picture (a
+    generated gradient, 80-240 pt wide) on every fourth."""
+    rng = random.Random(seed)
+
+    def words(n: int) -> str:
+        return " ".join(rng.choice(_WORDS) for _ in range(n))
+
+    doc = pymupdf.open()  # type: ignore[no-untyped-call]
+    width, height = _SIZES[rng.randrange(len(_SIZES))]
+    page = doc.new_page(width=width, height=height)
+    font, fontfile = rng.choice(_BASE14), None
+    if _TRUETYPE and index % 3 == 1:
+        font, fontfile = "F0", str(_TRUETYPE[index % len(_TRUETYPE)])
+        page.insert_font(fontname=font, fontfile=fontfile)  # type: ignore[no-untyped-call]
+    size = rng.choice((8.0, 9.0, 10.0, 11.0, 12.0))
+    title = f"{words(rng.randint(2, 7)).title()} ({seed})"
+    page.insert_text((50, 60), title, fontsize=size + 6, fontname=font, fontfile=fontfile)
+    y = 85.0
+    if index % 3 == 0:
+        y = _ruled_table(page, rng, y, width)
+    if index % 4 == 1:
+        y = _picture(page, rng, y)
+    for _ in range(rng.randint(1, 9)):
+        if y > height - 80:
+            break
+        text = words(rng.randint(20, 140)).capitalize() + "."
+        box = pymupdf.Rect(50, y, width - 50, height - 40)  # type: ignore[no-untyped-call]
+        left = page.insert_textbox(box, text, fontsize=size, fontname=font, fontfile=fontfile)
+        if left < 0:  # it did not fit: the page is full
+            break
+        y = box.y1 - left + size
+    if fontfile:
+        doc.subset_fonts()
+    data: bytes = doc.tobytes(garbage=3, deflate=True)  # type: ignore[no-untyped-call]
+    return data
+
+
+def _ruled_table(page: pymupdf.Page, rng: random.Random, top: float, width: float) -> float:
+    """A grid of ruled cells, each a word or a number; returns the y below it."""
+    rows, cols = rng.randint(3, 6), rng.randint(2, 5)
+    cell_w, cell_h = (width - 100) / cols, 18.0
+    for r in range(rows + 1):
+        page.draw_line((50, top + r * cell_h), (50 + cols * cell_w, top + r * cell_h))
+    for c in range(cols + 1):
+        page.draw_line((50 + c * cell_w, top), (50 + c * cell_w, top + rows * cell_h))
+    for r in range(rows):
+        for c in range(cols):
+            text = rng.choice(_WORDS) if r == 0 or c == 0 else f"{rng.uniform(0, 999):.1f}"
+            page.insert_text((54 + c * cell_w, top + r * cell_h + 13), text, fontsize=9)
+    return top + rows * cell_h + 16
+
+
+def _picture(page: pymupdf.Page, rng: random.Random, top: float) -> float:
+    """A generated RGB gradient picture; returns the y below it."""
+    w, h = rng.randint(40, 120), rng.randint(30, 90)
+    shift = rng.randrange(256)
+    samples = bytes(
+        value
+        for y in range(h)
+        for x in range(w)
+        for value in ((x * 255 // w) ^ shift, (y * 255 // h), (x + y + shift) % 256)
+    )
+    pix = pymupdf.Pixmap(pymupdf.csRGB, w, h, samples, False)  # type: ignore[no-untyped-call]
+    rect = pymupdf.Rect(50, top, 50 + 2 * w, top + 2 * h)  # type: ignore[no-untyped-call]
+    png = pix.tobytes("png")  # type: ignore[no-untyped-call]
+    page.insert_image(rect, stream=png)  # type: ignore[no-untyped-call]
+    return rect.y1 + 12
 
 
 _TEXT = (

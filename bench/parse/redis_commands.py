@@ -10,16 +10,19 @@ from pathlib import Path
 
 import redis
 
-from bench.parse.through_stack import concurrent_sdk_jobs
+from bench.parse.through_stack import Made, concurrent_sdk_jobs
 from docparse.client import Client
 from docparse.local.stack import LocalStack
 
 
-def redis_per_job(stack: LocalStack, paths: list[Path], clients: int) -> dict[str, float]:
+def redis_per_job(
+    stack: LocalStack, paths: list[Path], clients: int, api_key: str = "", made: Made | None = None
+) -> dict[str, float]:
     """Redis commands from clients (round trips; `bullmq_*`: those of BullMQ's queue, whose
     workers poll per parse slot), commands run inside scripts, and PUBLISH messages per
     one-page job, minus the same window's idle rate. Twice: the jobs one after another
-    (`sequential_*`), then with `clients` concurrent SDK clients (`concurrent_*`)."""
+    (`sequential_*`), then with `clients` concurrent SDK clients (`concurrent_*`). The clients
+    send `api_key`; (file, job id) of every job goes to `made` when given."""
     assert stack.redis_url is not None
     client = redis.Redis.from_url(stack.redis_url)
     counts: Counter[str] = Counter()
@@ -56,9 +59,10 @@ def redis_per_job(stack: LocalStack, paths: list[Path], clients: int) -> dict[st
 
     half = len(paths) // 2
     address = stack.gateway_addresses[0]
-    with Client(address) as sdk:
-        sequential = window(lambda: [sdk.parse(p) for p in paths[:half]])
-    concurrent = window(lambda: concurrent_sdk_jobs(address, paths[half:], clients))
+    seen: Made = made if made is not None else []
+    with Client(address, api_key=api_key) as sdk:
+        sequential = window(lambda: seen.extend((p, sdk.parse(p).job_id) for p in paths[:half]))
+    concurrent = window(lambda: concurrent_sdk_jobs(address, paths[half:], clients, api_key, seen))
     idle, idle_s = window(sequential[1] - 1.5)
     client.close()
     per_job = {}

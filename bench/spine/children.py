@@ -34,6 +34,7 @@ def child_main(role: str, argv: list[str]) -> None:
     parser.add_argument("--redis-url")
     parser.add_argument("--expected", type=int)
     parser.add_argument("--loop", default="asyncio", choices=["asyncio", "uvloop"])
+    parser.add_argument("--metadata", default="[]", help="JSON pairs each call sends")
     args = parser.parse_args(argv)
     if role == "_bare":
         loops.run(serve_bare(args.port, bytes.fromhex(args.response)), args.loop)
@@ -43,7 +44,8 @@ def child_main(role: str, argv: list[str]) -> None:
         return
     if role == "_watch":
         job_ids = json.loads(args.jobs.read_text())
-        result = asyncio.run(watch_client(args.target, job_ids, args.channels))
+        metadata = [tuple(pair) for pair in json.loads(args.metadata)]
+        result = asyncio.run(watch_client(args.target, job_ids, args.channels, metadata))
     elif role == "_pubsub":
         channels = json.loads(args.names.read_text())
         result = asyncio.run(pubsub_client(args.redis_url, channels, args.expected))

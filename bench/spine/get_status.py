@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from bench.harness.children import start_child, stop_child, stop_on_stdin_eof
 from bench.harness.output import log
 from bench.harness.procfs import cpu_snapshot, machine_busy_seconds
-from bench.harness.stacks import ENV_NAME
+from bench.harness.stacks import ENV_NAME, KEY_METADATA, TOKEN_METADATA
 from bench.spine.settings import CHANNEL_OPTIONS, CHILDREN, SERVICE, default_loop
 from bench.spine.summary import summarize_get_status
 from docparse.local.embedded_redis import free_port
@@ -45,10 +45,21 @@ class LoadResult:
 
 class LoadClient:
     """`concurrency` callers on their own channels to one target. They call GetStatus back to
-    back while the client is active and wait while it is not, so targets can take turns."""
+    back while the client is active and wait while it is not, so targets can take turns. Each
+    call sends `metadata` (the stack runs with API keys: the key to a gateway, the internal
+    token and tenant to parser_svc and, the same bytes, to bare and floor)."""
 
-    def __init__(self, name: str, address: str, job_id: str, concurrency: int, channels: int):
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        job_id: str,
+        concurrency: int,
+        channels: int,
+        metadata: tuple[tuple[str, str], ...] = (),
+    ):
         self.name = name
+        self._metadata = metadata
         self._address = address
         self._request = parser_service_pb2.GetStatusRequest(job_id=job_id)
         self._concurrency = concurrency
@@ -73,7 +84,7 @@ class LoadClient:
         async with asyncio.timeout(10):
             await asyncio.gather(*(c.channel_ready() for c in self._channels))
         stubs = [parser_service_pb2_grpc.ParserServiceStub(c) for c in self._channels]
-        check = await stubs[0].GetStatus(self._request, timeout=5)
+        check = await stubs[0].GetStatus(self._request, timeout=5, metadata=self._metadata)
         if check.job.state != job_pb2.STATE_SUCCEEDED:
             raise RuntimeError(f"{self.name}: GetStatus answered {check.job!r}")
         self._tasks = [
@@ -90,7 +101,7 @@ class LoadClient:
             self._idle.clear()
             t0 = time.perf_counter_ns()
             try:
-                await stub.GetStatus(self._request, timeout=10)
+                await stub.GetStatus(self._request, timeout=10, metadata=self._metadata)
                 ok = True
             except grpc.aio.AioRpcError:
                 ok = False
@@ -193,13 +204,19 @@ async def serve_floor(port: int, redis_url: str, key: str) -> None:
     await client.aclose()
 
 
+def bare_name(loop: str, default: str) -> str:
+    """`bare` on the default stack's parser_svc loop (the product's), `bare_<loop>` else."""
+    return "bare" if loop == default.split("+")[0] else f"bare_{loop}"
+
+
 async def bench_get_status(
     stacks: dict[str, LocalStack], jobs: dict[str, job_pb2.Job], args: argparse.Namespace
 ) -> tuple[list[LoadResult], dict[str, Any]]:
-    """Targets: `bare` (grpc.aio on asyncio's loop: the floor the goals are counted from),
-    `bare_uvloop` when uvloop is measured, `floor` (serve_floor on the default stack's Redis
-    and job, on its parser_svc loop), and per stack "P+G" (parser_svc's event loop P, the
-    gateway's G): `direct_P` (parser_svc; once per P) and `gateway_G_on_P`."""
+    """Targets: `bare` (grpc.aio on the loop of the default stack's parser_svc, as the
+    product runs: the floor the goals are counted from), `bare_L` for each other loop L
+    measured, `floor` (serve_floor on the default stack's Redis and job, on its parser_svc
+    loop), and per stack "P+G" (parser_svc's event loop P, the gateway's G): `direct_P`
+    (parser_svc; once per P) and `gateway_G_on_P`."""
     first = next(iter(jobs.values()))
     response = parser_service_pb2.GetStatusResponse(job=first).SerializeToString()
     pids: dict[str, int] = {"client": os.getpid()}
@@ -207,10 +224,12 @@ async def bench_get_status(
     addresses: dict[str, str] = {}
     job_of: dict[str, job_pb2.Job] = {}
     bares = []
+    default = default_loop(stacks)
+    product_loop = default.split("+")[0]
     measured = {loop for config in stacks for loop in config.split("+")}
-    for loop in ("asyncio", *(["uvloop"] if "uvloop" in measured else [])):
+    for loop in (product_loop, *sorted(measured - {product_loop})):
         port = free_port()
-        name = "bare" if loop == "asyncio" else f"bare_{loop}"
+        name = bare_name(loop, default)
         bare = await start_child(
             CHILDREN, "_bare", "--port", str(port), "--response", response.hex(), "--loop", loop
         )
@@ -219,7 +238,6 @@ async def bench_get_status(
         involved[name] = ["client", f"{name}_server"]
         addresses[name] = f"127.0.0.1:{port}"
         job_of[name] = first
-    default = default_loop(stacks)
     floor_stack = stacks[default]
     assert floor_stack.redis is not None and floor_stack.redis.proc is not None
     port = free_port()
@@ -255,7 +273,14 @@ async def bench_get_status(
         addresses[target] = stack.gateway_addresses[0]
         job_of[target] = jobs[config]
     clients = [
-        LoadClient(name, address, job_of[name].job_id, args.concurrency, args.channels)
+        LoadClient(
+            name,
+            address,
+            job_of[name].job_id,
+            args.concurrency,
+            args.channels,
+            KEY_METADATA if name.startswith("gateway") else TOKEN_METADATA,
+        )
         for name, address in addresses.items()
     ]
     slices: list[LoadResult] = []

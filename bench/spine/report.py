@@ -58,7 +58,8 @@ def report(results: dict[str, Any]) -> str:
                 )
         lines.append(
             f"  goals judged on the {gs['default_loop']} stack (parser_svc + gateway loops, "
-            "the settings' defaults)"
+            f"the settings' defaults); bare runs on {gs.get('bare_loop', 'asyncio')}, as "
+            "parser_svc does"
         )
         if "uvloop_over_asyncio_median" in gs:
             for kind, median in gs["uvloop_over_asyncio_median"].items():

@@ -11,6 +11,8 @@ from bench.harness.stats import percentile
 if TYPE_CHECKING:
     from bench.spine.get_status import LoadClient, LoadResult
 
+LOOPS = ("asyncio", "uvloop")
+
 
 def summarize_get_status(
     slices: list[LoadResult],
@@ -18,7 +20,8 @@ def summarize_get_status(
     involved: dict[str, list[str]],
     default: str,
 ) -> dict[str, Any]:
-    summary: dict[str, Any] = {"default_loop": default}
+    # `bare` runs on the loop of the default stack's parser_svc (bench.spine.get_status).
+    summary: dict[str, Any] = {"default_loop": default, "bare_loop": default.split("+")[0]}
     for client in clients:
         rows = [r for r in slices if r.target == client.name]
         calls = sum(r.calls for r in rows)
@@ -85,8 +88,9 @@ def summarize_get_status(
             summary["floor"]["cpu_us_per_call_total"] / summary[direct]["cpu_us_per_call_total"], 3
         )
     # uvloop against asyncio within each cycle: the same target, adjacent slices.
+    bare = {loop: "bare" if loop == summary["bare_loop"] else f"bare_{loop}" for loop in LOOPS}
     pairs = {
-        "bare": ("bare_uvloop", "bare"),
+        "bare": (bare["uvloop"], bare["asyncio"]),
         "direct": ("direct_uvloop", "direct_asyncio"),
         # The gateway's own loop, in front of the same parser_svc loop.
         "gateway": ("gateway_uvloop_on_asyncio", "gateway_asyncio_on_asyncio"),

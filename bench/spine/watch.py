@@ -24,7 +24,7 @@ from bench.harness.children import start_child, stop_child, stop_on_stdin_eof
 from bench.harness.output import log
 from bench.harness.procfs import cpu_snapshot, machine_busy_seconds, rss_kb
 from bench.harness.redis_stats import delta, redis_counters
-from bench.harness.stacks import ENV_NAME
+from bench.harness.stacks import ENV_NAME, KEY_METADATA, TENANT, TOKEN_METADATA
 from bench.harness.stats import latency_stats
 from bench.harness.timing import paced
 from bench.spine.settings import CHANNEL_OPTIONS, CHILDREN, FENCE, TIMELINE_S
@@ -62,9 +62,12 @@ def add_watch_options(
     )
 
 
-async def watch_client(target: str, job_ids: list[str], channels: int) -> dict[str, Any]:
-    """Opens one WatchJob stream per job id, says READY once each has its first record, then
-    records every record's receive time until all streams end (or stdin closes)."""
+async def watch_client(
+    target: str, job_ids: list[str], channels: int, metadata: list[tuple[str, str]]
+) -> dict[str, Any]:
+    """Opens one WatchJob stream per job id (each sending `metadata`), says READY once each has
+    its first record, then records every record's receive time until all streams end (or
+    stdin closes)."""
     chans = [grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) for _ in range(channels)]
     stubs = [parser_service_pb2_grpc.ParserServiceStub(c) for c in chans]
     events: list[tuple[str, int, int, int]] = []
@@ -80,7 +83,7 @@ async def watch_client(target: str, job_ids: list[str], channels: int) -> dict[s
         await opening.acquire()
         try:
             call = stubs[index % channels].WatchJob(
-                parser_service_pb2.WatchJobRequest(job_id=job_id)
+                parser_service_pb2.WatchJobRequest(job_id=job_id), metadata=tuple(metadata)
             )
             async for event in call:
                 now = time.time_ns()
@@ -146,16 +149,24 @@ async def bench_watch(
     *,
     targets: list[str] | None = None,
     idle_s: float = 0.0,
+    auth: bool = False,
 ) -> dict[str, Any]:
     """`targets`: where the streams open, spread over the client processes (default: the
     first parser_svc replica). `idle_s`: seconds measured with every stream open and no
-    writes (resyncs and heartbeats only) before the writes start."""
+    writes (resyncs and heartbeats only) before the writes start. `auth`: the stack runs with
+    API keys (bench.harness.stacks): the jobs are its key's tenant's, and the streams send the
+    key (to a gateway) or the internal token (to parser_svc)."""
     targets = targets or stack.parser_addresses[:1]
     settings = Settings(redis_url=stack.redis_url, env=ENV_NAME)
     client = connect(settings)
     store = JobStore(client, settings)
     job_ids = [uuid.uuid4().hex for _ in range(args.streams)]
     fields = {"file_name": "bench.pdf", "content_type": "pdf", "size_bytes": "1000"}
+    metadata: tuple[tuple[str, str], ...] = ()
+    if auth:
+        fields["tenant"] = TENANT
+        via_gateway = set(targets) <= set(stack.gateway_addresses)
+        metadata = KEY_METADATA if via_gateway else TOKEN_METADATA
     for i in range(0, len(job_ids), 100):
         created = await asyncio.gather(*(store.create(j, fields) for j in job_ids[i : i + 100]))
         if any(c.status != "OK" for c in created):
@@ -181,6 +192,7 @@ async def bench_watch(
             target = targets[i % len(targets)]
             child_args = ["--target", target, "--jobs", str(jobs_file), "--out", str(outs[i])]
             child_args += ["--channels", str(args.watch_channels)]
+            child_args += ["--metadata", json.dumps(metadata)]
             clients.append(await start_child(CHILDREN, "_watch", *child_args))
         open_s = time.perf_counter() - started
         log(f"WatchJob: {args.streams} streams open in {open_s:.1f} s")
