@@ -131,7 +131,7 @@ def announce(stack: LocalStack, port_note: str, http_note: str) -> None:
     if stack.redis is not None:
         print(
             f"embedded redis-server at {stack.shown_redis_url} (no --redis-url given; "
-            f"its password is in {stack.redis_url_file}, readable by you alone)"
+            f"its password is in {stack.data_dir / 'redis.url'}, readable by you alone)"
         )
     for line in feature_lines(stack.base_env, stack.auth_enforced()):
         print(line)

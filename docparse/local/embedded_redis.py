@@ -66,6 +66,17 @@ class EmbeddedRedis:
         auth = f":{self.password}@" if self.password else ""
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
+    @property
+    def masked_url(self) -> str:
+        """`url` with its password masked, for terminals and logs."""
+        return self.url.replace(f":{self.password}@", ":***@", 1) if self.password else self.url
+
+    def write_url(self, path: Path) -> None:
+        """`url`, password included, to an owner-only (0600) file: for redis-cli and scripts."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(self.url + "\n")
+
     def start(self, timeout: float = 10.0) -> None:
         """Starts redis-server; DocparseError DIR_IN_USE when another one uses the directory."""
         self.lock.acquire()

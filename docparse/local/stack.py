@@ -292,10 +292,7 @@ class LocalStack:
                 self.redis = EmbeddedRedis(self.data_dir / "redis", self.redis_port, password)
                 self.redis.start()
                 self.redis_url = self.redis.url
-                # For redis-cli and scripts of the owner: the URL with its password, 0600.
-                fd = os.open(self.redis_url_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w") as out:
-                    out.write(self.redis_url + "\n")
+                self.redis.write_url(self.data_dir / "redis.url")  # with its password, 0600
             backends = ",".join(self.parser_addresses)
             for child in self.children:
                 child.env = {
@@ -356,22 +353,15 @@ class LocalStack:
         metrics = ",".join(f"http://{c.metrics_address}/metrics" for c in self.children)
         return (
             f"{READY_PREFIX} gateway={','.join(self.gateway_addresses)} "
-            f"parser_svc={','.join(self.parser_addresses)} redis={self.redis_url} "
+            f"parser_svc={','.join(self.parser_addresses)} redis={self.shown_redis_url} "
             f"data={self.data_dir} metrics={metrics} "
             f"http={','.join('http://' + a for a in self.http_addresses)}"
         )
 
     @property
-    def redis_url_file(self) -> Path:
-        """Where the embedded Redis's URL (with its password) is written, owner-only."""
-        return self.data_dir / "redis.url"
-
-    @property
     def shown_redis_url(self) -> str:
         """The Redis URL with its password masked, for the terminal and logs."""
-        if self.redis is None or not self.redis.password:
-            return self.redis_url
-        return self.redis_url.replace(f":{self.redis.password}@", ":***@", 1)
+        return self.redis.masked_url if self.redis is not None else self.redis_url
 
     def table(self) -> str:
         """What runs where, one line per process, for people."""
