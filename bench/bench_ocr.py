@@ -18,6 +18,11 @@ images in the same run, one page at a time:
   without and with a language hint, in rounds that alternate with the raw engine and the CLI
   on the same pages (ratios per round, medians shown; unhinted goes first in odd rounds,
   hinted in even ones); then every language's pages once;
+- `scripts` (`--script-pages N`, 0: skip; `--only-scripts`: nothing else): per language, so per
+  script, N pages (other seeds) read in each round by the CLI told the language and through
+  that stack one job at a time (submit to SUCCEEDED), without and with the language hint; the
+  three take turns at going first; pages/s and the ratios to the CLI per round, medians shown,
+  and the CER of each;
 - `long scan` (`--long-scan N`): one N-page Latin scan as one job, through that stack (its
   pages read on as many threads as the replica has CPUs) and through a second stack whose
   replica reads them on one thread (`DOCPARSE_OCR_PAGE_THREADS=1`, the before), alternating
@@ -51,6 +56,7 @@ from PIL import Image
 from bench.harness.jobs import run_job
 from bench.harness.output import OUT_DIR, write_text
 from bench.harness.stacks import bench_stack
+from docparse.client import Client
 from docparse.v1 import job_pb2, parser_service_pb2
 from parser_svc.child.parse_child import parse
 from parser_svc.parsers import ParseOptions, ocr
@@ -138,6 +144,75 @@ def through_stack(address: str, pages: list[Scan], hinted: bool = False) -> tupl
     return sum(j.result.page_count for j in jobs) / seconds, failures
 
 
+def one_by_one(address: str, pages: list[Scan], hinted: bool) -> list[tuple[str, float]]:
+    """Each page as a one-page job, one job at a time (submit to SUCCEEDED timed; the result
+    is fetched after the clock stops): its text and seconds."""
+    out = []
+    for i, page in enumerate(pages):
+        request = parser_service_pb2.SubmitJobRequest(
+            file_name=f"scan-{i}-{page.language}.pdf",
+            content=page.pdf,
+            languages=[page.language] if hinted else [],
+        )
+        started = time.perf_counter()
+        job = run_job(address, request, resume=True)
+        seconds = time.perf_counter() - started
+        assert job.state == job_pb2.STATE_SUCCEEDED, (page.language, job.error)
+        with Client(address) as client:
+            out.append((client.result(job.job_id).pages[0].text, seconds))
+    return out
+
+
+def scripts_stack(address: str, args: argparse.Namespace, work: Path) -> dict[str, object]:
+    """Per language (so per script): the same pages read by tesseract's CLI told the language
+    and through the stack one job at a time, without and with the language hint, in rounds (the
+    three take turns at going first); pages/s medians, ratios per round then medians, CER."""
+    by_language: dict[str, dict[str, list[float]]] = {}
+    for number in range(args.rounds):
+        for language in args.languages.split(","):
+            pages = [scan(language, args.dpi, 200 + seed) for seed in range(args.script_pages)]
+            names = ["cli", "unhinted", "hinted"]
+            order = names[number % 3 :] + names[: number % 3]
+            rates: dict[str, float] = {}
+            row = by_language.setdefault(language, {})
+            for name in order:
+                results = (
+                    tesseract_cli(pages, work)
+                    if name == "cli"
+                    else one_by_one(address, pages, hinted=name == "hinted")
+                )
+                rates[name] = len(results) / sum(s for _t, s in results)
+                errors = [
+                    cer(p.truth, t, language) for p, (t, _s) in zip(pages, results, strict=True)
+                ]
+                row.setdefault(f"{name}_cer", []).append(statistics.mean(errors))
+            for name, rate in rates.items():
+                row.setdefault(name, []).append(rate)
+            row.setdefault("unhinted_vs_cli", []).append(rates["unhinted"] / rates["cli"])
+            row.setdefault("hinted_vs_cli", []).append(rates["hinted"] / rates["cli"])
+    return {
+        language: {key: round(statistics.median(values), 3) for key, values in row.items()}
+        | {"rounds_unhinted_vs_cli": [round(v, 2) for v in row["unhinted_vs_cli"]]}
+        | {"rounds_hinted_vs_cli": [round(v, 2) for v in row["hinted_vs_cli"]]}
+        for language, row in by_language.items()
+    }
+
+
+def print_scripts(table: dict[str, object]) -> None:
+    print(
+        "| language | CLI pages/s | unhinted | hinted | unhinted / CLI | hinted / CLI "
+        "| CER CLI / unhinted / hinted |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for language, row in table.items():
+        r: dict[str, float] = row  # type: ignore[assignment]
+        print(
+            f"| {language} | {r['cli']:.2f} | {r['unhinted']:.2f} | {r['hinted']:.2f} "
+            f"| {r['unhinted_vs_cli']:.2f} | {r['hinted_vs_cli']:.2f} "
+            f"| {r['cli_cer']:.1%} / {r['unhinted_cer']:.1%} / {r['hinted_cer']:.1%} |"
+        )
+
+
 def long_scan(address: str, pages: list[Scan], threads_address: str) -> dict[str, float]:
     """One job of all `pages` through the one-thread stack and the threaded one, then the raw
     engine: pages/s of each."""
@@ -204,6 +279,10 @@ def main() -> None:
     parser.add_argument(
         "--long-scan", type=int, default=12, help="pages of the long scan (0: skip)"
     )
+    parser.add_argument(
+        "--script-pages", type=int, default=2, help="pages per language, one job at a time"
+    )
+    parser.add_argument("--only-scripts", action="store_true", help="only the per-script part")
     args = parser.parse_args()
     languages = args.languages.split(",")
     pages = [scan(lang, args.dpi, seed) for lang in languages for seed in range(args.pages)]
@@ -217,19 +296,23 @@ def main() -> None:
     }
     if not args.skip_rapidocr:
         engines["rapidocr"] = lambda: rapidocr(pages)
+    if args.only_scripts:
+        engines = {}
     table = {name: summarise(pages, run()) for name, run in engines.items()}
 
     result: dict[str, object] = {"dpi": args.dpi, "pages_per_language": args.pages, "table": table}
+    rounds: list[dict[str, float]] = []
+    failures: list[str] = []
     if not args.skip_stack:
         # Latin pages (more of them, other seeds): the raw engine, the CLI and the stack take
         # turns per round on the same pages; ratios are per round, the table shows medians.
         stack_pages = [scan(lang, args.dpi, 100 + seed) for lang in LATIN for seed in range(4)]
-        rounds: list[dict[str, float]] = []
-        failures: list[str] = []
         with bench_stack(work / "stack", replicas=1) as stack:
             address = stack.gateway_addresses[0]
             through_stack(address, stack_pages[:2])  # warm: connections, fork server, models
-            for number in range(args.rounds):
+            if args.script_pages:
+                result["scripts"] = scripts_stack(address, args, work)
+            for number in range(0 if args.only_scripts else args.rounds):
                 raw = tesseract_api(stack_pages)
                 cli = tesseract_cli(stack_pages, work)
                 # Unhinted and hinted take turns at going first (right after the CLI): with a
@@ -254,9 +337,10 @@ def main() -> None:
                         "hinted_vs_engine": hinted_pps / raw_pps,
                     }
                 )
-            stack_all, failures_all = through_stack(address, pages)
-            if args.long_scan:
+            stack_all, failures_all = through_stack(address, pages) if rounds else (0.0, [])
+            if args.long_scan and not args.only_scripts:
                 result["long_scan"] = long_scans(address, args, work)
+    if rounds:
         result["latin_stack"] = {
             "pages": len(stack_pages),
             "rounds": [{k: round(v, 3) for k, v in r.items()} for r in rounds],
@@ -271,17 +355,19 @@ def main() -> None:
     result["cpus"] = len(os.sched_getaffinity(0))
 
     names = list(table)
+    if "scripts" in result:
+        print_scripts(result["scripts"])  # type: ignore[arg-type]
     print(f"OCR at {args.dpi} DPI, {args.pages} pages per language, load {result['load']}")
     print("| language | " + " | ".join(f"{n} CER / WER / pages/s" for n in names) + " |")
     print("|---" * (len(names) + 1) + "|")
-    for language in languages:
+    for language in languages if names else []:
         cells = []
         for name in names:
             row = table[name][language]
             wer_text = "-" if language in NO_SPACES else f"{row['wer']:.1%}"
             cells.append(f"{row['cer']:.1%} / {wer_text} / {row['pages_per_s']:.2f}")
         print(f"| {language} | " + " | ".join(cells) + " |")
-    for key in ("latin_stack", "long_scan"):
+    for key in ("scripts", "latin_stack", "long_scan"):
         if key in result:
             print(json.dumps(result[key], indent=2))
     write_text(OUT_DIR / "ocr.json", json.dumps(result, indent=2))

@@ -35,7 +35,11 @@ from parser_svc.parsers.pdf_pass import text_and_rules
 from parser_svc.parsers.pdf_resources import ResourceScans
 from parser_svc.parsers.pdf_structure import Look, add_page_blocks
 from parser_svc.parsers.pdf_table_structure import add_tables
-from parser_svc.parsers.textlayer import fonts_without_unicode, strip_replacements
+from parser_svc.parsers.textlayer import (
+    fonts_without_unicode,
+    strip_replacements,
+    unmapped_letters,
+)
 from parser_svc.parsers.textlayer import judge_page as judge_text_layer
 
 # Told of each page the moment this process adds it to a package, with the package and the
@@ -178,6 +182,7 @@ def _page(
         garbage = judge_text_layer(
             "".join(texts),
             lambda: fonts_without_unicode(doc, state.scans.fonts(page), state.font_unicode),
+            lambda: unmapped_letters(textpage),
         )
         wanted = (images and usable < options.ocr_min_chars) or garbage
         if wanted or options.ocr_mode == OCR_FORCE:
@@ -187,15 +192,25 @@ def _page(
             elif wanted:
                 why = "this job turned off (ocr_mode off)" if options.ocr else "is disabled"
                 state.warnings.append(f"page {index + 1} needs OCR, which {why}")
-                if garbage:
-                    texts = [strip_replacements(t) for t in texts]
         state.looks[index + 1] = looks
         if options.pdf_tables:
             add_tables(page, textpage, rules, out, state.warnings)
+        if any("\ufffd" in t for t in texts):  # symbols without Unicode, or OCR is off
+            texts = [strip_replacements(t) for t in texts]
+            _strip_replacements(out)
         out.text = page_text(texts)
     except Exception as err:
         _page_error(err, index, state)
     return out, False, ""
+
+
+def _strip_replacements(out: rp.Page) -> None:
+    """No U+FFFD in the blocks and table cells of a page whose text layer is kept (no OCR)."""
+    for block in out.blocks:
+        block.text = strip_replacements(block.text)
+    for table in out.tables:
+        for row in table.rows:
+            row.cells[:] = [strip_replacements(cell) for cell in row.cells]
 
 
 def _page_error(err: Exception, index: int, state: _State) -> None:
