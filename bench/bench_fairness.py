@@ -4,6 +4,7 @@ the same run, on one local stack with two tenants (API keys), everything on 127.
     .venv/bin/python -m bench.bench_fairness                  # render, webhooks, reads
     .venv/bin/python -m bench.bench_fairness --only render    # one of them
     .venv/bin/python -m bench.bench_fairness --list-jobs-per-s 0 --only reads   # no read limit
+    .venv/bin/python -m bench.bench_fairness --only parse     # parse slots (bench/fair_parse.py)
 
 1. render: B's one-page result as JSON over HTTP (GET /v1/jobs/{id}/result), `--samples` times
    one after another, alone, then while A keeps six JSON renders of a 200,000-cell workbook
@@ -13,6 +14,10 @@ the same run, on one local stack with two tenants (API keys), everything on 127.
    hole (a listener on 127.0.0.7 that accepts and never answers).
 3. reads: B's GetStatus p50/p99 (one caller), alone, then while A floods ListJobs from 4
    processes; with the stack's default read limits unless `--list-jobs-per-s` says otherwise.
+
+4. parse: B's one-page job while A holds every parse slot and has scanned jobs queued, and a
+   single tenant's one-page jobs/s, with and without fair admission (bench/fair_parse.py; its
+   own two stacks, so not part of the default run).
 
 Results: a table on stdout and var/bench/fairness.json.
 """
@@ -37,6 +42,7 @@ from typing import Any
 import grpc
 import openpyxl  # type: ignore[import-untyped]
 
+from bench.fair_parse import bench_parse
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from docparse_server.tenancy import key_digest
@@ -261,7 +267,14 @@ def flood(address: str, seconds: float) -> tuple[int, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--only", choices=("render", "webhooks", "reads"), default=None)
+    parser.add_argument("--only", choices=("render", "webhooks", "reads", "parse"), default=None)
+    parser.add_argument("--jobs", type=int, default=200, help="parse: one-page jobs for jobs/s")
+    parser.add_argument("--a-jobs", type=int, default=30, help="parse: A's scanned jobs")
+    parser.add_argument("--fifo-samples", type=int, default=1, help="parse: B's, without")
+    parser.add_argument("--admit-window", type=int, default=0, help="parse: DOCPARSE_ADMIT_WINDOW")
+    parser.add_argument("--rounds", type=int, default=1, help="parse: stacks of each kind")
+    parser.add_argument("--admit-reserve", default="", help="parse: DOCPARSE_ADMIT_RESERVE")
+    parser.add_argument("--fifo-first", action="store_true", help="parse: the FIFO stack first")
     parser.add_argument("--samples", type=int, default=30)
     parser.add_argument("--callbacks", type=int, default=200)
     parser.add_argument("--list-jobs-per-s", default="")
@@ -269,6 +282,12 @@ def main() -> None:
     root = Path("var/bench/fairness-stack")
     root.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
+    if args.only == "parse":
+        results["parse"] = bench_parse(root, stack_env(root, ""), args)
+        print(json.dumps(results, indent=2))
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.with_name("fairness_parse.json").write_text(json.dumps(results, indent=2))
+        return
     with LocalStack(
         root, replicas=1, gateways=1, env="bench", extra_env=stack_env(root, args.list_jobs_per_s)
     ) as stack:

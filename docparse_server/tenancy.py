@@ -41,6 +41,10 @@ class Limits:
     # Open watch streams (WatchJob, WatchBatch) per parser_svc replica, and open event streams
     # (SSE) per gateway.
     max_streams: int = 0
+    # Jobs queued (waiting for a parse slot) at once; a submit over it is RATE_LIMITED.
+    max_queued_jobs: int = 0
+    # The tenant's share of parse slots against other tenants with queued jobs (0 = 1).
+    weight: int = 0
 
     def to_header(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -57,7 +61,13 @@ class Limits:
             return cls()
 
 
-_LIMIT_FIELDS = ("max_upload_bytes", "submits_per_minute", "max_streams")
+_LIMIT_FIELDS = (
+    "max_upload_bytes",
+    "submits_per_minute",
+    "max_streams",
+    "max_queued_jobs",
+    "weight",
+)
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,8 @@ class Caller:
 class ApiKeys:
     """API key digests → tenant and limits. Loaded from JSON:
     {"keys": [{"sha256": "<hex>", "tenant": "acme", "max_upload_bytes": 0,
-               "submits_per_minute": 0, "max_streams": 0}, ...]}"""
+               "submits_per_minute": 0, "max_streams": 0, "max_queued_jobs": 0,
+               "weight": 1}, ...]}"""
 
     def __len__(self) -> int:
         return len(self._by_digest)

@@ -73,6 +73,19 @@ QUEUE_JOBS = Gauge(
     ["state"],
     registry=None,
 )
+ADMISSIONS = Counter(
+    "docparse_admissions_total",
+    "Jobs fair admission let into the queue (parser_svc/state/admission.py), by lane",
+    ["lane"],
+    registry=None,
+)
+TENANT_QUEUED = Gauge(
+    "docparse_tenant_queued_jobs",
+    "Each tenant's jobs waiting for a parse slot (pushed, not yet claimed), as the sweeping "
+    "replica last read them (use max, not sum)",
+    ["tenant"],
+    registry=None,
+)
 WATCH_STREAMS = Gauge(
     "docparse_watch_streams",
     "Open job/batch watchers on this replica (WatchJob, WatchBatch, SubmitJob waits)",
@@ -123,6 +136,8 @@ PARSER_METRICS: tuple[Collector, ...] = (
     PARSE_SECONDS,
     PARSE_PROCESSES,
     QUEUE_JOBS,
+    ADMISSIONS,
+    TENANT_QUEUED,
     WATCH_STREAMS,
     REDIS_ERRORS,
     PUBSUB_RECONNECTS,

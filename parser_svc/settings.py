@@ -91,6 +91,14 @@ class Settings(BaseSettings):
     internal_token: str = ""
     # A local single-tenant run without an internal token (`docparse up` without API keys).
     dev_mode: bool = False
+    # TLS for the gRPC port: PEM certificate chain and key (both or neither; one alone stops
+    # the start, TLS_INCOMPLETE). Unset: plaintext, and the internal token travels in clear
+    # from the gateway (its DOCPARSE_GATEWAY_UPSTREAM_TLS_CA_FILE turns TLS on there).
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    # host:port of a plaintext port that answers grpc.health.v1 only (no token, no job data),
+    # for probes that cannot speak TLS (Kubernetes' gRPC probes), e.g. "0.0.0.0:50052"; "" off.
+    health_listen: str = ""
 
     # Results up to this size are kept inline in Redis; larger ones go to the blob store.
     inline_result_max_bytes: int = 256 * 1024
@@ -120,6 +128,20 @@ class Settings(BaseSettings):
     sweep_interval_s: float = 5.0
     sweep_enqueue_after_s: float = 10.0
     sweep_uploads_after_s: float = 600.0
+    # Fair admission (parser_svc/state/admission.py): a created job waits on its tenant's list
+    # of its lane, and is added to the queue while fewer than `admit_window` jobs wait there
+    # (0: twice `worker_concurrency`), interactive lane first (a server wait, or an upload of
+    # at most `admit_interactive_bytes`), one bulk job after every `admit_bulk_every`
+    # interactive ones while bulk waits; tenants by their keys' `weight`. Bulk jobs take at most
+    # the replicas' `worker_concurrency` slots; with `admit_reserve` > 0 each replica's worker
+    # runs that many more, which only the interactive lane reaches (a small job then never
+    # waits for a long one to end; each costs one more parse's memory and CPU). false: every
+    # job is added to the queue at once, first come first served, and no slot is reserved.
+    fair_admission: bool = True
+    admit_window: int = Field(default=0, ge=0)
+    admit_bulk_every: int = Field(default=3, ge=1)
+    admit_interactive_bytes: int = 256 * 1024
+    admit_reserve: int = Field(default=0, ge=0)
     # Parse children. What a child is told comes from the settings below through
     # `parse_options`, on its stdin with the job, never from its environment; only its CPU and
     # memory limits are on its command line: process limits it sets on itself as it starts,

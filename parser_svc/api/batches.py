@@ -96,6 +96,7 @@ class Batches:
             except DocparseError as err:
                 raise file_error(index, item.file_name, err) from None
         await self.submitter.check_rate(len(files))
+        await self.submitter.check_queued(len(files))
         batch_id = self.new_id(request_id)
         stored: list[StoredFile] = []
         try:

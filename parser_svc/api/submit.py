@@ -30,6 +30,7 @@ from parser_svc.api.job_options import JobOptions, check_options, of_job
 from parser_svc.parsers import ocr
 from parser_svc.parsers.detect import sniff
 from parser_svc.settings import Settings
+from parser_svc.state.admission import Lane, Push
 from parser_svc.state.caller_scope import current_caller
 from parser_svc.state.lua_scripts import CreateResult
 from parser_svc.state.store import JobStore
@@ -177,6 +178,29 @@ class Submitter:
                 {"retry_after_s": str(retry_after)},
             )
 
+    async def check_queued(self, files: int = 1) -> None:
+        """The tenant's queued jobs (waiting for a parse slot) against its key's
+        `max_queued_jobs`: RATE_LIMITED before anything is stored. One read, for keys with
+        the limit only."""
+        caller = current_caller.get()
+        limit = caller.limits.max_queued_jobs if caller else 0
+        if not caller or not limit or not self.settings.fair_admission:
+            return
+        queued = await self.queue.admission.queued(caller.tenant)
+        if queued + files > limit:
+            raise error(
+                ErrorReason.RATE_LIMITED,
+                f"tenant {caller.tenant} has {queued} jobs waiting for a parse slot and may "
+                f"have {limit}; retry once some have started",
+                {"limit": str(limit), "retry_after_s": "5"},
+            )
+
+    def lane(self, request: parser_service_pb2.SubmitJobRequest) -> Lane:
+        """Interactive when a caller waits for the answer (a server wait) or the upload is
+        small; bulk otherwise."""
+        small = len(request.content) <= self.settings.admit_interactive_bytes
+        return "interactive" if request.wait_timeout_ms > 0 or small else "bulk"
+
     async def submit(self, request: parser_service_pb2.SubmitJobRequest) -> job_pb2.Job:
         """Creates the job (or answers with the job an earlier request made) and enqueues it.
 
@@ -201,7 +225,7 @@ class Submitter:
             batch_id="",
             file_name=plan.fields["file_name"],
         )
-        await self.enqueue([job_id])
+        await self.enqueue([job_id], self.lane(request))
         # The create's own record (QUEUED, version 1); a re-run of the create that found it
         # (EXISTS, after a lost reply) reads it.
         return created.record or await self.store.get(job_id)
@@ -214,6 +238,7 @@ class Submitter:
         content = request.content
         self.check_size(content)
         await self.check_rate()
+        await self.check_queued()
         content_type = self.content_type(content)
         languages = check_languages(list(request.languages))
         options = check_options(request, content_type, self.settings.ocr_dpi)
@@ -311,7 +336,7 @@ class Submitter:
         if job.state == job_pb2.STATE_QUEUED:
             # Its first submit may have lost the reply before enqueueing: enqueue again
             # (a no-op when the queue has it).
-            await self.enqueue([job.job_id])
+            await self.enqueue([job.job_id], self.lane(request))
         return job
 
     async def _reused(self, request_id: str, first_id: str, plan: _Plan) -> DocparseError:
@@ -344,12 +369,16 @@ class Submitter:
                 f"request_id {request_id!r} was used for other content or other options",
             )
 
-    async def enqueue(self, job_ids: list[str]) -> None:
-        """Adds the jobs to the queue; idempotent. A failure is left to the sweeper, which
-        enqueues every created job the queue does not have: the job exists and will run."""
+    async def enqueue(self, job_ids: list[str], lane: Lane = "bulk") -> None:
+        """Queues the caller's jobs in `lane` (work/queue.py); idempotent. A failure is left to
+        the sweeper, which enqueues every created job the queue does not have: the job exists
+        and will run."""
+        caller = current_caller.get()
+        tenant = caller.tenant if caller else DEFAULT_TENANT
+        weight = float(caller.limits.weight or 1) if caller else 1.0
         for job_id in job_ids:
             try:
-                await self.queue.enqueue(job_id)
+                await self.queue.enqueue(job_id, Push(job_id, tenant, lane, weight))
             except DocparseError as err:
                 log.warning(
                     "enqueue of job %s failed (%s); the sweeper will enqueue it",

@@ -218,6 +218,16 @@ class Keys:
         """BullMQ's lock key for a queue job (its value is the holder's token)."""
         return f"{self.queue_job(queue, job_id)}:lock"
 
+    def queue_list(self, queue: str, name: str) -> str:
+        """One of BullMQ's own keys of a queue (`wait`, `prioritized`...)."""
+        return f"{self.queue_prefix}:{queue}:{name}"
+
+    def fair(self, queue: str) -> str:
+        """The prefix of fair admission's keys for `queue` (parser_svc/state/admission.py): the
+        tenants' pending lists, their virtual times, the queued and admitting indexes. In the
+        queue's slot on Redis Cluster (`{bull}`), beside BullMQ's keys the script reads."""
+        return f"{self.queue_prefix}:fair:{queue}:"
+
     @property
     def queue_prefix(self) -> str:
         """BullMQ's key prefix: the queue lives under docparse:{env}:bull:<queue>:... (on Redis

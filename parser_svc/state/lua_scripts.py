@@ -95,6 +95,7 @@ INDEX_JOBS = LuaScript("index_jobs.lua", uses=("tags", "job_index"))
 UPDATE_JOB = LuaScript("update_job.lua", uses=("keys", "publish"))
 LEASE = LuaScript("lease.lua")
 ADD_DELIVERY = LuaScript("add_delivery.lua")
+FAIR_ADMIT = LuaScript("fair_admit.lua")
 
 
 @dataclass(frozen=True)

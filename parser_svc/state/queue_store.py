@@ -19,6 +19,7 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from docparse_server.errors import store_unavailable
 from parser_svc.settings import Settings
+from parser_svc.state.admission import Admission
 from parser_svc.state.keys import Keys
 from parser_svc.state.redis_conn import RedisTarget
 from parser_svc.state.store import connect
@@ -59,6 +60,8 @@ class QueueStore:
         self._redis = connect(settings, decode_responses=True)
         options = {**bullmq_options(settings), "connection": self._redis}
         self._queue = Queue(settings.queue_name, options)
+        # Fair admission in front of the queue, on the same connections.
+        self.admission = Admission(self._redis, settings)
 
     async def add(self, job_id: str, data: dict[str, str], opts: dict[str, Any]) -> None:
         """Adds a queue job named 'parse' with BullMQ's job options `opts`; a Redis that does

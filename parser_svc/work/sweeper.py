@@ -10,6 +10,14 @@ in Redis), looks at entries older than `sweep_enqueue_after_s`:
   job id is the job id), or, when the queue entry already finished, replace it;
 - anything else (queued, ended, or gone): the entry is done.
 
+With fair admission (parser_svc/state/admission.py) "enqueue" is a push onto the tenant's
+pending list, a no-op for a job already there. A job admitted from there whose queue add never
+happened (its admitter died, or lost the reply) waits in the admitting set: the sweeper adds it
+to the queue once it is `sweep_enqueue_after_s` old and still QUEUED without a queue entry, and
+forgets entries whose job a worker claimed (or that ended) without saying so. It also runs
+admission itself every tick (a safety net for a missed one) and reads the per-tenant counts of
+queued jobs for their gauge.
+
 It also deletes uploads older than `sweep_uploads_after_s` whose job was never created (a
 create whose outcome was unknown keeps its upload until now) or has already ended, and, driven
 by the retained index (every terminal write enters the job with its record's expiry), every
@@ -28,6 +36,7 @@ from dataclasses import dataclass
 from docparse.errors import DocparseError
 from parser_svc import observability
 from parser_svc.settings import Settings
+from parser_svc.state.admission import Push, slots
 from parser_svc.state.lifetimes import now_ms
 from parser_svc.state.records import TERMINAL_STATES
 from parser_svc.state.store import JobStore
@@ -61,6 +70,7 @@ class Sweeper:
         """Sweeps every `sweep_interval_s` while this replica holds the lease; never raises."""
         while True:
             try:
+                await self.register()
                 if await self.hold_lease():
                     report = await self.sweep_once()
                     if report.enqueued or report.uploads_deleted:
@@ -76,6 +86,13 @@ class Sweeper:
                 log.exception("sweep failed")
             await asyncio.sleep(self.settings.sweep_interval_s)
 
+    async def register(self) -> None:
+        """Every worker replica, every tick: its bulk slots for admission (they hold three
+        ticks), and an admission run (a safety net for a missed one)."""
+        if self.settings.fair_admission:
+            ttl_ms = int(self.settings.sweep_interval_s * 3000)
+            await self.queue.admit(register=(self.owner, slots(self.settings), ttl_ms))
+
     async def hold_lease(self) -> bool:
         ttl_ms = int(self.settings.sweep_interval_s * 3000)
         return await self.state.hold_lease(self.owner, ttl_ms)
@@ -84,6 +101,7 @@ class Sweeper:
         report = SweepReport()
         for pending in self.state.indexes("pending"):  # one, or one per Redis Cluster cell
             await self._enqueue_pending(pending, report)
+        await self._repair_admitting(report)  # fair admission off: it drains the lists left
         await self._delete_orphan_uploads(report)
         for retained in self.state.indexes("retained"):
             await self._delete_expired_blobs(retained, report)
@@ -122,7 +140,7 @@ class Sweeper:
             if job.finished:  # the queue is done with it, the record is not
                 await self.queue.discard(job.job_id)
             try:
-                await self.queue.enqueue(job.job_id)
+                await self.queue.enqueue(job.job_id, Push(job.job_id, job.tenant or "default"))
             except DocparseError as err:
                 log.info("sweeper could not enqueue %s yet: %s", job.job_id, err.reason)
                 continue
@@ -145,6 +163,32 @@ class Sweeper:
             for tenant, entries in listed.items():
                 await self.state.list_new(tenant, entries)
         await self.state.done(pending, [job.job_id for job in done])
+
+    async def _repair_admitting(self, report: SweepReport) -> None:
+        """Adds admitted jobs their admitter never added to the queue, forgets admitted jobs
+        that are no longer QUEUED, runs admission, and refreshes the per-tenant gauge."""
+        admission = self.queue.admission
+        cutoff = now_ms() - int(self.settings.sweep_enqueue_after_s * 1000)
+        ids = await admission.admitting_due(cutoff, BATCH)
+        forget: list[str] = []
+        for job in await self.state.pending_jobs(ids, self.settings.queue_name) if ids else []:
+            if job.state != "QUEUED":
+                forget.append(job.job_id)
+            elif not job.queued or job.finished:
+                if job.finished:
+                    await self.queue.discard(job.job_id)
+                await self.queue.add(job.job_id)
+                log.warning(
+                    "job %s was admitted but never queued: queued now",
+                    job.job_id,
+                    extra={"event": "job.enqueued_by_sweeper", "job_id": job.job_id},
+                )
+                observability.SWEEPER_REPAIRS.labels("admitted").inc()
+                report.enqueued += 1
+        await self.queue.admit(claimed=forget)
+        observability.TENANT_QUEUED.clear()
+        for tenant, queued in (await admission.queued_by_tenant()).items():
+            observability.TENANT_QUEUED.labels(tenant).set(queued)
 
     async def _delete_orphan_uploads(self, report: SweepReport) -> None:
         ids = await asyncio.to_thread(

@@ -83,8 +83,10 @@ class ParseWorker:
         s = self.settings
         if self._fork_server is not None:
             self._fork_server.start()  # it imports the parsers while the worker starts
+        # With fair admission bulk jobs get `worker_concurrency` slots, the interactive lane more.
+        reserve = s.admit_reserve if s.fair_admission else 0
         opts: dict[str, Any] = {
-            "concurrency": s.worker_concurrency or usable_cpus(),
+            "concurrency": (s.worker_concurrency or usable_cpus()) + reserve,
             "lockDuration": s.lock_duration_ms,
             "stalledInterval": s.lock_duration_ms,
             # Stalls are counted on the record (attempt), which ends poison jobs itself.
@@ -92,7 +94,9 @@ class ParseWorker:
             "runRetryDelay": 1000,
         }
         self._worker = queue_worker(s, self._process, opts)
-        self._queue = JobQueue(s)
+        self._queue = queue = JobQueue(s)
+        for ended in ("completed", "failed"):  # out of BullMQ's active list: admit the next
+            self._worker.on(ended, lambda *_: queue.admit_soon())
         sweeper = Sweeper(s, self.store, self._queue, self.blobs)
         self._sweeper = asyncio.get_running_loop().create_task(sweeper.run())
 
@@ -116,6 +120,8 @@ class ParseWorker:
 
     async def _process(self, queue_job: Any, token: str) -> str:
         job_id = str(queue_job.data["job_id"])
+        if self._queue is not None:  # it left the queue's wait list: admit the next job
+            self._queue.admit_soon(job_id)
         # The fence is the lock token alone: it is new for every fetch of every worker, so no
         # attempt number is needed to tell executions apart. The record's `attempt` (counted by
         # the claim script) is the one attempt counter of the job; BullMQ's attemptsMade only

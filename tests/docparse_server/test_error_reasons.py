@@ -31,6 +31,10 @@ REASONS = {value.name for value in error_reason_pb2.ErrorReason.DESCRIPTOR.value
 # statuses update_job.lua answers with, and the placeholder shown when a server sent no reason.
 NOT_REASONS = (
     {"DEMO_EXIT", "OPENBLAS_NUM_THREADS", "TESSDATA_PREFIX", "NO_REASON", "BAD_PATCH"}
+    # what a parse child's environment keeps (child/no_network.py), a CLI metavar, libxml2's
+    # error name for a document nested past its limit
+    | {"VIRTUAL_ENV", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "OMP_THREAD_LIMIT"}
+    | {"MALLOC_ARENA_MAX", "BATCH_ID", "ERR_RESOURCE_LIMIT"}
     | {code.name for code in grpc.StatusCode}
     | {"OK", "DONE", "NOOP", "TERMINAL", "FENCED"}
 )

@@ -434,6 +434,23 @@ def test_blob_store_is_shared_by_every_parser_pod(tree: Path) -> None:
 
 
 @pytest.mark.parametrize("tree", TREES, ids=tree_id)
+def test_mounted_secrets_are_no_other_users_to_read(tree: Path) -> None:
+    """Secrets mounted as files (the API keys) are readable by the pod's user, and its group
+    only with an fsGroup: never writable, no bit for others (the default 0644 would make the
+    servers warn at start; docparse_server/secret_files.py)."""
+    for workload in workloads(objects(tree)):
+        spec = workload["spec"]["template"]["spec"]
+        for volume in (v for v in spec.get("volumes", []) if "secret" in v):
+            secret = volume["secret"]
+            modes = [secret.get("defaultMode", 0o644)]
+            modes += [item["mode"] for item in secret.get("items", []) if "mode" in item]
+            for mode in modes:
+                assert mode & 0o337 == 0, (workload["metadata"]["name"], volume["name"], oct(mode))
+                if mode & 0o040:
+                    assert spec.get("securityContext", {}).get("fsGroup"), volume["name"]
+
+
+@pytest.mark.parametrize("tree", TREES, ids=tree_id)
 def test_bundled_redis_keeps_every_write_and_never_evicts(tree: Path) -> None:
     objs = objects(tree)
     redis = find(objs, "StatefulSet", "redis")
@@ -618,13 +635,14 @@ def redis_url_secret(objs: list[Obj]) -> dict[str, str]:
 
 
 def queue_lists(objs: list[Obj], *, cluster: bool) -> tuple[str, str, int]:
-    """The wait and active lists of this deployment's queue (BullMQ's names on one Redis or on
-    a cluster) and the parses a pod runs at once."""
+    """The backlog list of this deployment's fair admission (one element per job waiting for
+    a slot) and BullMQ's active list (names on one Redis or on a cluster), and the parses a pod
+    runs at once."""
     env = env_of(objs, get(objs, "Deployment", "parser-svc"))
     keys = Keys(env["DOCPARSE_ENV"], Settings.model_fields["redis_cells"].default if cluster else 0)
     queue = env.get("DOCPARSE_QUEUE_NAME", Settings.model_fields["queue_name"].default)
-    prefix = f"{keys.queue_prefix}:{queue}"
-    return f"{prefix}:wait", f"{prefix}:active", int(env["DOCPARSE_WORKER_CONCURRENCY"])
+    backlog = f"{keys.fair(queue)}backlog"
+    return backlog, f"{keys.queue_prefix}:{queue}:active", int(env["DOCPARSE_WORKER_CONCURRENCY"])
 
 
 @pytest.mark.parametrize("tree", keda_trees(), ids=tree_id)
@@ -638,7 +656,7 @@ def test_keda_reads_the_queue_lists_of_this_deployment(tree: Path) -> None:
     bundled = find(objs, "StatefulSet", "redis") is not None
     (kind,) = {trigger["type"] for trigger in scaled["spec"]["triggers"]}
     assert kind == ("redis" if bundled else "redis-cluster")
-    wait, active, concurrency = queue_lists(objs, cluster=not bundled)
+    backlog, active, concurrency = queue_lists(objs, cluster=not bundled)
     lists = {}
     for trigger in scaled["spec"]["triggers"]:
         meta = trigger["metadata"]
@@ -663,19 +681,23 @@ def test_keda_reads_the_queue_lists_of_this_deployment(tree: Path) -> None:
             # The Secret parser-svc reads its redis+cluster:// URL from, never a second one.
             assert {ref["name"] for ref in refs.values()} == {redis_url_secret(objs)["name"]}
     # Running parses never ask for more pods than they occupy, nor fewer.
-    assert lists == {wait: lists[wait], active: concurrency}
+    assert lists == {backlog: lists[backlog], active: concurrency}
 
 
 async def test_bullmq_keeps_waiting_and_running_jobs_in_the_lists_keda_reads(
     redis_server: EmbeddedRedis,
 ) -> None:
-    """Against a real queue: jobs the API enqueues are in <prefix>:<queue>:wait, a job a worker
-    runs is in <prefix>:<queue>:active (the names the ScaledObject's triggers read)."""
+    """Against a real queue: jobs the API enqueues beyond what admission lets into BullMQ are
+    counted in the backlog list, a job a worker runs is in <prefix>:<queue>:active (the names
+    the ScaledObject's triggers read)."""
     settings = Settings(redis_url=redis_server.url, env=f"keda-{uuid.uuid4().hex[:8]}")
-    prefix = f"{Keys(settings.env).queue_prefix}:{settings.queue_name}"
+    keys = Keys(settings.env)
+    prefix = f"{keys.queue_prefix}:{settings.queue_name}"
     client = aioredis.Redis.from_url(redis_server.url)
     try:
-        await _queue_fills(settings, client, f"{prefix}:wait", f"{prefix}:active")
+        await _queue_fills(
+            settings, client, f"{keys.fair(settings.queue_name)}backlog", f"{prefix}:active"
+        )
     finally:
         await client.aclose()
 
@@ -695,7 +717,7 @@ async def test_on_a_redis_cluster_bullmq_keeps_jobs_in_the_lists_the_cluster_ove
         t["metadata"]["listName"]
         for t in get(objs, "ScaledObject", "parser-svc")["spec"]["triggers"]
     ]
-    wait, active = sorted(names, key=lambda name: not name.endswith(":wait"))
+    wait, active = sorted(names, key=lambda name: not name.endswith(":backlog"))
     env = env_of(objs, get(objs, "Deployment", "parser-svc"))
     with redis_cluster(tmp_path, replicas_per_primary=0) as cluster:
         settings = Settings(redis_url=cluster.url, env=env["DOCPARSE_ENV"])
@@ -707,8 +729,11 @@ async def test_on_a_redis_cluster_bullmq_keeps_jobs_in_the_lists_the_cluster_ove
             await client.aclose()
 
 
-async def _queue_fills(settings: Settings, client: Any, wait: str, active: str) -> None:
-    """Three jobs enqueued as the API does: all in `wait`; one taken by a worker: in `active`."""
+async def _queue_fills(settings: Settings, client: Any, backlog: str, active: str) -> None:
+    """Twelve jobs enqueued as the API does: those admission keeps back (beyond its window)
+    are counted in `backlog`, the rest in BullMQ's wait list; one taken by a worker: in
+    `active`."""
+    wait = backlog.replace(":fair:", ":").removesuffix(":backlog") + ":wait"
     queue = JobQueue(settings)
     started, release = asyncio.Event(), asyncio.Event()
 
@@ -718,17 +743,18 @@ async def _queue_fills(settings: Settings, client: Any, wait: str, active: str) 
         return "done"
 
     try:
-        for job_id in ("a" * 32, "b" * 32, "c" * 32):
+        for job_id in (f"{i:032x}" for i in range(12)):
             await queue.enqueue(job_id)
-        assert await client.llen(wait) == 3
+        waiting = await client.llen(wait)
+        assert await client.llen(backlog) == 12 - waiting > 0
         assert await client.llen(active) == 0
         options = {**bullmq_options(settings), "concurrency": 1}
         worker = Worker(settings.queue_name, process, options)
         try:
             async with asyncio.timeout(10):
                 await started.wait()
-            assert await client.llen(wait) == 2
             assert await client.llen(active) == 1
+            assert await client.llen(backlog) + await client.llen(wait) == 11
         finally:
             release.set()
             await worker.close(force=True)

@@ -1,0 +1,139 @@
+"""Fair parse scheduling through a real stack (parser_svc/state/admission.py): one replica with
+one parse slot, tenants with API keys. Every job is slow (a page delay), so the slot is busy and
+the order jobs start in is what a user sees.
+
+- A's first job holds the slot and A has 30 more queued; B's one job ends while at least 25 of
+  A's are still QUEUED. First come first served (DOCPARSE_FAIR_ADMISSION=false) ran all of
+  A's first.
+- A server-wait job (interactive lane) jumps its own tenant's bulk backlog (on the reserve
+  slot: A's bulk jobs never take it).
+- A key's `max_queued_jobs` refuses a submit over it: RESOURCE_EXHAUSTED RATE_LIMITED.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+import uuid
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from docparse.local.stack import LocalStack
+from docparse.reasons import ErrorReason
+from docparse.v1 import job_pb2, parser_service_pb2
+from docparse_server.tenancy import key_digest
+from tests.conftest import auth_env, make_stack
+from tests.helpers import eventually, make_pdf, rpc_error, stub
+
+TOKEN = "internal-secret-for-fair-scheduling"
+KEYS: dict[str, object] = {
+    "keys": [
+        {"sha256": key_digest("key-of-a"), "tenant": "tenant-a"},
+        {"sha256": key_digest("key-of-b"), "tenant": "tenant-b"},
+        {"sha256": key_digest("key-of-c"), "tenant": "tenant-c", "max_queued_jobs": 3},
+    ]
+}
+A_PAGES = 2
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    env = {
+        **auth_env(KEYS, TOKEN),
+        "DOCPARSE_WORKER_CONCURRENCY": "1",
+        "DOCPARSE_PARSE_PAGE_DELAY_MS": "150",
+        # Only a server wait makes a job interactive here, whatever its size.
+        "DOCPARSE_ADMIT_INTERACTIVE_BYTES": "0",
+        "DOCPARSE_SWEEP_INTERVAL_S": "1",
+        # One more slot that only interactive jobs reach (bulk ones: the one slot above).
+        "DOCPARSE_ADMIT_RESERVE": "1",
+    }
+    root = tmp_path_factory.mktemp("fair")
+    with make_stack(root / "stack", replicas=1, gateways=1, extra_env=env) as running:
+        yield running
+
+
+class Tenant:
+    def __init__(self, stack: LocalStack, who: str) -> None:
+        self.channel, self.stub = stub(stack.gateway_addresses[0])
+        self.metadata = (("x-api-key", f"key-of-{who}"),)
+        self.who = who
+
+    def submit(self, pages: int = 1, wait_ms: int = 0) -> job_pb2.Job:
+        request = parser_service_pb2.SubmitJobRequest(
+            file_name="doc.pdf",
+            content=make_pdf(pages, f"{self.who} {uuid.uuid4().hex}"),
+            wait_timeout_ms=wait_ms,
+        )
+        return self.stub.SubmitJob(request, metadata=self.metadata, timeout=90).job
+
+    def state(self, job_id: str) -> int:
+        request = parser_service_pb2.GetStatusRequest(job_id=job_id)
+        return int(self.stub.GetStatus(request, metadata=self.metadata, timeout=10).job.state)
+
+    def ended(self, job_id: str) -> job_pb2.Job:
+        last = job_pb2.Job()
+        watch = parser_service_pb2.WatchJobRequest(job_id=job_id)
+        for event in self.stub.WatchJob(watch, metadata=self.metadata, timeout=120):
+            if event.HasField("job"):
+                last = event.job
+        return last
+
+    def queued(self, job_ids: list[str]) -> int:
+        return sum(self.state(job_id) == job_pb2.STATE_QUEUED for job_id in job_ids)
+
+
+def metric(stack: LocalStack, name: str) -> dict[str, float]:
+    url = f"http://{stack.parsers[0].metrics_address}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        text = reply.read().decode()
+    return {
+        ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    }
+
+
+def test_b_runs_before_a_s_backlog(stack: LocalStack) -> None:
+    a, b = Tenant(stack, "a"), Tenant(stack, "b")
+    first = a.submit(A_PAGES)
+    eventually(lambda: a.state(first.job_id) == job_pb2.STATE_RUNNING, what="A's first job")
+    backlog = [a.submit(A_PAGES).job_id for _ in range(30)]
+    job_b = b.submit(1)
+    assert b.ended(job_b.job_id).state == job_pb2.STATE_SUCCEEDED
+    still_queued = a.queued(backlog)
+    assert still_queued >= 25, f"only {still_queued} of A's 30 were still queued"
+    assert metric(stack, "docparse_admissions_total").get("lane=bulk", 0) >= 3
+    eventually(
+        lambda: metric(stack, "docparse_tenant_queued_jobs").get("tenant=tenant-a", 0) >= 10,
+        what="A's queued jobs on the per-tenant gauge",
+    )
+
+
+def test_a_server_wait_jumps_the_bulk_backlog(stack: LocalStack) -> None:
+    a = Tenant(stack, "a")
+    backlog = [a.submit(A_PAGES).job_id for _ in range(15)]
+    waited = a.submit(1, wait_ms=60_000)
+    assert waited.state == job_pb2.STATE_SUCCEEDED, waited
+    assert a.queued(backlog) >= 10
+    assert metric(stack, "docparse_admissions_total").get("lane=interactive", 0) >= 1
+
+
+def test_max_queued_jobs_refuses_a_submit_over_it(stack: LocalStack) -> None:
+    a, c = Tenant(stack, "a"), Tenant(stack, "c")
+    for _ in range(3):  # the slot stays busy with A's jobs while C submits
+        a.submit(A_PAGES)
+    refused = []
+    for _ in range(5):  # a job of C's may start meanwhile (one slot: at most one)
+        try:
+            c.submit(1)
+        except grpc.RpcError as err:
+            refused.append(err)
+    assert refused, "C's submits over max_queued_jobs were all accepted"
+    err = rpc_error(lambda: c.submit(1))
+    assert err.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert err.reason == ErrorReason.RATE_LIMITED
+    assert err.metadata["limit"] == "3"
