@@ -50,24 +50,45 @@ def upstream_target(backends: str) -> str:
     return "ipv4:" + ",".join(addresses)
 
 
+def tls_server_name(backends: str) -> str:
+    """The name the replicas' certificate is checked against when none is configured: the host
+    of the first entry of a host:port list (the channel's target lists the addresses it
+    resolves to, which name no host: grpc would check against all of them at once); "" for a
+    gRPC target URI, whose own authority is checked."""
+    if "://" in backends or backends.startswith(("ipv4:", "ipv6:", "unix:", "dns:")):
+        return ""
+    first = next((part.strip() for part in backends.split(",") if part.strip()), "")
+    return first.rpartition(":")[0].strip("[]")
+
+
 def upstream_channel(
-    backends: str, max_message_bytes: int, receive_window_bytes: int
+    backends: str,
+    max_message_bytes: int,
+    receive_window_bytes: int,
+    credentials: grpc.ChannelCredentials | None = None,
+    server_name: str = "",
 ) -> grpc.aio.Channel:
+    """The channel to the replicas: TLS with `credentials` (the replicas' CA; `server_name`
+    the name their certificate must carry, else `tls_server_name`), else plaintext."""
     # An upload parser_svc refuses on its header is relayed with its status, not as INTERNAL
     # (a write racing the refusal: docparse/aio_status.py).
     keep_server_status_on_failed_writes()
     config: dict[str, Any] = {"loadBalancingConfig": [{"round_robin": {}}]}
-    return grpc.aio.insecure_channel(
-        upstream_target(backends),
-        options=[
-            ("grpc.service_config", json.dumps(config)),
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_send_message_length", max_message_bytes),
-            ("grpc.keepalive_time_ms", 30_000),
-            ("grpc.dns_min_time_between_resolutions_ms", 5_000),
-            *receive_window_options(receive_window_bytes),
-        ],
-    )
+    options: list[tuple[str, Any]] = [
+        ("grpc.service_config", json.dumps(config)),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.dns_min_time_between_resolutions_ms", 5_000),
+        *receive_window_options(receive_window_bytes),
+    ]
+    target = upstream_target(backends)
+    if credentials is None:
+        return grpc.aio.insecure_channel(target, options=options)
+    server_name = server_name or tls_server_name(backends)
+    if server_name:
+        options.append(("grpc.ssl_target_name_override", server_name))
+    return grpc.aio.secure_channel(target, credentials, options=options)
 
 
 async def _relay_headers(call: Any, context: Context) -> None:

@@ -14,6 +14,7 @@ from docparse.v1 import parser_service_pb2
 from docparse_server import logs, loops, observability, tracing
 from docparse_server.errors import error
 from docparse_server.flow_control import receive_window_options
+from docparse_server.secret_files import check_secret_file
 from docparse_server.serving import (
     EXCLUSIVE_PORT,
     InterceptorChain,
@@ -24,6 +25,7 @@ from docparse_server.serving import (
     exit_on_startup_error,
     set_serving,
 )
+from docparse_server.tls import channel_credentials, server_credentials
 from gateway.auth import GatewayAuth
 from gateway.http import HttpServer
 from gateway.observability import GATEWAY_METRICS
@@ -34,15 +36,32 @@ log = logging.getLogger("gateway")
 SERVICES = [parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"]]
 
 
+TLS_VARIABLES = ("DOCPARSE_GATEWAY_TLS_CERT_FILE", "DOCPARSE_GATEWAY_TLS_KEY_FILE")
+UPSTREAM_CA_VARIABLE = "DOCPARSE_GATEWAY_UPSTREAM_TLS_CA_FILE"
+
+
 def add_port(server: grpc.aio.Server, settings: GatewaySettings) -> int:
     """TLS when a certificate is configured, plaintext otherwise; exclusive (exit code 2 with
     one error line naming the holder when the port is taken)."""
-    credentials = None
-    if settings.tls_cert_file and settings.tls_key_file:
-        credentials = grpc.ssl_server_credentials(
-            [(settings.tls_key_file.read_bytes(), settings.tls_cert_file.read_bytes())]
-        )
+    credentials = server_credentials(settings.tls_cert_file, settings.tls_key_file, TLS_VARIABLES)
     return bind_grpc_or_exit("gateway", server, settings.listen, credentials)
+
+
+def check_files(settings: GatewaySettings) -> None:
+    """Fails closed before anything starts (exit 2, one error line): half a TLS pair, an
+    unreadable certificate or CA, or an API keys file another local user could write."""
+    try:
+        server_credentials(settings.tls_cert_file, settings.tls_key_file, TLS_VARIABLES)
+        channel_credentials(settings.upstream_tls_ca_file, UPSTREAM_CA_VARIABLE)
+        if settings.api_keys_file is not None:
+            check_secret_file(
+                settings.api_keys_file,
+                "DOCPARSE_GATEWAY_API_KEYS_FILE",
+                ErrorReason.AUTH_NOT_CONFIGURED,
+                "gateway",
+            )
+    except DocparseError as err:
+        exit_on_startup_error("gateway", err)
 
 
 def grpc_server(settings: GatewaySettings) -> grpc.aio.Server:
@@ -74,7 +93,11 @@ async def serve(settings: GatewaySettings) -> None:
         loop.add_signal_handler(sig, stop.set)
 
     channel = upstream_channel(
-        settings.backends, settings.max_message_bytes, settings.receive_window_bytes
+        settings.backends,
+        settings.max_message_bytes,
+        settings.receive_window_bytes,
+        channel_credentials(settings.upstream_tls_ca_file, UPSTREAM_CA_VARIABLE),
+        settings.upstream_tls_server_name,
     )
     server = grpc_server(settings)
     auth = GatewayAuth(settings)
@@ -99,11 +122,12 @@ async def serve(settings: GatewaySettings) -> None:
     if http is not None:
         http.set_serving()
     log.info(
-        "gateway serving on port %d → %s (auth %s, %s)",
+        "gateway serving on port %d → %s (auth %s, %s, %s to parser_svc)",
         port,
         upstream_target(settings.backends),
         settings.auth,
         "TLS" if settings.tls_cert_file else "plaintext",
+        "TLS" if settings.upstream_tls_ca_file else "plaintext",
     )
 
     await stop.wait()
@@ -150,6 +174,7 @@ def main() -> None:
     settings = GatewaySettings()
     access_log = settings.access_log != "off"
     logs.setup_logging("gateway", settings.log_format, settings.log_level, access_log=access_log)
+    check_files(settings)
     check_auth(settings)
     tracing.setup("gateway")  # on only when an OTLP endpoint is configured
     try:

@@ -92,6 +92,14 @@ class GatewaySettings(BaseSettings):
     # TLS for the gRPC port: PEM certificate chain and key; both empty serve plaintext.
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    # TLS to parser_svc (its DOCPARSE_TLS_CERT_FILE): the CA certificates that sign the
+    # replicas' certificate; unset: plaintext, and the internal token and every document travel
+    # in clear between the gateway and the replicas. Every replica's certificate must name
+    # `upstream_tls_server_name`; unset: the host of the first `backends` entry (a host:port
+    # list, e.g. "parser-svc-headless" of "parser-svc-headless:50051"), or a target URI's own
+    # authority ("dns:///parser-svc-headless:50051"; set the name with an "ipv4:" list).
+    upstream_tls_ca_file: Path | None = None
+    upstream_tls_server_name: str = ""
 
     # The event loop: "uvloop" (libuv: 5-15% less CPU per call in bench/bench_spine.py; the
     # standard loop where uvloop is not installed) or "asyncio" (docparse_server/loops.py).

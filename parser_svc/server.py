@@ -13,6 +13,7 @@ import logging
 import signal
 
 import grpc
+from grpc_health.v1 import health_pb2_grpc
 
 from docparse.errors import DocparseError
 from docparse.reasons import ErrorReason
@@ -20,6 +21,7 @@ from docparse.v1 import parser_service_pb2
 from docparse_server import gc_pacing, logs, loops, observability, serving, tracing
 from docparse_server.errors import error
 from docparse_server.flow_control import receive_window_options
+from docparse_server.secret_files import check_secret_file
 from docparse_server.serving import (
     ErrorInterceptor,
     InterceptorChain,
@@ -28,6 +30,7 @@ from docparse_server.serving import (
     set_serving,
 )
 from docparse_server.tenancy import DEFAULT_TENANT
+from docparse_server.tls import server_credentials
 from parser_svc.api.callers import CallerInterceptor
 from parser_svc.api.service import ParserService, add_parser_service
 from parser_svc.observability import PARSER_METRICS, refresh_queue_depth
@@ -46,6 +49,7 @@ from parser_svc.work.worker import ParseWorker
 
 log = logging.getLogger("parser_svc")
 SERVICE_NAME = parser_service_pb2.DESCRIPTOR.services_by_name["ParserService"].full_name
+TLS_VARIABLES = ("DOCPARSE_TLS_CERT_FILE", "DOCPARSE_TLS_KEY_FILE")
 
 
 def server_options(settings: Settings) -> list[tuple[str, int]]:
@@ -111,7 +115,7 @@ async def serve(settings: Settings) -> None:
     health = add_health_and_reflection(server, [SERVICE_NAME])
     # The port first: a replica started on a taken port exits (code 2) before its worker could
     # take a job from the queue and leave it to the lock expiry.
-    port = serving.bind_grpc_or_exit("parser_svc", server, settings.listen)
+    port, health_port = await bind_ports(settings, server, health)
     worker, dispatcher = start_work(settings, store, blobs)
     await hub.start()
     await server.start()
@@ -144,6 +148,8 @@ async def serve(settings: Settings) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await dispatcher
     await server.stop(settings.shutdown_grace_s)
+    if health_port is not None:
+        await health_port.stop(0)
     await hub.close()
     if refresher is not None:
         refresher.cancel()
@@ -152,6 +158,39 @@ async def serve(settings: Settings) -> None:
         await reads.aclose()
     await store.aclose()
     log.info("parser_svc stopped")
+
+
+async def bind_ports(
+    settings: Settings, server: grpc.aio.Server, health: object
+) -> tuple[int, grpc.aio.Server | None]:
+    """Binds the gRPC port (TLS when configured) and starts the plaintext port of
+    `health_listen`: grpc.health.v1 and nothing else, answering what the main port's health
+    service answers (SERVING, NOT_SERVING while draining). Exit 2 when either is taken."""
+    credentials = server_credentials(settings.tls_cert_file, settings.tls_key_file, TLS_VARIABLES)
+    port = serving.bind_grpc_or_exit("parser_svc", server, settings.listen, credentials)
+    if not settings.health_listen:
+        return port, None
+    health_server = grpc.aio.server(options=[serving.EXCLUSIVE_PORT])
+    health_pb2_grpc.add_HealthServicer_to_server(health, health_server)
+    serving.bind_grpc_or_exit("parser_svc", health_server, settings.health_listen)
+    await health_server.start()
+    return port, health_server
+
+
+def check_files(settings: Settings) -> None:
+    """Fails closed before anything starts (exit 2, one error line): half a TLS pair, an
+    unreadable certificate, or a webhook secrets file another local user could write."""
+    try:
+        server_credentials(settings.tls_cert_file, settings.tls_key_file, TLS_VARIABLES)
+        if settings.webhook_secrets_file is not None:
+            check_secret_file(
+                settings.webhook_secrets_file,
+                "DOCPARSE_WEBHOOK_SECRETS_FILE",
+                ErrorReason.WEBHOOK_CONFIG_INVALID,
+                "parser_svc",
+            )
+    except DocparseError as err:
+        serving.exit_on_startup_error("parser_svc", err)
 
 
 def check_identity(settings: Settings) -> None:
@@ -180,6 +219,7 @@ def main() -> None:
     settings = Settings()
     access_log = settings.access_log != "off"
     logs.setup_logging("parser_svc", settings.log_format, settings.log_level, access_log=access_log)
+    check_files(settings)
     check_identity(settings)
     try:
         check_config(settings)

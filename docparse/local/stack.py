@@ -24,11 +24,12 @@ import urllib.request
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from docparse.errors import DocparseError
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.locks import DirLock
+from docparse.local.readiness import replica_tls, wait_healthz
+from docparse.local.readiness import wait_serving as wait_serving  # tests import it from here
 from docparse.ports import HeldPorts
 from docparse.reasons import ErrorReason
 
@@ -61,45 +62,6 @@ def prune_runs(root: Path, keep: int) -> list[Path]:
             shutil.rmtree(run, ignore_errors=True)
             removed.append(run)
     return removed
-
-
-def wait_serving(address: str, timeout: float = 30.0, child: Child | None = None) -> None:
-    """Blocks until `address` answers grpc.health.v1 Check with SERVING (plaintext).
-
-    With `child`: a child that exits first raises its start failure (DocparseError)."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        if child is not None:
-            child.check_alive()
-        with grpc.insecure_channel(address) as channel:
-            try:
-                reply = health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(service=""), timeout=1.0
-                )
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError as err:
-                last = err
-        time.sleep(0.05)
-    raise TimeoutError(f"{address} did not become SERVING: {last}")
-
-
-def wait_healthz(http_address: str, timeout: float, child: Child) -> None:
-    """Blocks until a gateway's `GET /healthz` answers 200 (it does once its gRPC side is
-    SERVING): the readiness check of a gateway whose gRPC port speaks TLS."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        child.check_alive()
-        try:
-            with urllib.request.urlopen(f"http://{http_address}/healthz", timeout=1.0) as reply:
-                if reply.status == 200:
-                    return
-        except (urllib.error.URLError, OSError) as err:
-            last = err
-        time.sleep(0.05)
-    raise TimeoutError(f"{child.name}: http://{http_address}/healthz did not answer 200: {last}")
 
 
 class Child:
@@ -314,8 +276,9 @@ class LocalStack:
         try:
             if child.tls:  # the gRPC port speaks TLS only: ask the HTTP side, which says SERVING
                 wait_healthz(child.http_address, timeout, child)
-            else:
-                wait_serving(child.address, timeout, child)
+            else:  # a replica serving TLS is asked over TLS, trusting the gateways' CA
+                tls = replica_tls(child.env) if child in self.parsers else None
+                wait_serving(child.address, timeout, child, tls)
         except TimeoutError as err:
             raise DocparseError(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -373,8 +336,9 @@ class LocalStack:
                 f"  metrics http://{child.metrics_address}/metrics  log {child.log}"
             )
         for child in self.parsers:
+            scheme = "grpcs" if child.env.get("DOCPARSE_TLS_CERT_FILE") else "grpc"
             lines.append(
-                f"  {child.name:<13} grpc {child.address:<16} "
+                f"  {child.name:<13} {scheme} {child.address:<16} "
                 f"metrics http://{child.metrics_address}/metrics  log {child.log}"
             )
         if self.redis is not None:
