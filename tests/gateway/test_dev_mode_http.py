@@ -75,7 +75,8 @@ def test_dev_mode_listens_on_loopback_only(dev: Up) -> None:
     addresses = listening_addresses(descendants(dev.proc.pid))
     assert addresses and addresses <= LOOPBACK, addresses
     said = "".join(dev.output)
-    assert "dev mode: no authentication" in said and "127.0.0.1 only" in said
+    assert "off: dev mode, every call is the tenant 'default'" in said
+    assert "127.0.0.1 only" in said
 
 
 def test_other_sites_posts_are_refused_before_anything_is_stored(dev: Up) -> None:
@@ -125,7 +126,7 @@ def test_the_startup_message_says_what_is_enforced(tmp_path: Path) -> None:
     loose = Up(*common, str(tmp_path / "a"), "--port", str(free_port()), cwd=ROOT, env=env)
     try:
         said = "".join(loose.output)
-        assert "dev mode: no authentication (DOCPARSE_GATEWAY_API_KEYS set but not checked)" in said
+        assert "off (DOCPARSE_GATEWAY_API_KEYS set but not checked): dev mode" in said
     finally:
         assert loose.stop() == 0
     enforced = Up(*common[:2], "--http-port", str(free_port()), "--data-dir", str(tmp_path / "b"),
@@ -133,7 +134,7 @@ def test_the_startup_message_says_what_is_enforced(tmp_path: Path) -> None:
                   cwd=ROOT, env={"DOCPARSE_ROLE": "api"})  # fmt: skip
     try:
         said = "".join(enforced.output)
-        assert "authentication: API keys required" in said and "dev mode" not in said
+        assert "on: API keys required" in said and "dev mode" not in said
         status, body = post(f"{enforced.ready['http'].split(',')[0]}/v1/jobs?file_name=a", {})
         assert (status, body["reason"]) == (401, "API_KEY_MISSING")
     finally:
