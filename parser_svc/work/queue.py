@@ -86,8 +86,15 @@ class JobQueue:
         return await self._entries.counts("waiting", "active", "delayed", "failed")
 
     async def waiting(self) -> int | None:
-        """Jobs waiting for a worker now; None when the queue cannot say (in time)."""
-        return await self._entries.waiting()
+        """Jobs waiting for a worker now: in the queue, and on fair admission's pending lists
+        (the backlog); None when the queue cannot say (in time)."""
+        queued = await self._entries.waiting()
+        if queued is None or not self.settings.fair_admission:
+            return queued
+        try:
+            return queued + await self.admission.backlog()
+        except DocparseError:
+            return None
 
     async def close(self) -> None:
         for task in list(self._background):
