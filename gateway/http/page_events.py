@@ -47,8 +47,8 @@ from docparse.v1 import parser_service_pb2
 from docparse_server.errors import error
 from gateway.http.api import TERMINAL, text, to_json
 from gateway.http.errors import echo, error_body
-from gateway.http.keys import CLOSING, RENDER_LANES, SETTINGS, STREAMS, UPSTREAM
-from gateway.http.sse import ACCEPT_WAIT_S, RESUMABLE, _accepted, comment, event
+from gateway.http.keys import RENDER_LANES, STREAMS, UPSTREAM
+from gateway.http.sse import ACCEPT_WAIT_S, RESUMABLE, _accepted, comment, event, event_stream
 from gateway.http.upstream import HttpError
 
 HEARTBEAT_S = 15.0
@@ -130,27 +130,10 @@ async def _relay(
     served: str,
     first: Any,
 ) -> web.StreamResponse:
-    settings = request.app[SETTINGS]
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream; charset=utf-8",
-            "Cache-Control": "no-cache, no-transform",
-            "X-Accel-Buffering": "no",
-            "X-Served-By": served,
-        }
-    )
-    await response.prepare(request)
-    closing = asyncio.ensure_future(request.app[CLOSING].wait())
-    pages = _Pages(request, job_id, response)
-    try:
-        await response.write(f"retry: {settings.sse_retry_ms}\n\n".encode())
-        await _pump(pages, open_, cursor, closing, settings.sse_resume_budget_s, first)
-        await response.write_eof()
-    except ConnectionResetError:
-        pass  # the browser left; its reconnect (if any) resumes from its Last-Event-ID
-    finally:
-        closing.cancel()
-    return response
+    def pump(response: web.StreamResponse, closing: asyncio.Future[Any], budget_s: float) -> Any:
+        return _pump(_Pages(request, job_id, response), open_, cursor, closing, budget_s, first)
+
+    return await event_stream(request, served, pump)
 
 
 class _Pages:

@@ -207,6 +207,19 @@ async def _relay(
     served: str,
     first: Any,
 ) -> web.StreamResponse:
+    def pump(response: web.StreamResponse, closing: asyncio.Future[Any], budget_s: float) -> Any:
+        return _pump(response, stream, open_, after, closing, budget_s, first)
+
+    return await event_stream(request, served, pump)
+
+
+async def event_stream(
+    request: web.Request,
+    served: str,
+    pump: Callable[[web.StreamResponse, asyncio.Future[Any], float], Awaitable[None]],
+) -> web.StreamResponse:
+    """An event-stream answer (headers, the retry hint) whose events `pump(response, closing,
+    resume budget)` writes; a browser that leaves ends it quietly."""
     settings = request.app[SETTINGS]
     response = web.StreamResponse(
         headers={
@@ -220,7 +233,7 @@ async def _relay(
     closing = asyncio.ensure_future(request.app[CLOSING].wait())
     try:
         await response.write(f"retry: {settings.sse_retry_ms}\n\n".encode())
-        await _pump(response, stream, open_, after, closing, settings.sse_resume_budget_s, first)
+        await pump(response, closing, settings.sse_resume_budget_s)
         await response.write_eof()
     except ConnectionResetError:
         pass  # the browser left; its reconnect (if any) resumes from its Last-Event-ID
