@@ -1,7 +1,6 @@
-"""Page selections ("1-5,10,20-") as the service reads them: the rules of
-parser_svc/parsers/page_ranges.py (a job's `pages` at submit), here for what a client or the
-gateway reads (GET /v1/jobs/{id}/result?pages=). tests/gateway/test_http_pages.py checks that
-both read every spelling alike.
+"""Page selections ("1-5,10,20-"), the one reading of them: a job's `pages` at submit
+(parser_svc/parsers/page_ranges.py builds on this module) and what the gateway reads
+(GET /v1/jobs/{id}/result?pages=).
 
 Pages are 1-based; a range's end may be left open ("20-": to the last page). Overlaps and order
 do not matter: the selection is a set of pages. The normalised form sorts and merges the

@@ -214,19 +214,16 @@ def test_the_gateway_resumes_a_cut_upstream_stream_without_a_gap(cut: LocalStack
 @pytest.mark.parametrize(
     "spec", ["", "1", " 3, 1-2 ,5-", "7-7", "10-,2", "1-3,2-9", "0", "4-2", "a", "1-2-3", "5-,"]
 )
-def test_the_gateway_reads_a_page_selection_as_the_service_does(spec: str) -> None:
-    def outcome(module: Any) -> str:
-        try:
-            return str(module.normalised(spec))
-        except ValueError:
-            return "refused"
-
-    assert outcome(page_ranges) == outcome(service_page_ranges)
-    if outcome(page_ranges) != "refused":
+def test_the_gateway_picks_the_pages_the_parser_reads(spec: str) -> None:
+    """What `result?pages=` keeps of a finished package (`selects`) is what the PDF parser
+    reads of a 12-page document for the same selection (`indexes`)."""
+    try:
         selection = page_ranges.parse(spec)
-        chosen = [n for n in range(1, 13) if page_ranges.selects(selection, n)]
-        indexes = service_page_ranges.indexes(service_page_ranges.parse(spec), 12)
-        assert chosen == [i + 1 for r in indexes for i in r]
+    except page_ranges.PageRangeError:
+        return  # refused alike: the service parses with the same function
+    chosen = [n for n in range(1, 13) if page_ranges.selects(selection, n)]
+    indexes = service_page_ranges.indexes(selection, 12)
+    assert chosen == [i + 1 for r in indexes for i in r]
 
 
 def _package(pages: int) -> rp.ReadingPackage:
