@@ -41,12 +41,11 @@ from parser_svc.parsers import (
     ParseFailure,
     ParseOptions,
     ProgressFn,
-    corrupt,
     describe_error,
     is_out_of_memory,
     pdf_split,
 )
-from parser_svc.parsers.formats import parser_for
+from parser_svc.parsers.formats import parse_kind
 
 # The exit status of a child whose worker stopped listening (128 + SIGPIPE, as a shell shows a
 # process killed by a broken pipe).
@@ -123,24 +122,11 @@ def parse(
     content_type: str, data: bytes, progress: ProgressFn, options: ParseOptions
 ) -> rp.ReadingPackage:
     """The reading package of `data`, whose type `detect_type` found."""
-    if content_type == "encrypted_ooxml":
-        from parser_svc.parsers.detect import detect_type
-        from parser_svc.parsers.office import decrypt
-
-        plain = decrypt(data, options.password, "Office document")
-        kind = detect_type(plain)
-        if kind not in ("docx", "xlsx", "pptx"):
-            raise corrupt("the decrypted content is not a DOCX, XLSX or PPTX package")
-        package = parse(kind, plain, progress, options)
-        package.decrypted = True
-        return package
-    if content_type == "ole":
-        raise corrupt("the OLE2 container is damaged: no Word or Excel content can be found")
     if content_type == "pdf":  # a long PDF's page ranges may be read by sibling processes
         from parser_svc.parsers.pdf import parse_pdf
 
         return parse_pdf(data, progress, options, fork_sibling)
-    return parser_for(content_type)(data, progress, options)
+    return parse_kind(content_type, data, progress, options)
 
 
 def run(content_type: str, input_path: Path, output_path: Path, options: ParseOptions) -> None:

@@ -72,15 +72,25 @@ def parse_detected(data: bytes, progress: ProgressFn, options: ParseOptions) -> 
     found = sniff(data)
     if found.kind is None:
         raise ParseFailure(ErrorReason.UNSUPPORTED_FORMAT, f"{found.label} cannot be parsed")
-    if found.kind == "ole":
+    return parse_kind(found.kind, data, progress, options)
+
+
+def parse_kind(
+    kind: str, data: bytes, progress: ProgressFn, options: ParseOptions
+) -> rp.ReadingPackage:
+    """`data` parsed as `kind` (what sniffing found), the OLE2 cases included: an encrypted
+    Office package is decrypted and parsed as what it holds; a damaged container fails."""
+    if kind == "ole":
         raise corrupt("the OLE2 container is damaged: no Word or Excel content can be found")
-    if found.kind == "encrypted_ooxml":
+    if kind == "encrypted_ooxml":
+        from parser_svc.parsers.detect import detect_type
         from parser_svc.parsers.office import decrypt
 
         plain = decrypt(data, options.password, "Office document")
-        package = parse_detected(plain, progress, options)
-        if package.content_type not in ("docx", "xlsx", "pptx"):
+        inner = detect_type(plain)
+        if inner not in ("docx", "xlsx", "pptx"):
             raise corrupt("the decrypted content is not a DOCX, XLSX or PPTX package")
+        package = parse_kind(inner, plain, progress, options)
         package.decrypted = True
         return package
-    return parser_for(found.kind)(data, progress, options)
+    return parser_for(kind)(data, progress, options)
