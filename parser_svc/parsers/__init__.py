@@ -46,6 +46,20 @@ def corrupt(message: str) -> ParseFailure:
     return ParseFailure(ErrorReason.CORRUPT_DOCUMENT, message)
 
 
+class TableBudget:
+    """Grid cells of every table of a flowing document (HTML, Markdown, EPUB, RTF, ODF),
+    spent before each table is built: DOCUMENT_TOO_LARGE past the limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def spend(self, count: int) -> None:
+        self.used += count
+        if self.used > self.limit:
+            raise too_large(f"the document's tables have more than {self.limit} cells")
+
+
 MB = 1024 * 1024
 # What a parse is told when the deployment says nothing. parser_svc.settings, the one place the
 # environment is read, defaults its fields to these (DOCPARSE_PARSE_MAX_PAGES, ...); a parse run

@@ -26,6 +26,7 @@ from parser_svc.parsers import (
     ParseFailure,
     ParseOptions,
     ProgressFn,
+    TableBudget,
     corrupt,
     mime_for_ext,
     safe,
@@ -39,7 +40,6 @@ from parser_svc.parsers.html_page import (
     parse_tree,
     read_body,
 )
-from parser_svc.parsers.html_tables import CellBudget
 from parser_svc.parsers.office import check_zip, parse_xml
 from parser_svc.parsers.text_charset import declared_charset, decode_text
 
@@ -190,7 +190,7 @@ def _chapters(
 ) -> None:
     names = set(archive.namelist())
     assets = AssetSink(package, options)
-    budget = CellBudget(min(options.max_cells, MAX_TABLE_CELLS))
+    budget = TableBudget(min(options.max_cells, MAX_TABLE_CELLS))
     total = len(chapters)
     missing = 0
     progress(0, total, "text")

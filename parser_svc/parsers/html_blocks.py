@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.parsers import AssetSink, safe, table_text
+from parser_svc.parsers import AssetSink, TableBudget, safe, table_text
 from parser_svc.parsers.html_images import ImageSource, image_ref
-from parser_svc.parsers.html_tables import CellBudget, build_table, local, table_rows
+from parser_svc.parsers.html_tables import build_table, local, table_rows
 from parser_svc.parsers.list_markers import format_number
 
 MAX_DEPTH = 120
@@ -107,7 +107,7 @@ class HtmlBlocks:
         self,
         page: rp.Page,
         assets: AssetSink,
-        budget: CellBudget,
+        budget: TableBudget,
         images: ImageSource | None = None,
     ) -> None:
         self.page = page

@@ -16,10 +16,18 @@ import re
 from typing import Any
 
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.parsers import AssetSink, ParseOptions, ProgressFn, corrupt, safe, too_large
+from parser_svc.parsers import (
+    AssetSink,
+    ParseOptions,
+    ProgressFn,
+    TableBudget,
+    corrupt,
+    safe,
+    too_large,
+)
 from parser_svc.parsers.html_blocks import HtmlBlocks, strip_dropped
 from parser_svc.parsers.html_images import ImageSource
-from parser_svc.parsers.html_tables import CellBudget, local
+from parser_svc.parsers.html_tables import local
 from parser_svc.parsers.text_charset import declared_charset, decode_text
 
 MAX_ELEMENTS = 1_000_000
@@ -102,7 +110,7 @@ def read_body(
     root: Any,
     page: rp.Page,
     assets: AssetSink,
-    budget: CellBudget,
+    budget: TableBudget,
     images: ImageSource | None = None,
 ) -> None:
     """The blocks, tables and images of a parsed page's body into `page`."""
@@ -126,7 +134,7 @@ def parse_html(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.R
     package.metadata.extra["charset"] = encoding
     page = package.pages.add(number=1)
     assets = AssetSink(package, options)
-    read_body(root, page, assets, CellBudget(min(options.max_cells, MAX_TABLE_CELLS)))
+    read_body(root, page, assets, TableBudget(min(options.max_cells, MAX_TABLE_CELLS)))
     assets.finish()
     if not page.text and not page.images:
         package.warnings.append("the HTML page has no visible text")

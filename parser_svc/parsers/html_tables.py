@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.parsers import too_large
+from parser_svc.parsers import TableBudget
 
 MAX_COLSPAN = 1000
 SECTIONS = ("thead", "tbody", "tfoot")
@@ -26,19 +26,6 @@ def local(element: Any) -> str:
     if not isinstance(tag, str):
         return ""
     return tag.rpartition("}")[2].lower()
-
-
-class CellBudget:
-    """Grid cells of every table of a document, against a limit."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-
-    def spend(self, count: int) -> None:
-        self.used += count
-        if self.used > self.limit:
-            raise too_large(f"the document's tables have more than {self.limit} cells")
 
 
 def table_rows(table: Any) -> list[tuple[Any, str]]:
@@ -74,7 +61,7 @@ def _header_rows(rows: list[tuple[Any, str]], kinds: list[list[str]]) -> int:
     return count
 
 
-def build_table(table: Any, cell_text: Callable[[Any], str], budget: CellBudget) -> rp.Table:
+def build_table(table: Any, cell_text: Callable[[Any], str], budget: TableBudget) -> rp.Table:
     """The table's grid; `cell_text` reads one cell's content."""
     rows = table_rows(table)
     height = len(rows)

@@ -20,10 +20,9 @@ from typing import Any
 from markdown_it import MarkdownIt
 
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.parsers import AssetSink, ParseOptions, ProgressFn, safe, table_text
+from parser_svc.parsers import AssetSink, ParseOptions, ProgressFn, TableBudget, safe, table_text
 from parser_svc.parsers.html_blocks import BULLETS, HtmlBlocks, Kind, strip_dropped
 from parser_svc.parsers.html_page import parse_tree
-from parser_svc.parsers.html_tables import CellBudget
 from parser_svc.parsers.markdown_chunks import chunks, references
 from parser_svc.parsers.plain_text import paragraphs
 from parser_svc.parsers.text_charset import decode_text
@@ -97,7 +96,7 @@ class _List:
 class _Writer:
     page: rp.Page
     assets: AssetSink
-    budget: CellBudget
+    budget: TableBudget
     texts: list[str] = field(default_factory=list)
     lists: list[_List] = field(default_factory=list)
     item: Kind | None = None  # the list item whose text is still to come
@@ -210,7 +209,7 @@ def parse_markdown(data: bytes, progress: ProgressFn, options: ParseOptions) -> 
     text = front_matter(text, package)
     page = package.pages.add(number=1)
     assets = AssetSink(package, options)
-    writer = _Writer(page, assets, CellBudget(options.max_cells))
+    writer = _Writer(page, assets, TableBudget(options.max_cells))
     parser = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
     env: dict[str, Any] = {}
     parser.parse(references(text), env)

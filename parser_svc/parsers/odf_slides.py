@@ -14,6 +14,7 @@ from parser_svc.parsers import (
     AssetSink,
     ParseOptions,
     ProgressFn,
+    TableBudget,
     corrupt,
     page_text,
     safe,
@@ -31,7 +32,7 @@ from parser_svc.parsers.odf_common import (
     page_size,
     q,
 )
-from parser_svc.parsers.odf_tables import Budget, read_table
+from parser_svc.parsers.odf_tables import read_table
 from parser_svc.parsers.odf_text import TextReader
 
 _PAGE, _FRAME, _GROUP = q("draw:page"), q("draw:frame"), q("draw:g")
@@ -74,7 +75,7 @@ def parse_odp(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
     styles.load(content)
     width, height = page_size(styles_root)
     assets = AssetSink(package, options)
-    budget = Budget(options.max_cells)
+    budget = TableBudget(options.max_cells)
     progress(0, total, "text")
     for number, node in enumerate(pages, start=1):
         slide = package.slides.add(number=number, width=width, height=height)
@@ -119,7 +120,12 @@ def _order(shape: Any) -> tuple[float, float]:
 
 class _Slide:
     def __init__(
-        self, odf: OdfPackage, styles: Styles, assets: AssetSink, budget: Budget, slide: rp.Slide
+        self,
+        odf: OdfPackage,
+        styles: Styles,
+        assets: AssetSink,
+        budget: TableBudget,
+        slide: rp.Slide,
     ) -> None:
         self.odf, self.styles, self.assets, self.budget = odf, styles, assets, budget
         self.slide = slide

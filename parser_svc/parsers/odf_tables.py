@@ -7,11 +7,10 @@ cell budget (checked before the expansion)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.parsers import safe, too_large
+from parser_svc.parsers import TableBudget, safe
 from parser_svc.parsers.odf_common import attr, count, inline_text, q
 
 MAX_COLUMNS = 1024  # wider is the spreadsheet padding a pasted table drags along
@@ -20,17 +19,6 @@ _HEADER = q("table:table-header-rows")
 _GROUPS = frozenset(q(n) for n in ("table:table-rows", "table:table-row-group"))
 _PARAGRAPHS = (q("text:p"), q("text:h"))
 _HIDDEN_IN_CELL = (q("text:note"), q("office:annotation"))
-
-
-@dataclass
-class Budget:
-    limit: int
-    used: int = 0
-
-    def spend(self, count: int) -> None:
-        self.used += count
-        if self.used > self.limit:
-            raise too_large(f"the document's tables have more than {self.limit} cells")
 
 
 def _rows(node: Any, header: bool = False) -> Iterator[tuple[Any, bool]]:
@@ -78,7 +66,7 @@ def _trim(rows: list[list[_Cell]], padding_rows: list[bool]) -> None:
         del r[used:]
 
 
-def _cells(row: Any, budget: Budget) -> list[_Cell]:
+def _cells(row: Any, budget: TableBudget) -> list[_Cell]:
     cells: list[_Cell] = []
     for cell in row:
         if cell.tag not in (_CELL, _COVERED):
@@ -95,7 +83,7 @@ def _cells(row: Any, budget: Budget) -> list[_Cell]:
     return cells
 
 
-def read_table(node: Any, budget: Budget) -> rp.Table:
+def read_table(node: Any, budget: TableBudget) -> rp.Table:
     rows: list[list[_Cell]] = []
     padding_rows: list[bool] = []
     header_rows, leading = 0, True

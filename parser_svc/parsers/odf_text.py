@@ -16,6 +16,7 @@ from parser_svc.parsers import (
     AssetSink,
     ParseOptions,
     ProgressFn,
+    TableBudget,
     corrupt,
     page_text,
     safe,
@@ -34,7 +35,7 @@ from parser_svc.parsers.odf_common import (
     page_size,
     q,
 )
-from parser_svc.parsers.odf_tables import Budget, read_table
+from parser_svc.parsers.odf_tables import read_table
 
 MAX_LEVELS = 10
 _NUM_FORMATS = {
@@ -89,7 +90,7 @@ def parse_odt(data: bytes, progress: ProgressFn, options: ParseOptions) -> rp.Re
     page = rp.Page(number=1)
     page.width, page.height = page_size(styles_root)
     assets = AssetSink(package, options)
-    reader = TextReader(odf, styles, page, assets, Budget(options.max_cells))
+    reader = TextReader(odf, styles, page, assets, TableBudget(options.max_cells))
     for text in _furniture(styles_root, "header"):
         reader.add(rp.TextBlock(text=text, role="header"))
     reader.walk(body)
@@ -110,7 +111,7 @@ class TextReader:
     """The blocks of a body of OpenDocument text (a document, a slide's text box) onto `page`."""
 
     def __init__(
-        self, odf: OdfPackage, styles: Styles, page: rp.Page, assets: AssetSink, budget: Budget
+        self, odf: OdfPackage, styles: Styles, page: rp.Page, assets: AssetSink, budget: TableBudget
     ) -> None:
         self.odf, self.styles, self.page, self.assets = odf, styles, page, assets
         self.budget = budget

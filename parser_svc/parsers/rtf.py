@@ -20,12 +20,13 @@ from parser_svc.parsers import (
     AssetSink,
     ParseOptions,
     ProgressFn,
+    TableBudget,
     corrupt,
     page_text,
     safe,
     too_large,
 )
-from parser_svc.parsers.rtf_flow import FLOWS, ORDER, Budget, Flow, flow_word
+from parser_svc.parsers.rtf_flow import FLOWS, ORDER, Flow, flow_word
 from parser_svc.parsers.rtf_lexer import (
     BINARY,
     CHARS,
@@ -94,7 +95,7 @@ class _Reader:
     star: bool = False  # the last token was \\*
 
     def __post_init__(self) -> None:
-        self.budget = Budget(self.options.max_cells)
+        self.budget = TableBudget(self.options.max_cells)
         self.body = Flow("", self.styles.headings, self.budget)
         self.flows.append(self.body)
         self.stack: list[State] = []

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.parsers import safe, table_text, too_large
+from parser_svc.parsers import TableBudget, safe, table_text
 from parser_svc.parsers.list_markers import bullet_marker
 
 # Destinations whose text is a flow of its own, and its role.
@@ -65,23 +65,12 @@ class Row:
 
 
 @dataclass
-class Budget:
-    limit: int
-    used: int = 0
-
-    def spend(self, count: int) -> None:
-        self.used += count
-        if self.used > self.limit:
-            raise too_large(f"the document's tables have more than {self.limit} cells")
-
-
-@dataclass
 class Flow:
     """One stream of paragraphs: the body, a header or footer, a footnote."""
 
     role: str
     headings: dict[int, tuple[str, int]]
-    budget: Budget
+    budget: TableBudget
     parts: list[str] = field(default_factory=list)
     para: Para = field(default_factory=Para)
     marker: str | None = None
