@@ -80,6 +80,7 @@ class ErrorReason(StrEnum):
     INTERNAL_TOKEN_INVALID = auto()
     INTERNAL_TOKEN_MISSING = auto()
     AUTH_NOT_CONFIGURED = auto()
+    ADMIN_ONLY = auto()
     # Availability (UNAVAILABLE unless said otherwise): retry the same call, do not resubmit
     STATE_STORE_UNAVAILABLE = auto()
     STATE_STORE_FULL = auto()

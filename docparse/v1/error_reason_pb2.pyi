@@ -149,6 +149,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """FAILED_PRECONDITION (at start): parser_svc trusts caller identity but has no internal token."""
     AUTH_NOT_CONFIGURED: _ErrorReason.ValueType  # 54
     """FAILED_PRECONDITION (at start): the gateway requires keys but none are configured."""
+    ADMIN_ONLY: _ErrorReason.ValueType  # 55
+    """PERMISSION_DENIED: an operators' call (GetTenantShares, GET /v1/admin/tenants) with an API
+    key not marked `admin` in the gateway's keys file; use an admin key.
+    """
     STATE_STORE_UNAVAILABLE: _ErrorReason.ValueType  # 60
     """--- Availability (UNAVAILABLE unless said otherwise): retry the same call, do not resubmit ---
     Redis unreachable or too slow (also a job FAILED when the queue gave up for it).
@@ -370,6 +374,10 @@ INTERNAL_TOKEN_MISSING: ErrorReason.ValueType  # 53
 """FAILED_PRECONDITION (at start): parser_svc trusts caller identity but has no internal token."""
 AUTH_NOT_CONFIGURED: ErrorReason.ValueType  # 54
 """FAILED_PRECONDITION (at start): the gateway requires keys but none are configured."""
+ADMIN_ONLY: ErrorReason.ValueType  # 55
+"""PERMISSION_DENIED: an operators' call (GetTenantShares, GET /v1/admin/tenants) with an API
+key not marked `admin` in the gateway's keys file; use an admin key.
+"""
 STATE_STORE_UNAVAILABLE: ErrorReason.ValueType  # 60
 """--- Availability (UNAVAILABLE unless said otherwise): retry the same call, do not resubmit ---
 Redis unreachable or too slow (also a job FAILED when the queue gave up for it).

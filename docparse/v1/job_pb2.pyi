@@ -161,22 +161,33 @@ class Progress(_message.Message):
     DONE_FIELD_NUMBER: _builtins.int
     TOTAL_FIELD_NUMBER: _builtins.int
     STAGE_FIELD_NUMBER: _builtins.int
+    READY_PAGES_FIELD_NUMBER: _builtins.int
     done: _builtins.int
     """Units finished (pages for documents, sheets for workbooks)."""
     total: _builtins.int
     """Units in the document, 0 while unknown."""
     stage: _builtins.str
     """What the parser is doing: "queued", "opening", "text", "ocr", "storing", "done"."""
+    ready_pages: _builtins.str
+    """Which pages can be read now, as a page selection in SubmitJobRequest.pages' form
+    ("1-40,89-95"; empty: none yet). While the job runs: the pages whose draft StreamResult
+    and GetResult with `pages` serve (written with the progress, so at most a progress
+    interval, 0.2 s, behind them; a retried attempt starts again from its own pages, the
+    earlier attempt's drafts staying readable). Once SUCCEEDED: the pages of the package
+    (empty for a package of sheets or slides only). A FAILED or CANCELLED job keeps the
+    value it had: those drafts stay readable for the retention.
+    """
     def __init__(
         self,
         *,
         done: _builtins.int = ...,
         total: _builtins.int = ...,
         stage: _builtins.str = ...,
+        ready_pages: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["done", b"done", "stage", b"stage", "total", b"total"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["done", b"done", "ready_pages", b"ready_pages", "stage", b"stage", "total", b"total"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -358,6 +358,7 @@ class CreateBatchRequest(_message.Message):
     FILES_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     LANGUAGES_FIELD_NUMBER: _builtins.int
+    CALLBACK_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Idempotency key (AIP-155): the same request_id returns the first batch."""
     @_builtins.property
@@ -369,16 +370,30 @@ class CreateBatchRequest(_message.Message):
         INVALID_ARGUMENT (reason LANGUAGE_NOT_INSTALLED) before any file is stored. At most 8.
         """
 
+    @_builtins.property
+    def callback(self) -> Global___Callback:
+        """Where to be told that the batch ended (a signed webhook, at least once); unset: nobody is
+        called. One delivery for the whole batch, when its last file reaches a terminal state:
+        {"type": "batch.completed", "timestamp": <when the last file ended>, "data": <the Batch as
+        JSON: its counters and every file's job>}, signed as a job's webhook (see Callback), its
+        webhook-id "msg_<batch_id>_completed" the same for every attempt. The batch's files get no
+        webhook of their own. Checked as SubmitJobRequest.callback, before any file is stored:
+        INVALID_ARGUMENT with CALLBACK_INVALID, CALLBACK_NOT_ALLOWED or CALLBACK_SECRET_UNKNOWN.
+        A retry with the same request_id answers with the first batch, and a callback it names is
+        called for that batch too (as a retried SubmitJob's callback is for its first job).
+        """
+
     def __init__(
         self,
         *,
         files: _abc.Iterable[Global___BatchFile] | None = ...,
         request_id: _builtins.str = ...,
         languages: _abc.Iterable[_builtins.str] | None = ...,
+        callback: Global___Callback | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["callback", b"callback"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files", "languages", b"languages", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback", b"callback", "files", b"files", "languages", b"languages", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -465,6 +480,7 @@ class UploadBatchHeader(_message.Message):
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     LANGUAGES_FIELD_NUMBER: _builtins.int
+    CALLBACK_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     @_builtins.property
     def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -472,15 +488,22 @@ class UploadBatchHeader(_message.Message):
         checked when the header arrives, before any file is stored.
         """
 
+    @_builtins.property
+    def callback(self) -> Global___Callback:
+        """The batch's webhook, as CreateBatchRequest.callback; checked when the header arrives,
+        before any file is stored.
+        """
+
     def __init__(
         self,
         *,
         request_id: _builtins.str = ...,
         languages: _abc.Iterable[_builtins.str] | None = ...,
+        callback: Global___Callback | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["callback", b"callback"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["languages", b"languages", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback", b"callback", "languages", b"languages", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -652,15 +675,28 @@ class GetResultRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     JOB_ID_FIELD_NUMBER: _builtins.int
+    PAGES_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
+    pages: _builtins.str
+    """Only these pages, a selection as SubmitJobRequest.pages ("1-5,10,20-"; bad syntax:
+    INVALID_ARGUMENT / INVALID_PAGE_RANGE). Empty: the whole package, SUCCEEDED jobs only.
+    A SUCCEEDED job: its package with only the selected pages and the records of the assets
+    they show; document-wide fields (metadata, warnings, email) stay, sheets, slides and
+    attachments go. A QUEUED or RUNNING job: the selected pages read so far, at once (those
+    Job.progress.ready_pages names, or newer), `partial` set and `draft_pages` naming them
+    (a draft is the page before the passes that need every page: StreamResult). A FAILED or
+    CANCELLED job: the errors of GetResult without pages (its drafts: StreamResult). Pages
+    the document does not have, or not read yet, are simply absent.
+    """
     def __init__(
         self,
         *,
         job_id: _builtins.str = ...,
+        pages: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "pages", b"pages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -673,13 +709,25 @@ class GetResultResponse(_message.Message):
     RESULT_FIELD_NUMBER: _builtins.int
     CHUNK_FIELD_NUMBER: _builtins.int
     OFFSET_FIELD_NUMBER: _builtins.int
+    PARTIAL_FIELD_NUMBER: _builtins.int
+    DRAFT_PAGES_FIELD_NUMBER: _builtins.int
     chunk: _builtins.bytes
     """A piece of the serialized docparse.v1.ReadingPackage."""
     offset: _builtins.int
     """Offset of `chunk` in the whole."""
+    partial: _builtins.bool
+    """First message only: true when the job had not ended (pages may be missing, drafts may
+    change); false for a SUCCEEDED job's package or pages.
+    """
     @_builtins.property
     def result(self) -> _job_pb2.ResultRef:
-        """Set on the first message only."""
+        """Set on the first message only: the bytes that follow (their size, sha256 and
+        page_count; storage, blob_key and char_count only for the whole stored package).
+        """
+
+    @_builtins.property
+    def draft_pages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """First message only: the pages sent whose content is a draft, in page order."""
 
     def __init__(
         self,
@@ -687,10 +735,12 @@ class GetResultResponse(_message.Message):
         result: _job_pb2.ResultRef | None = ...,
         chunk: _builtins.bytes = ...,
         offset: _builtins.int = ...,
+        partial: _builtins.bool = ...,
+        draft_pages: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "offset", b"offset", "result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "draft_pages", b"draft_pages", "offset", b"offset", "partial", b"partial", "result", b"result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -888,3 +938,116 @@ class ListJobsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListJobsResponse: _TypeAlias = ListJobsResponse  # noqa: Y015
+
+@_typing.final
+class GetTenantSharesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTenantSharesRequest: _TypeAlias = GetTenantSharesRequest  # noqa: Y015
+
+@_typing.final
+class TenantShare(_message.Message):
+    """One tenant's jobs under fair admission now."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    QUEUED_FIELD_NUMBER: _builtins.int
+    PENDING_INTERACTIVE_FIELD_NUMBER: _builtins.int
+    PENDING_BULK_FIELD_NUMBER: _builtins.int
+    RUNNING_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    weight: _builtins.float
+    """The weight its jobs were last submitted with (its API key's `weight`; 1 when unset): its
+    share of parse slots against the other tenants with jobs waiting.
+    """
+    queued: _builtins.int
+    """Jobs submitted and not yet claimed by a worker (what its key's `max_queued_jobs` limits)."""
+    pending_interactive: _builtins.int
+    """Of those, the jobs still on its pending list of the interactive lane, not yet let into the
+    queue.
+    """
+    pending_bulk: _builtins.int
+    """Of those, the jobs still on its pending list of the bulk lane."""
+    running: _builtins.int
+    """Jobs a worker has claimed that are running now."""
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        weight: _builtins.float = ...,
+        queued: _builtins.int = ...,
+        pending_interactive: _builtins.int = ...,
+        pending_bulk: _builtins.int = ...,
+        running: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pending_bulk", b"pending_bulk", "pending_interactive", b"pending_interactive", "queued", b"queued", "running", b"running", "tenant", b"tenant", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TenantShare: _TypeAlias = TenantShare  # noqa: Y015
+
+@_typing.final
+class GetTenantSharesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANTS_FIELD_NUMBER: _builtins.int
+    BULK_SLOTS_FIELD_NUMBER: _builtins.int
+    INTERACTIVE_WINDOW_FIELD_NUMBER: _builtins.int
+    BULK_EVERY_FIELD_NUMBER: _builtins.int
+    INTERACTIVE_RESERVE_FIELD_NUMBER: _builtins.int
+    WAITING_FIELD_NUMBER: _builtins.int
+    ACTIVE_FIELD_NUMBER: _builtins.int
+    FAIR_ADMISSION_FIELD_NUMBER: _builtins.int
+    bulk_slots: _builtins.int
+    """The bulk lane's cap: the parse slots the worker replicas registered, all together (bulk
+    jobs are let into the queue while fewer wait and run there). 0: none registered; the
+    window applies then.
+    """
+    interactive_window: _builtins.int
+    """The interactive lane's cap: jobs let into the queue and not yet claimed, at most."""
+    bulk_every: _builtins.int
+    """One bulk admission after this many interactive ones while bulk jobs wait."""
+    interactive_reserve: _builtins.int
+    """Parse slots per worker replica that only interactive jobs reach, beyond its bulk slots."""
+    waiting: _builtins.int
+    """Jobs waiting in the queue for a worker, all tenants."""
+    active: _builtins.int
+    """Jobs workers have taken from the queue, all tenants."""
+    fair_admission: _builtins.bool
+    """False when fair admission is off (first come first served): the numbers above are then 0."""
+    @_builtins.property
+    def tenants(self) -> _containers.RepeatedCompositeFieldContainer[Global___TenantShare]:
+        """Every tenant with jobs queued or running, in no particular order."""
+
+    def __init__(
+        self,
+        *,
+        tenants: _abc.Iterable[Global___TenantShare] | None = ...,
+        bulk_slots: _builtins.int = ...,
+        interactive_window: _builtins.int = ...,
+        bulk_every: _builtins.int = ...,
+        interactive_reserve: _builtins.int = ...,
+        waiting: _builtins.int = ...,
+        active: _builtins.int = ...,
+        fair_admission: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "bulk_every", b"bulk_every", "bulk_slots", b"bulk_slots", "fair_admission", b"fair_admission", "interactive_reserve", b"interactive_reserve", "interactive_window", b"interactive_window", "tenants", b"tenants", "waiting", b"waiting"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTenantSharesResponse: _TypeAlias = GetTenantSharesResponse  # noqa: Y015

@@ -104,6 +104,11 @@ class ParserServiceStub:
                 request_serializer=docparse_dot_v1_dot_parser__service__pb2.ListJobsRequest.SerializeToString,
                 response_deserializer=docparse_dot_v1_dot_parser__service__pb2.ListJobsResponse.FromString,
                 _registered_method=True)
+        self.GetTenantShares = channel.unary_unary(
+                '/docparse.v1.ParserService/GetTenantShares',
+                request_serializer=docparse_dot_v1_dot_parser__service__pb2.GetTenantSharesRequest.SerializeToString,
+                response_deserializer=docparse_dot_v1_dot_parser__service__pb2.GetTenantSharesResponse.FromString,
+                _registered_method=True)
 
 
 class ParserServiceServicer:
@@ -181,7 +186,8 @@ class ParserServiceServicer:
 
     def GetResult(self, request, context):
         """Streams the reading package of a SUCCEEDED job in chunks: the first message carries the
-        ResultRef (size and sha256), the following ones the bytes.
+        ResultRef (size and sha256), the following ones the bytes. With `pages`, some of its
+        pages, also while the job runs (see GetResultRequest.pages).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -221,6 +227,16 @@ class ParserServiceServicer:
         retention ended are not listed. Errors: INVALID_ARGUMENT / INVALID_PAGE_TOKEN (a token
         made for another tenant or other filters, or altered), INVALID_PAGE_SIZE (negative),
         INVALID_JOB_ID (batch_id); NOT_FOUND / BATCH_NOT_FOUND (batch_id not the caller's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTenantShares(self, request, context):
+        """For operators: the current share of parse slots between tenants under fair admission
+        (every tenant with jobs queued or running, and the lanes' caps), read from the shared
+        store. Only for a caller whose API key is marked `admin` in the gateway's keys file:
+        others get PERMISSION_DENIED / ADMIN_ONLY.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -288,6 +304,11 @@ def add_ParserServiceServicer_to_server(servicer, server):
                     servicer.ListJobs,
                     request_deserializer=docparse_dot_v1_dot_parser__service__pb2.ListJobsRequest.FromString,
                     response_serializer=docparse_dot_v1_dot_parser__service__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'GetTenantShares': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTenantShares,
+                    request_deserializer=docparse_dot_v1_dot_parser__service__pb2.GetTenantSharesRequest.FromString,
+                    response_serializer=docparse_dot_v1_dot_parser__service__pb2.GetTenantSharesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -624,6 +645,33 @@ class ParserService:
             '/docparse.v1.ParserService/ListJobs',
             docparse_dot_v1_dot_parser__service__pb2.ListJobsRequest.SerializeToString,
             docparse_dot_v1_dot_parser__service__pb2.ListJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTenantShares(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/docparse.v1.ParserService/GetTenantShares',
+            docparse_dot_v1_dot_parser__service__pb2.GetTenantSharesRequest.SerializeToString,
+            docparse_dot_v1_dot_parser__service__pb2.GetTenantSharesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -68,7 +68,8 @@ class ParserServiceStub:
     """Streams a batch's state until every file is terminal."""
     GetResult: _grpc.UnaryStreamMultiCallable[_parser_service_pb2.GetResultRequest, _parser_service_pb2.GetResultResponse]
     """Streams the reading package of a SUCCEEDED job in chunks: the first message carries the
-    ResultRef (size and sha256), the following ones the bytes.
+    ResultRef (size and sha256), the following ones the bytes. With `pages`, some of its
+    pages, also while the job runs (see GetResultRequest.pages).
     """
     GetAsset: _grpc.UnaryStreamMultiCallable[_parser_service_pb2.GetAssetRequest, _parser_service_pb2.GetAssetResponse]
     """Streams one asset (an image) of a SUCCEEDED job's reading package in chunks: the first
@@ -96,6 +97,12 @@ class ParserServiceStub:
     retention ended are not listed. Errors: INVALID_ARGUMENT / INVALID_PAGE_TOKEN (a token
     made for another tenant or other filters, or altered), INVALID_PAGE_SIZE (negative),
     INVALID_JOB_ID (batch_id); NOT_FOUND / BATCH_NOT_FOUND (batch_id not the caller's).
+    """
+    GetTenantShares: _grpc.UnaryUnaryMultiCallable[_parser_service_pb2.GetTenantSharesRequest, _parser_service_pb2.GetTenantSharesResponse]
+    """For operators: the current share of parse slots between tenants under fair admission
+    (every tenant with jobs queued or running, and the lanes' caps), read from the shared
+    store. Only for a caller whose API key is marked `admin` in the gateway's keys file:
+    others get PERMISSION_DENIED / ADMIN_ONLY.
     """
 
 @_typing.type_check_only
@@ -138,7 +145,8 @@ class ParserServiceAsyncStub(ParserServiceStub):
     """Streams a batch's state until every file is terminal."""
     GetResult: _aio.UnaryStreamMultiCallable[_parser_service_pb2.GetResultRequest, _parser_service_pb2.GetResultResponse]  # type: ignore[assignment]
     """Streams the reading package of a SUCCEEDED job in chunks: the first message carries the
-    ResultRef (size and sha256), the following ones the bytes.
+    ResultRef (size and sha256), the following ones the bytes. With `pages`, some of its
+    pages, also while the job runs (see GetResultRequest.pages).
     """
     GetAsset: _aio.UnaryStreamMultiCallable[_parser_service_pb2.GetAssetRequest, _parser_service_pb2.GetAssetResponse]  # type: ignore[assignment]
     """Streams one asset (an image) of a SUCCEEDED job's reading package in chunks: the first
@@ -166,6 +174,12 @@ class ParserServiceAsyncStub(ParserServiceStub):
     retention ended are not listed. Errors: INVALID_ARGUMENT / INVALID_PAGE_TOKEN (a token
     made for another tenant or other filters, or altered), INVALID_PAGE_SIZE (negative),
     INVALID_JOB_ID (batch_id); NOT_FOUND / BATCH_NOT_FOUND (batch_id not the caller's).
+    """
+    GetTenantShares: _aio.UnaryUnaryMultiCallable[_parser_service_pb2.GetTenantSharesRequest, _parser_service_pb2.GetTenantSharesResponse]  # type: ignore[assignment]
+    """For operators: the current share of parse slots between tenants under fair admission
+    (every tenant with jobs queued or running, and the lanes' caps), read from the shared
+    store. Only for a caller whose API key is marked `admin` in the gateway's keys file:
+    others get PERMISSION_DENIED / ADMIN_ONLY.
     """
 
 class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -259,7 +273,8 @@ class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_parser_service_pb2.GetResultResponse], _abc.AsyncIterator[_parser_service_pb2.GetResultResponse]]:
         """Streams the reading package of a SUCCEEDED job in chunks: the first message carries the
-        ResultRef (size and sha256), the following ones the bytes.
+        ResultRef (size and sha256), the following ones the bytes. With `pages`, some of its
+        pages, also while the job runs (see GetResultRequest.pages).
         """
 
     @_abc_1.abstractmethod
@@ -305,6 +320,18 @@ class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
         retention ended are not listed. Errors: INVALID_ARGUMENT / INVALID_PAGE_TOKEN (a token
         made for another tenant or other filters, or altered), INVALID_PAGE_SIZE (negative),
         INVALID_JOB_ID (batch_id); NOT_FOUND / BATCH_NOT_FOUND (batch_id not the caller's).
+        """
+
+    @_abc_1.abstractmethod
+    def GetTenantShares(
+        self,
+        request: _parser_service_pb2.GetTenantSharesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_parser_service_pb2.GetTenantSharesResponse, _abc.Awaitable[_parser_service_pb2.GetTenantSharesResponse]]:
+        """For operators: the current share of parse slots between tenants under fair admission
+        (every tenant with jobs queued or running, and the lanes' caps), read from the shared
+        store. Only for a caller whose API key is marked `admin` in the gateway's keys file:
+        others get PERMISSION_DENIED / ADMIN_ONLY.
         """
 
 def add_ParserServiceServicer_to_server(servicer: ParserServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file docparse/v1/parser_service.proto.
  */
 export const file_docparse_v1_parser_service: GenFile = /*@__PURE__*/
-  fileDesc("CiBkb2NwYXJzZS92MS9wYXJzZXJfc2VydmljZS5wcm90bxILZG9jcGFyc2UudjEioQIKEFN1Ym1pdEpvYlJlcXVlc3QSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSEgoKcmVxdWVzdF9pZBgDIAEoCRIXCg93YWl0X3RpbWVvdXRfbXMYBCABKA0SEAoIcGFzc3dvcmQYBSABKAkSEQoJbGFuZ3VhZ2VzGAYgAygJEicKCGNhbGxiYWNrGAcgASgLMhUuZG9jcGFyc2UudjEuQ2FsbGJhY2sSDQoFcGFnZXMYCCABKAkSJgoGaW1hZ2VzGAkgASgOMhYuZG9jcGFyc2UudjEuSW1hZ2VNb2RlEiYKCG9jcl9tb2RlGAogASgOMhQuZG9jcGFyc2UudjEuT2NyTW9kZRIPCgdvY3JfZHBpGAsgASgNIiwKCENhbGxiYWNrEgsKA3VybBgBIAEoCRITCgtzZWNyZXRfbmFtZRgCIAEoCSIyChFTdWJtaXRKb2JSZXNwb25zZRIdCgNqb2IYASABKAsyEC5kb2NwYXJzZS52MS5Kb2IiIgoQR2V0U3RhdHVzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoRR2V0U3RhdHVzUmVzcG9uc2USHQoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iIjgKD1dhdGNoSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSFQoNYWZ0ZXJfdmVyc2lvbhgCIAEoBCJSCglIZWFydGJlYXQSLwoLc2VydmVyX3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGxhc3RfdmVyc2lvbhgCIAEoBCJpChBXYXRjaEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYkgAEisKCWhlYXJ0YmVhdBgCIAEoCzIWLmRvY3BhcnNlLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50IiIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjIKEUNhbmNlbEpvYlJlc3BvbnNlEh0KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYiIvCglCYXRjaEZpbGUSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwiYgoSQ3JlYXRlQmF0Y2hSZXF1ZXN0EiUKBWZpbGVzGAEgAygLMhYuZG9jcGFyc2UudjEuQmF0Y2hGaWxlEhIKCnJlcXVlc3RfaWQYAiABKAkSEQoJbGFuZ3VhZ2VzGAMgAygJItMBCgVCYXRjaBIQCghiYXRjaF9pZBgBIAEoCRINCgV0b3RhbBgCIAEoDRIRCgljb21wbGV0ZWQYAyABKA0SEQoJc3VjY2VlZGVkGAQgASgNEg4KBmZhaWxlZBgFIAEoDRIRCgljYW5jZWxsZWQYBiABKA0SHgoEam9icxgHIAMoCzIQLmRvY3BhcnNlLnYxLkpvYhIPCgd2ZXJzaW9uGAggASgEEi8KC2NyZWF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI4ChNDcmVhdGVCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giOgoRVXBsb2FkQmF0Y2hIZWFkZXISEgoKcmVxdWVzdF9pZBgBIAEoCRIRCglsYW5ndWFnZXMYAiADKAkiOQoQVXBsb2FkRmlsZUhlYWRlchIRCglmaWxlX25hbWUYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoBCKOAQoSVXBsb2FkQmF0Y2hSZXF1ZXN0EjAKBmhlYWRlchgBIAEoCzIeLmRvY3BhcnNlLnYxLlVwbG9hZEJhdGNoSGVhZGVySAASLQoEZmlsZRgCIAEoCzIdLmRvY3BhcnNlLnYxLlVwbG9hZEZpbGVIZWFkZXJIABIPCgVjaHVuaxgDIAEoDEgAQgYKBHBhcnQiOAoTVXBsb2FkQmF0Y2hSZXNwb25zZRIhCgViYXRjaBgBIAEoCzISLmRvY3BhcnNlLnYxLkJhdGNoIiMKD0dldEJhdGNoUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCSI1ChBHZXRCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giPAoRV2F0Y2hCYXRjaFJlcXVlc3QSEAoIYmF0Y2hfaWQYASABKAkSFQoNYWZ0ZXJfdmVyc2lvbhgCIAEoBCJvChJXYXRjaEJhdGNoUmVzcG9uc2USIwoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaEgAEisKCWhlYXJ0YmVhdBgCIAEoCzIWLmRvY3BhcnNlLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50IiIKEEdldFJlc3VsdFJlcXVlc3QSDgoGam9iX2lkGAEgASgJIloKEUdldFJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmRvY3BhcnNlLnYxLlJlc3VsdFJlZhINCgVjaHVuaxgCIAEoDBIOCgZvZmZzZXQYAyABKAQiNQoTU3RyZWFtUmVzdWx0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDgoGY3Vyc29yGAIgASgJIp0BChRTdHJlYW1SZXN1bHRSZXNwb25zZRIRCglwYWdlX3BhcnQYASABKAwSEwoLcGFnZV9udW1iZXIYAiABKA0SDQoFZmluYWwYAyABKAgSDgoGc2hhMjU2GAQgASgJEg8KB2F0dGVtcHQYBSABKA0SDgoGY3Vyc29yGAYgASgJEh0KA2pvYhgHIAEoCzIQLmRvY3BhcnNlLnYxLkpvYiJHCg9HZXRBc3NldFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGFzc2V0X2lkGAIgASgJEhIKCmRlcGxveW1lbnQYAyABKAkiVAoQR2V0QXNzZXRSZXNwb25zZRIhCgVhc3NldBgBIAEoCzISLmRvY3BhcnNlLnYxLkFzc2V0Eg0KBWNodW5rGAIgASgMEg4KBm9mZnNldBgDIAEoBCJuCg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSIgoGc3RhdGVzGAMgAygOMhIuZG9jcGFyc2UudjEuU3RhdGUSEAoIYmF0Y2hfaWQYBCABKAkiSwoQTGlzdEpvYnNSZXNwb25zZRIeCgRqb2JzGAEgAygLMhAuZG9jcGFyc2UudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTK3BwoNUGFyc2VyU2VydmljZRJKCglTdWJtaXRKb2ISHS5kb2NwYXJzZS52MS5TdWJtaXRKb2JSZXF1ZXN0Gh4uZG9jcGFyc2UudjEuU3VibWl0Sm9iUmVzcG9uc2USSgoJR2V0U3RhdHVzEh0uZG9jcGFyc2UudjEuR2V0U3RhdHVzUmVxdWVzdBoeLmRvY3BhcnNlLnYxLkdldFN0YXR1c1Jlc3BvbnNlEkkKCFdhdGNoSm9iEhwuZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuV2F0Y2hKb2JSZXNwb25zZTABEkoKCUNhbmNlbEpvYhIdLmRvY3BhcnNlLnYxLkNhbmNlbEpvYlJlcXVlc3QaHi5kb2NwYXJzZS52MS5DYW5jZWxKb2JSZXNwb25zZRJQCgtDcmVhdGVCYXRjaBIfLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVxdWVzdBogLmRvY3BhcnNlLnYxLkNyZWF0ZUJhdGNoUmVzcG9uc2USUgoLVXBsb2FkQmF0Y2gSHy5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlcXVlc3QaIC5kb2NwYXJzZS52MS5VcGxvYWRCYXRjaFJlc3BvbnNlKAESRwoIR2V0QmF0Y2gSHC5kb2NwYXJzZS52MS5HZXRCYXRjaFJlcXVlc3QaHS5kb2NwYXJzZS52MS5HZXRCYXRjaFJlc3BvbnNlEk8KCldhdGNoQmF0Y2gSHi5kb2NwYXJzZS52MS5XYXRjaEJhdGNoUmVxdWVzdBofLmRvY3BhcnNlLnYxLldhdGNoQmF0Y2hSZXNwb25zZTABEkwKCUdldFJlc3VsdBIdLmRvY3BhcnNlLnYxLkdldFJlc3VsdFJlcXVlc3QaHi5kb2NwYXJzZS52MS5HZXRSZXN1bHRSZXNwb25zZTABEkkKCEdldEFzc2V0EhwuZG9jcGFyc2UudjEuR2V0QXNzZXRSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuR2V0QXNzZXRSZXNwb25zZTABElUKDFN0cmVhbVJlc3VsdBIgLmRvY3BhcnNlLnYxLlN0cmVhbVJlc3VsdFJlcXVlc3QaIS5kb2NwYXJzZS52MS5TdHJlYW1SZXN1bHRSZXNwb25zZTABEkcKCExpc3RKb2JzEhwuZG9jcGFyc2UudjEuTGlzdEpvYnNSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuTGlzdEpvYnNSZXNwb25zZWIGcHJvdG8z", [file_docparse_v1_job, file_docparse_v1_reading_package, file_google_protobuf_timestamp]);
+  fileDesc("CiBkb2NwYXJzZS92MS9wYXJzZXJfc2VydmljZS5wcm90bxILZG9jcGFyc2UudjEioQIKEFN1Ym1pdEpvYlJlcXVlc3QSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwSEgoKcmVxdWVzdF9pZBgDIAEoCRIXCg93YWl0X3RpbWVvdXRfbXMYBCABKA0SEAoIcGFzc3dvcmQYBSABKAkSEQoJbGFuZ3VhZ2VzGAYgAygJEicKCGNhbGxiYWNrGAcgASgLMhUuZG9jcGFyc2UudjEuQ2FsbGJhY2sSDQoFcGFnZXMYCCABKAkSJgoGaW1hZ2VzGAkgASgOMhYuZG9jcGFyc2UudjEuSW1hZ2VNb2RlEiYKCG9jcl9tb2RlGAogASgOMhQuZG9jcGFyc2UudjEuT2NyTW9kZRIPCgdvY3JfZHBpGAsgASgNIiwKCENhbGxiYWNrEgsKA3VybBgBIAEoCRITCgtzZWNyZXRfbmFtZRgCIAEoCSIyChFTdWJtaXRKb2JSZXNwb25zZRIdCgNqb2IYASABKAsyEC5kb2NwYXJzZS52MS5Kb2IiIgoQR2V0U3RhdHVzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoRR2V0U3RhdHVzUmVzcG9uc2USHQoDam9iGAEgASgLMhAuZG9jcGFyc2UudjEuSm9iIjgKD1dhdGNoSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSFQoNYWZ0ZXJfdmVyc2lvbhgCIAEoBCJSCglIZWFydGJlYXQSLwoLc2VydmVyX3RpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGxhc3RfdmVyc2lvbhgCIAEoBCJpChBXYXRjaEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYkgAEisKCWhlYXJ0YmVhdBgCIAEoCzIWLmRvY3BhcnNlLnYxLkhlYXJ0YmVhdEgAQgcKBWV2ZW50IiIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjIKEUNhbmNlbEpvYlJlc3BvbnNlEh0KA2pvYhgBIAEoCzIQLmRvY3BhcnNlLnYxLkpvYiIvCglCYXRjaEZpbGUSEQoJZmlsZV9uYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAwiiwEKEkNyZWF0ZUJhdGNoUmVxdWVzdBIlCgVmaWxlcxgBIAMoCzIWLmRvY3BhcnNlLnYxLkJhdGNoRmlsZRISCgpyZXF1ZXN0X2lkGAIgASgJEhEKCWxhbmd1YWdlcxgDIAMoCRInCghjYWxsYmFjaxgEIAEoCzIVLmRvY3BhcnNlLnYxLkNhbGxiYWNrItMBCgVCYXRjaBIQCghiYXRjaF9pZBgBIAEoCRINCgV0b3RhbBgCIAEoDRIRCgljb21wbGV0ZWQYAyABKA0SEQoJc3VjY2VlZGVkGAQgASgNEg4KBmZhaWxlZBgFIAEoDRIRCgljYW5jZWxsZWQYBiABKA0SHgoEam9icxgHIAMoCzIQLmRvY3BhcnNlLnYxLkpvYhIPCgd2ZXJzaW9uGAggASgEEi8KC2NyZWF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI4ChNDcmVhdGVCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giYwoRVXBsb2FkQmF0Y2hIZWFkZXISEgoKcmVxdWVzdF9pZBgBIAEoCRIRCglsYW5ndWFnZXMYAiADKAkSJwoIY2FsbGJhY2sYAyABKAsyFS5kb2NwYXJzZS52MS5DYWxsYmFjayI5ChBVcGxvYWRGaWxlSGVhZGVyEhEKCWZpbGVfbmFtZRgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgEIo4BChJVcGxvYWRCYXRjaFJlcXVlc3QSMAoGaGVhZGVyGAEgASgLMh4uZG9jcGFyc2UudjEuVXBsb2FkQmF0Y2hIZWFkZXJIABItCgRmaWxlGAIgASgLMh0uZG9jcGFyc2UudjEuVXBsb2FkRmlsZUhlYWRlckgAEg8KBWNodW5rGAMgASgMSABCBgoEcGFydCI4ChNVcGxvYWRCYXRjaFJlc3BvbnNlEiEKBWJhdGNoGAEgASgLMhIuZG9jcGFyc2UudjEuQmF0Y2giIwoPR2V0QmF0Y2hSZXF1ZXN0EhAKCGJhdGNoX2lkGAEgASgJIjUKEEdldEJhdGNoUmVzcG9uc2USIQoFYmF0Y2gYASABKAsyEi5kb2NwYXJzZS52MS5CYXRjaCI8ChFXYXRjaEJhdGNoUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCRIVCg1hZnRlcl92ZXJzaW9uGAIgASgEIm8KEldhdGNoQmF0Y2hSZXNwb25zZRIjCgViYXRjaBgBIAEoCzISLmRvY3BhcnNlLnYxLkJhdGNoSAASKwoJaGVhcnRiZWF0GAIgASgLMhYuZG9jcGFyc2UudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiMQoQR2V0UmVzdWx0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDQoFcGFnZXMYAiABKAkigAEKEUdldFJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmRvY3BhcnNlLnYxLlJlc3VsdFJlZhINCgVjaHVuaxgCIAEoDBIOCgZvZmZzZXQYAyABKAQSDwoHcGFydGlhbBgEIAEoCBITCgtkcmFmdF9wYWdlcxgFIAMoDSI1ChNTdHJlYW1SZXN1bHRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIOCgZjdXJzb3IYAiABKAkinQEKFFN0cmVhbVJlc3VsdFJlc3BvbnNlEhEKCXBhZ2VfcGFydBgBIAEoDBITCgtwYWdlX251bWJlchgCIAEoDRINCgVmaW5hbBgDIAEoCBIOCgZzaGEyNTYYBCABKAkSDwoHYXR0ZW1wdBgFIAEoDRIOCgZjdXJzb3IYBiABKAkSHQoDam9iGAcgASgLMhAuZG9jcGFyc2UudjEuSm9iIkcKD0dldEFzc2V0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIYXNzZXRfaWQYAiABKAkSEgoKZGVwbG95bWVudBgDIAEoCSJUChBHZXRBc3NldFJlc3BvbnNlEiEKBWFzc2V0GAEgASgLMhIuZG9jcGFyc2UudjEuQXNzZXQSDQoFY2h1bmsYAiABKAwSDgoGb2Zmc2V0GAMgASgEIm4KD0xpc3RKb2JzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRIiCgZzdGF0ZXMYAyADKA4yEi5kb2NwYXJzZS52MS5TdGF0ZRIQCghiYXRjaF9pZBgEIAEoCSJLChBMaXN0Sm9ic1Jlc3BvbnNlEh4KBGpvYnMYASADKAsyEC5kb2NwYXJzZS52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIhgKFkdldFRlbmFudFNoYXJlc1JlcXVlc3QigQEKC1RlbmFudFNoYXJlEg4KBnRlbmFudBgBIAEoCRIOCgZ3ZWlnaHQYAiABKAESDgoGcXVldWVkGAMgASgNEhsKE3BlbmRpbmdfaW50ZXJhY3RpdmUYBCABKA0SFAoMcGVuZGluZ19idWxrGAUgASgNEg8KB3J1bm5pbmcYBiABKA0i3gEKF0dldFRlbmFudFNoYXJlc1Jlc3BvbnNlEikKB3RlbmFudHMYASADKAsyGC5kb2NwYXJzZS52MS5UZW5hbnRTaGFyZRISCgpidWxrX3Nsb3RzGAIgASgNEhoKEmludGVyYWN0aXZlX3dpbmRvdxgDIAEoDRISCgpidWxrX2V2ZXJ5GAQgASgNEhsKE2ludGVyYWN0aXZlX3Jlc2VydmUYBSABKA0SDwoHd2FpdGluZxgGIAEoDRIOCgZhY3RpdmUYByABKA0SFgoOZmFpcl9hZG1pc3Npb24YCCABKAgylQgKDVBhcnNlclNlcnZpY2USSgoJU3VibWl0Sm9iEh0uZG9jcGFyc2UudjEuU3VibWl0Sm9iUmVxdWVzdBoeLmRvY3BhcnNlLnYxLlN1Ym1pdEpvYlJlc3BvbnNlEkoKCUdldFN0YXR1cxIdLmRvY3BhcnNlLnYxLkdldFN0YXR1c1JlcXVlc3QaHi5kb2NwYXJzZS52MS5HZXRTdGF0dXNSZXNwb25zZRJJCghXYXRjaEpvYhIcLmRvY3BhcnNlLnYxLldhdGNoSm9iUmVxdWVzdBodLmRvY3BhcnNlLnYxLldhdGNoSm9iUmVzcG9uc2UwARJKCglDYW5jZWxKb2ISHS5kb2NwYXJzZS52MS5DYW5jZWxKb2JSZXF1ZXN0Gh4uZG9jcGFyc2UudjEuQ2FuY2VsSm9iUmVzcG9uc2USUAoLQ3JlYXRlQmF0Y2gSHy5kb2NwYXJzZS52MS5DcmVhdGVCYXRjaFJlcXVlc3QaIC5kb2NwYXJzZS52MS5DcmVhdGVCYXRjaFJlc3BvbnNlElIKC1VwbG9hZEJhdGNoEh8uZG9jcGFyc2UudjEuVXBsb2FkQmF0Y2hSZXF1ZXN0GiAuZG9jcGFyc2UudjEuVXBsb2FkQmF0Y2hSZXNwb25zZSgBEkcKCEdldEJhdGNoEhwuZG9jcGFyc2UudjEuR2V0QmF0Y2hSZXF1ZXN0Gh0uZG9jcGFyc2UudjEuR2V0QmF0Y2hSZXNwb25zZRJPCgpXYXRjaEJhdGNoEh4uZG9jcGFyc2UudjEuV2F0Y2hCYXRjaFJlcXVlc3QaHy5kb2NwYXJzZS52MS5XYXRjaEJhdGNoUmVzcG9uc2UwARJMCglHZXRSZXN1bHQSHS5kb2NwYXJzZS52MS5HZXRSZXN1bHRSZXF1ZXN0Gh4uZG9jcGFyc2UudjEuR2V0UmVzdWx0UmVzcG9uc2UwARJJCghHZXRBc3NldBIcLmRvY3BhcnNlLnYxLkdldEFzc2V0UmVxdWVzdBodLmRvY3BhcnNlLnYxLkdldEFzc2V0UmVzcG9uc2UwARJVCgxTdHJlYW1SZXN1bHQSIC5kb2NwYXJzZS52MS5TdHJlYW1SZXN1bHRSZXF1ZXN0GiEuZG9jcGFyc2UudjEuU3RyZWFtUmVzdWx0UmVzcG9uc2UwARJHCghMaXN0Sm9icxIcLmRvY3BhcnNlLnYxLkxpc3RKb2JzUmVxdWVzdBodLmRvY3BhcnNlLnYxLkxpc3RKb2JzUmVzcG9uc2USXAoPR2V0VGVuYW50U2hhcmVzEiMuZG9jcGFyc2UudjEuR2V0VGVuYW50U2hhcmVzUmVxdWVzdBokLmRvY3BhcnNlLnYxLkdldFRlbmFudFNoYXJlc1Jlc3BvbnNlYgZwcm90bzM", [file_docparse_v1_job, file_docparse_v1_reading_package, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message docparse.v1.SubmitJobRequest
@@ -380,6 +380,21 @@ export type CreateBatchRequest = Message<"docparse.v1.CreateBatchRequest"> & {
    * @generated from field: repeated string languages = 3;
    */
   languages: string[];
+
+  /**
+   * Where to be told that the batch ended (a signed webhook, at least once); unset: nobody is
+   * called. One delivery for the whole batch, when its last file reaches a terminal state:
+   * {"type": "batch.completed", "timestamp": <when the last file ended>, "data": <the Batch as
+   * JSON: its counters and every file's job>}, signed as a job's webhook (see Callback), its
+   * webhook-id "msg_<batch_id>_completed" the same for every attempt. The batch's files get no
+   * webhook of their own. Checked as SubmitJobRequest.callback, before any file is stored:
+   * INVALID_ARGUMENT with CALLBACK_INVALID, CALLBACK_NOT_ALLOWED or CALLBACK_SECRET_UNKNOWN.
+   * A retry with the same request_id answers with the first batch, and a callback it names is
+   * called for that batch too (as a retried SubmitJob's callback is for its first job).
+   *
+   * @generated from field: docparse.v1.Callback callback = 4;
+   */
+  callback?: Callback | undefined;
 };
 
 /**
@@ -489,6 +504,14 @@ export type UploadBatchHeader = Message<"docparse.v1.UploadBatchHeader"> & {
    * @generated from field: repeated string languages = 2;
    */
   languages: string[];
+
+  /**
+   * The batch's webhook, as CreateBatchRequest.callback; checked when the header arrives,
+   * before any file is stored.
+   *
+   * @generated from field: docparse.v1.Callback callback = 3;
+   */
+  callback?: Callback | undefined;
 };
 
 /**
@@ -669,6 +692,21 @@ export type GetResultRequest = Message<"docparse.v1.GetResultRequest"> & {
    * @generated from field: string job_id = 1;
    */
   jobId: string;
+
+  /**
+   * Only these pages, a selection as SubmitJobRequest.pages ("1-5,10,20-"; bad syntax:
+   * INVALID_ARGUMENT / INVALID_PAGE_RANGE). Empty: the whole package, SUCCEEDED jobs only.
+   * A SUCCEEDED job: its package with only the selected pages and the records of the assets
+   * they show; document-wide fields (metadata, warnings, email) stay, sheets, slides and
+   * attachments go. A QUEUED or RUNNING job: the selected pages read so far, at once (those
+   * Job.progress.ready_pages names, or newer), `partial` set and `draft_pages` naming them
+   * (a draft is the page before the passes that need every page: StreamResult). A FAILED or
+   * CANCELLED job: the errors of GetResult without pages (its drafts: StreamResult). Pages
+   * the document does not have, or not read yet, are simply absent.
+   *
+   * @generated from field: string pages = 2;
+   */
+  pages: string;
 };
 
 /**
@@ -683,7 +721,8 @@ export const GetResultRequestSchema: GenMessage<GetResultRequest> = /*@__PURE__*
  */
 export type GetResultResponse = Message<"docparse.v1.GetResultResponse"> & {
   /**
-   * Set on the first message only.
+   * Set on the first message only: the bytes that follow (their size, sha256 and
+   * page_count; storage, blob_key and char_count only for the whole stored package).
    *
    * @generated from field: docparse.v1.ResultRef result = 1;
    */
@@ -702,6 +741,21 @@ export type GetResultResponse = Message<"docparse.v1.GetResultResponse"> & {
    * @generated from field: uint64 offset = 3;
    */
   offset: bigint;
+
+  /**
+   * First message only: true when the job had not ended (pages may be missing, drafts may
+   * change); false for a SUCCEEDED job's package or pages.
+   *
+   * @generated from field: bool partial = 4;
+   */
+  partial: boolean;
+
+  /**
+   * First message only: the pages sent whose content is a draft, in page order.
+   *
+   * @generated from field: repeated uint32 draft_pages = 5;
+   */
+  draftPages: number[];
 };
 
 /**
@@ -932,6 +986,145 @@ export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*
   messageDesc(file_docparse_v1_parser_service, 29);
 
 /**
+ * @generated from message docparse.v1.GetTenantSharesRequest
+ */
+export type GetTenantSharesRequest = Message<"docparse.v1.GetTenantSharesRequest"> & {
+};
+
+/**
+ * Describes the message docparse.v1.GetTenantSharesRequest.
+ * Use `create(GetTenantSharesRequestSchema)` to create a new message.
+ */
+export const GetTenantSharesRequestSchema: GenMessage<GetTenantSharesRequest> = /*@__PURE__*/
+  messageDesc(file_docparse_v1_parser_service, 30);
+
+/**
+ * One tenant's jobs under fair admission now.
+ *
+ * @generated from message docparse.v1.TenantShare
+ */
+export type TenantShare = Message<"docparse.v1.TenantShare"> & {
+  /**
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+
+  /**
+   * The weight its jobs were last submitted with (its API key's `weight`; 1 when unset): its
+   * share of parse slots against the other tenants with jobs waiting.
+   *
+   * @generated from field: double weight = 2;
+   */
+  weight: number;
+
+  /**
+   * Jobs submitted and not yet claimed by a worker (what its key's `max_queued_jobs` limits).
+   *
+   * @generated from field: uint32 queued = 3;
+   */
+  queued: number;
+
+  /**
+   * Of those, the jobs still on its pending list of the interactive lane, not yet let into the
+   * queue.
+   *
+   * @generated from field: uint32 pending_interactive = 4;
+   */
+  pendingInteractive: number;
+
+  /**
+   * Of those, the jobs still on its pending list of the bulk lane.
+   *
+   * @generated from field: uint32 pending_bulk = 5;
+   */
+  pendingBulk: number;
+
+  /**
+   * Jobs a worker has claimed that are running now.
+   *
+   * @generated from field: uint32 running = 6;
+   */
+  running: number;
+};
+
+/**
+ * Describes the message docparse.v1.TenantShare.
+ * Use `create(TenantShareSchema)` to create a new message.
+ */
+export const TenantShareSchema: GenMessage<TenantShare> = /*@__PURE__*/
+  messageDesc(file_docparse_v1_parser_service, 31);
+
+/**
+ * @generated from message docparse.v1.GetTenantSharesResponse
+ */
+export type GetTenantSharesResponse = Message<"docparse.v1.GetTenantSharesResponse"> & {
+  /**
+   * Every tenant with jobs queued or running, in no particular order.
+   *
+   * @generated from field: repeated docparse.v1.TenantShare tenants = 1;
+   */
+  tenants: TenantShare[];
+
+  /**
+   * The bulk lane's cap: the parse slots the worker replicas registered, all together (bulk
+   * jobs are let into the queue while fewer wait and run there). 0: none registered; the
+   * window applies then.
+   *
+   * @generated from field: uint32 bulk_slots = 2;
+   */
+  bulkSlots: number;
+
+  /**
+   * The interactive lane's cap: jobs let into the queue and not yet claimed, at most.
+   *
+   * @generated from field: uint32 interactive_window = 3;
+   */
+  interactiveWindow: number;
+
+  /**
+   * One bulk admission after this many interactive ones while bulk jobs wait.
+   *
+   * @generated from field: uint32 bulk_every = 4;
+   */
+  bulkEvery: number;
+
+  /**
+   * Parse slots per worker replica that only interactive jobs reach, beyond its bulk slots.
+   *
+   * @generated from field: uint32 interactive_reserve = 5;
+   */
+  interactiveReserve: number;
+
+  /**
+   * Jobs waiting in the queue for a worker, all tenants.
+   *
+   * @generated from field: uint32 waiting = 6;
+   */
+  waiting: number;
+
+  /**
+   * Jobs workers have taken from the queue, all tenants.
+   *
+   * @generated from field: uint32 active = 7;
+   */
+  active: number;
+
+  /**
+   * False when fair admission is off (first come first served): the numbers above are then 0.
+   *
+   * @generated from field: bool fair_admission = 8;
+   */
+  fairAdmission: boolean;
+};
+
+/**
+ * Describes the message docparse.v1.GetTenantSharesResponse.
+ * Use `create(GetTenantSharesResponseSchema)` to create a new message.
+ */
+export const GetTenantSharesResponseSchema: GenMessage<GetTenantSharesResponse> = /*@__PURE__*/
+  messageDesc(file_docparse_v1_parser_service, 32);
+
+/**
  * The docparse API. Any replica answers any call: job state lives in a shared store.
  *
  * Errors are google.rpc.Status with a google.rpc.ErrorInfo{domain: "docparse", reason} detail:
@@ -1032,7 +1225,8 @@ export const ParserService: GenService<{
   },
   /**
    * Streams the reading package of a SUCCEEDED job in chunks: the first message carries the
-   * ResultRef (size and sha256), the following ones the bytes.
+   * ResultRef (size and sha256), the following ones the bytes. With `pages`, some of its
+   * pages, also while the job runs (see GetResultRequest.pages).
    *
    * @generated from rpc docparse.v1.ParserService.GetResult
    */
@@ -1088,6 +1282,19 @@ export const ParserService: GenService<{
     methodKind: "unary";
     input: typeof ListJobsRequestSchema;
     output: typeof ListJobsResponseSchema;
+  },
+  /**
+   * For operators: the current share of parse slots between tenants under fair admission
+   * (every tenant with jobs queued or running, and the lanes' caps), read from the shared
+   * store. Only for a caller whose API key is marked `admin` in the gateway's keys file:
+   * others get PERMISSION_DENIED / ADMIN_ONLY.
+   *
+   * @generated from rpc docparse.v1.ParserService.GetTenantShares
+   */
+  getTenantShares: {
+    methodKind: "unary";
+    input: typeof GetTenantSharesRequestSchema;
+    output: typeof GetTenantSharesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_docparse_v1_parser_service, 0);
