@@ -201,6 +201,12 @@ class Settings(BaseSettings):
     pdf_split_min_pages: int = DEFAULT_PDF_SPLIT_MIN_PAGES
     # The antiword program that reads DOC files; "" = antiword on PATH.
     antiword: str = ""
+    # The uid and gid each parse child drops to once it has opened its document, when the
+    # server runs as root (parser_svc/child/privileges.py): it then cannot open another job's
+    # files. 0 = no drop. Not root: children keep the server's uid (said once at start). The
+    # worker tells each child (ParseOptions.child_uid) with the scratch directory it made it.
+    child_uid: int = Field(default=65534, ge=0)
+    child_gid: int = Field(default=65534, ge=0)
 
     # WatchJob: re-read the record this often (pub/sub is at-most-once) ...
     watch_resync_s: float = 5.0

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 from parser_svc.child.no_network import child_environment
 
@@ -116,8 +117,9 @@ class ForkServer:
         ours.setblocking(False)
         self._control = ours
 
-    async def launch(self, argv: list[str]) -> ForkedChild | None:
-        """A forked child running parse_child with `argv`, or None: spawn one instead."""
+    async def launch(self, argv: list[str], cwd: Path | None = None) -> ForkedChild | None:
+        """A forked child running parse_child with `argv` in `cwd` (None: the fork server's),
+        or None: spawn one instead."""
         if self.unavailable:
             return None
         async with self._lock:
@@ -125,7 +127,7 @@ class ForkServer:
                 if self._control is None:
                     self.start()
                 try:
-                    return await self._fork(argv)
+                    return await self._fork(argv, cwd)
                 except (OSError, TimeoutError, ValueError) as err:
                     log.warning("the parse fork server failed (%s); starting a new one", err)
                     self._stop_zygote()
@@ -134,13 +136,14 @@ class ForkServer:
         log.error("the parse fork server failed twice in a row; spawning this parse instead")
         return None
 
-    async def _fork(self, argv: list[str]) -> ForkedChild | None:
+    async def _fork(self, argv: list[str], cwd: Path | None) -> ForkedChild | None:
         assert self._control is not None
         loop = asyncio.get_running_loop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             with theirs:
-                request = json.dumps({"argv": argv, "parent": os.getpid()}).encode()
+                fields = {"argv": argv, "parent": os.getpid(), "cwd": cwd and str(cwd)}
+                request = json.dumps(fields).encode()
                 socket.send_fds(self._control, [request], [theirs.fileno()])
             async with asyncio.timeout(REPLY_TIMEOUT_S):
                 reply_bytes = await loop.sock_recv(self._control, 65536)

@@ -7,7 +7,7 @@ the document. Runs that one document, writes the serialized ReadingPackage to OU
 to the assets directory) and reports on stdout, one JSON object per line:
   {"event": "progress", "done": 3, "total": 10, "stage": "text"}
   {"event": "page", "number": 3, "part": "<base64>"}   (a PDF page's draft: child/draft_pages.py)
-  {"event": "done", "pages": 10, "chars": 12345, "processes": 1}
+  {"event": "done", "pages": 10, "chars": 12345, "processes": 1, "held": "1-10"}
   {"event": "failed", "reason": "CORRUPT_DOCUMENT", "message": "..."}
 Exit code 0 after "done" or "failed"; 141 when the worker closed stdout (it stopped listening:
 the job was cancelled or timed out); anything else is a crash.
@@ -25,7 +25,9 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import BinaryIO
 
+from docparse import page_ranges
 from docparse.reasons import ErrorReason
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc import PARSER_VERSION
@@ -37,6 +39,7 @@ from parser_svc.child.confinement import (
 )
 from parser_svc.child.draft_pages import writing_drafts
 from parser_svc.child.page_siblings import SiblingCrashed, fork_sibling
+from parser_svc.child.privileges import drop_privileges, use_scratch
 from parser_svc.parsers import (
     ParseFailure,
     ParseOptions,
@@ -129,8 +132,9 @@ def parse(
     return parse_kind(content_type, data, progress, options)
 
 
-def run(content_type: str, input_path: Path, output_path: Path, options: ParseOptions) -> None:
-    data = input_path.read_bytes()
+def run(content_type: str, document: BinaryIO, output_path: Path, options: ParseOptions) -> None:
+    with document:
+        data = document.read()
     marker = options.fault_segv_marker
     if marker and marker.encode() in data:
         os.kill(os.getpid(), signal.SIGSEGV)  # fault injection for crash-path tests
@@ -143,7 +147,14 @@ def run(content_type: str, input_path: Path, output_path: Path, options: ParseOp
     package.parser_version = f"docparse {PARSER_VERSION}"
     output_path.write_bytes(package.SerializeToString(deterministic=True))
     processes = pdf_split.last_processes if content_type == "pdf" else 1
-    _emit(event="done", pages=units(package), chars=count_chars(package), processes=processes)
+    held = page_ranges.of_pages(page.number for page in package.pages)
+    _emit(
+        event="done",
+        pages=units(package),
+        chars=count_chars(package),
+        processes=processes,
+        held=held,
+    )
 
 
 _LEAKED: list[bytes] = []
@@ -197,6 +208,18 @@ def _watch_memory(limit_mb: int) -> None:
         threading.stack_size(0)
 
 
+def _open_and_drop(
+    input_path: str, output_path: str, options: ParseOptions, parent: int | None
+) -> BinaryIO:
+    """The document, opened as the server's uid (root may read the owner-only upload); then
+    this process becomes the uid the worker named, if any (child/privileges.py)."""
+    document = open(input_path, "rb")  # noqa: SIM115 (read and closed by `run`)
+    if drop_privileges(options.child_uid, options.child_gid):
+        die_with_parent(parent)  # a change of uid cleared the parent-death signal
+        use_scratch(Path(output_path).absolute().parent)
+    return document
+
+
 def main(argv: list[str] | None = None, parent: int | None = None, start_kb: int = 0) -> None:
     """`argv` is TYPE INPUT OUTPUT CPU_S MEMORY_MB (default: the command line). `start_kb`,
     for a child forked from the fork server (parser_svc.child.zygote): the address space a spawned
@@ -209,12 +232,13 @@ def main(argv: list[str] | None = None, parent: int | None = None, start_kb: int
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     content_type, input_path, output_path, cpu_s, limit_mb = (argv or sys.argv[1:])[:5]
     options = _read_options()
+    document = _open_and_drop(input_path, output_path, options, parent)
     preloaded_mb = max(0, vm_size_kb() - start_kb) // 1024 if start_kb else 0
     memory_mb = int(limit_mb) + preloaded_mb
     apply_limits(int(cpu_s), memory_mb)
     _watch_memory(memory_mb)
     try:
-        run(content_type, Path(input_path), Path(output_path), options)
+        run(content_type, document, Path(output_path), options)
     except SiblingCrashed as crash:
         # A process reading part of this document died of a signal: this child dies of the
         # same, so the worker reports it as it would have this child's (page_siblings.py),

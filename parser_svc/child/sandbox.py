@@ -48,6 +48,8 @@ class Outcome:
     chars: int = 0
     # Processes that read the document's pages (parsers/pdf_split.py): 1 but for long PDFs.
     processes: int = 1
+    # The package's page numbers as a page selection ("1-5,10"; "" for sheets or slides only).
+    held_pages: str = ""
 
 
 class ParseProcess(Protocol):
@@ -72,10 +74,11 @@ class SpawnedChild:
         self.stdout = proc.stdout
 
     @classmethod
-    async def start(cls, argv: list[str]) -> SpawnedChild:
+    async def start(cls, argv: list[str], cwd: Path | None = None) -> SpawnedChild:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "parser_svc.child.parse_child", *argv,
             env=child_environment(),
+            cwd=cwd,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
@@ -116,16 +119,14 @@ async def run_parse(
     its stdin: never on its command line, in its environment or on disk. Its command line holds
     the CPU and memory limits, which the child sets on itself before it reads the document.
     `on_done` is awaited when the child says it is done, while it exits: what it wrote may be
-    read then, but the parse succeeded only if the Outcome says so (exit status 0)."""
-    argv = [
-        content_type,
-        str(input_path),
-        str(output_path),
-        str(limits.cpu_s),
-        str(limits.memory_mb),
-    ]
-    forked = await fork_server.launch(argv) if fork_server is not None else None
-    proc: ParseProcess = forked if forked is not None else await SpawnedChild.start(argv)
+    read then, but the parse succeeded only if the Outcome says so (exit status 0).
+    The child starts in the output's directory (its scratch directory) and is told the output
+    by its name alone: no other process learns where a child writes (child/privileges.py)."""
+    process_limits = [str(limits.cpu_s), str(limits.memory_mb)]
+    argv = [content_type, str(input_path), output_path.name, *process_limits]
+    scratch = output_path.parent
+    forked = await fork_server.launch(argv, scratch) if fork_server is not None else None
+    proc: ParseProcess = forked or await SpawnedChild.start(argv, scratch)
     await proc.send((options.to_json() if options is not None else "{}").encode())
     final: dict[str, object] = {}
 
@@ -169,6 +170,7 @@ def _outcome(returncode: int | None, final: dict[str, object]) -> Outcome:
             pages=int(str(final["pages"])),
             chars=int(str(final["chars"])),
             processes=int(str(final.get("processes", 1))),
+            held_pages=str(final.get("held", "")),
         )
     if final.get("event") == "failed":
         return Outcome(str(final["reason"]), str(final["message"]))

@@ -18,9 +18,10 @@ with the worker (PDEATHSIG names the worker), and a zygote that dies takes no ru
 with it: the worker starts a new one for the next job.
 
 Protocol (one SOCK_SEQPACKET socket pair, one request at a time): the worker sends a JSON
-request {"argv": [...], "parent": pid} with one file descriptor attached, one end of a fresh
-socket pair that becomes the child's stdin and stdout (the worker writes the options to it and
-reads the child's events from it, exactly as from a spawned child's pipes); the zygote answers
+request {"argv": [...], "parent": pid, "cwd": path or null} (cwd: the directory the child
+starts in) with one file descriptor attached, one end of a fresh socket pair that becomes the
+child's stdin and stdout (the worker writes the options to it and reads the child's events
+from it, exactly as from a spawned child's pipes); the zygote answers
 {"pid": N} or {"error": "..."}. The worker's side of it is parser_svc.child.fork_server.
 """
 
@@ -37,8 +38,9 @@ import signal
 import socket
 import sys
 import traceback
+from typing import Any
 
-from parser_svc.child import huge_pages, parse_child
+from parser_svc.child import huge_pages, parse_child, privileges
 from parser_svc.child.confinement import die_with_parent, vm_size_kb
 from parser_svc.child.fork_server import SYS_CLONE
 from parser_svc.child.no_network import deny_network
@@ -125,11 +127,14 @@ def _set_cmdline(argv: list[str]) -> None:
 _START_KB = 0
 
 
-def _run_child(control: socket.socket, job_fd: int, argv: list[str], parent: int) -> None:
+def _run_child(control: socket.socket, job_fd: int, request: dict[str, Any]) -> None:
     """In the forked child: becomes the job's parse child and never returns."""
     code = 1
     try:
         control.close()
+        argv, parent = [str(a) for a in request["argv"]], int(request["parent"])
+        if request.get("cwd"):
+            os.chdir(request["cwd"])
         os.dup2(job_fd, 0)
         os.dup2(job_fd, 1)
         os.close(job_fd)
@@ -167,7 +172,7 @@ def serve(control: socket.socket) -> None:
                 raise RuntimeError(f"the fork server runs {_threads()} threads; it must run one")
             pid = _clone_parent()
             if pid == 0:
-                _run_child(control, fds[0], [str(a) for a in request["argv"]], request["parent"])
+                _run_child(control, fds[0], request)
             reply = {"pid": pid}
         except Exception as err:
             reply = {"error": f"{type(err).__name__}: {err}"}
@@ -199,6 +204,8 @@ def main() -> None:
     for module in MODULES:
         importlib.import_module(module)
     warm_up()
+    if privileges.can_drop():
+        privileges.reach_modules()  # once here rather than in each child that drops
     # What the imports allocated is shared copy-on-write with every child: keep the collector
     # from touching it (a collection writes to every object header it walks, which would copy
     # the pages into each child).

@@ -135,6 +135,10 @@ class ParseOptions:
     images: str = "referenced"
     # When pages are OCR'd: OCR_AUTO, OCR_FORCE or OCR_OFF (`ocr` False also means off).
     ocr_mode: str = "auto"
+    # The uid and gid a child started by root drops to once its document is open (0: it
+    # does not; parser_svc/child/privileges.py).
+    child_uid: int = 0
+    child_gid: int = 0
 
     @classmethod
     def defaults(cls, **overrides: Any) -> ParseOptions:

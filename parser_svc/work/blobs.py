@@ -6,6 +6,7 @@ relative paths under the deployment's environment, e.g. `dev/results/<job>/<atte
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -48,9 +49,20 @@ class BlobStore:
             raise ValueError(f"blob key escapes the store: {key}")
         return resolved
 
+    def _make_dir(self, folder: Path) -> None:
+        """`folder` and its missing parents, owner-only (0700) like the files (0600, mkstemp):
+        a parse child that dropped to another uid (child/privileges.py) reads nothing here."""
+        missing = []
+        while not folder.is_dir():
+            missing.append(folder)
+            folder = folder.parent
+        for level in reversed(missing):
+            with contextlib.suppress(FileExistsError):
+                level.mkdir(mode=0o700)
+
     def _write(self, key: str, data: bytes) -> str:
         target = self.path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        self._make_dir(target.parent)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as out:
@@ -64,7 +76,7 @@ class BlobStore:
     def open_input(self, job_id: str) -> BinaryIO:
         """A file to stream an upload into; it appears under its key, whole, when closed."""
         target = self.path(self.input_key(job_id))
-        target.parent.mkdir(parents=True, exist_ok=True)
+        self._make_dir(target.parent)
         return _RenamedOnClose(target)
 
     def put_input(self, job_id: str, data: bytes) -> str:
@@ -99,7 +111,7 @@ class BlobStore:
     def put_secret(self, job_id: str, secret: str) -> str:
         key = self.secret_key(job_id)
         target = self.path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        self._make_dir(target.parent)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")  # mode 0600
         try:
             with os.fdopen(fd, "wb") as out:
