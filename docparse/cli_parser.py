@@ -242,7 +242,7 @@ def _add_callback(submit: argparse.ArgumentParser) -> None:
         "--callback",
         metavar="URL",
         help="a webhook: POST the job's terminal record to URL, signed with --callback-secret "
-        "(README: Webhooks); a batch carries none, so with several files one job per file",
+        "(README: Webhooks); for a batch, one POST of the batch once all its files ended",
     )
     submit.add_argument(
         "--callback-secret",
@@ -283,6 +283,12 @@ def _add_result(add: AddParser) -> None:
         "and html",
     )
     result.add_argument("-o", "--output", help="write to this file (needed with --format raw)")
+    result.add_argument(
+        "--pages",
+        default="",
+        help='only these pages ("1-5,10,20-"), also while the job runs: then the pages read '
+        "so far (a line on stderr says the answer is partial and which pages are drafts)",
+    )
     result.add_argument(
         "--assets-dir",
         type=Path,

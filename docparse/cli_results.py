@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from docparse import page_ranges
 from docparse.cli_output import EXIT_OK, json_text, local_error, write
 from docparse.client import Client
 from docparse.errors import ContractError
@@ -19,6 +20,8 @@ def cmd_result(args: argparse.Namespace, client: Client) -> int:
     # --json is JSON whatever the output (docparse.cli_parser refuses it with another format)
     terminal = sys.stdout.isatty() and not args.output and not args.json
     fmt = args.format or ("markdown" if terminal else "json")
+    if args.pages:
+        return _pages(args, client, fmt)
     if fmt == "raw":
         if not args.output:
             raise local_error(
@@ -29,7 +32,32 @@ def cmd_result(args: argparse.Namespace, client: Client) -> int:
         if args.assets_dir:
             save_assets(client, args.job_id, client.result(args.job_id), args.assets_dir)
         return EXIT_OK
-    package = client.result(args.job_id)
+    return _show(args, client, client.result(args.job_id), fmt)
+
+
+def _pages(args: argparse.Namespace, client: Client, fmt: str) -> int:
+    """`--pages`: some pages, also while the job runs (then said on stderr: partial)."""
+    read = client.read_pages(args.job_id, args.pages)
+    if read.partial:
+        drafts = page_ranges.of_pages(read.draft_pages) or "none"
+        print(
+            f"partial: job {args.job_id} is still running; {len(read.package.pages)} of the "
+            f"pages asked are read so far (drafts: {drafts})",
+            file=sys.stderr,
+        )
+    if fmt == "raw":
+        if not args.output:
+            raise local_error(
+                ErrorReason.OUTPUT_REQUIRED, "--format raw writes a file: add -o FILE", ""
+            )
+        write(Path(args.output), read.package.SerializeToString(deterministic=True))
+        return EXIT_OK
+    return _show(args, client, read.package, fmt)
+
+
+def _show(
+    args: argparse.Namespace, client: Client, package: reading_package_pb2.ReadingPackage, fmt: str
+) -> int:
     # JSON: one record, one line, as every --json output
     text = json_text(package) + "\n" if fmt == "json" else RENDERERS[fmt](package, args.furniture)
     if args.output:

@@ -10,6 +10,7 @@ ranges ("3,1-2,5-" → "1-3,5-").
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 MAX_PARTS = 64
 MAX_CHARS = 256
@@ -84,3 +85,18 @@ def selects(selection: Selection, page: int) -> bool:
     if not selection:
         return True
     return any(first <= page and (last is None or page <= last) for first, last in selection)
+
+
+def of_pages(numbers: Iterable[int]) -> str:
+    """The normalised selection of exactly these pages ("1-3,5"), so that it can be passed
+    back as a `pages`: at most MAX_PARTS ranges, the first ones (pages read far out of order
+    are named once the gaps between them close)."""
+    ranges: Selection = []
+    for number in sorted(set(numbers)):
+        if ranges and ranges[-1][1] == number - 1:
+            ranges[-1] = (ranges[-1][0], number)
+        elif len(ranges) < MAX_PARTS:
+            ranges.append((number, number))
+        else:
+            break
+    return render(ranges)

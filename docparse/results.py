@@ -59,6 +59,16 @@ class ResultAssembler(Chunks[job_pb2.ResultRef]):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"result of {job_id}", "result", job_pb2.ResultRef())
         self.job_id = job_id
+        # What the first message says of a GetResult with `pages`: the job had not ended, and
+        # which of the pages sent are drafts.
+        self.partial = False
+        self.draft_pages: list[int] = []
+
+    def add(self, message: Any) -> None:
+        if message.offset == 0:
+            self.partial = message.partial
+            self.draft_pages = list(message.draft_pages)
+        super().add(message)
 
     @property
     def ref(self) -> job_pb2.ResultRef:

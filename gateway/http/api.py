@@ -15,9 +15,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from docparse.errors import ContractError, DocparseError
+from docparse.errors import DocparseError
 from docparse.reasons import ErrorReason
-from docparse.results import ResultAssembler
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.errors import check_request_id, error
 from gateway.http.errors import echo, parse_uint
@@ -25,6 +24,7 @@ from gateway.http.job_options import job_options
 from gateway.http.keys import SETTINGS, UPSTREAM
 from gateway.http.render_turns import release_turn, renderer
 from gateway.http.rendering import HTML_RESULT_CSP, RESULT_FORMATS, result_format
+from gateway.http.result_fetch import fetch_result
 from gateway.http.upstream import HttpError, Req, Resp, rpc_failure, served_by_header
 
 TERMINAL = frozenset({job_pb2.STATE_SUCCEEDED, job_pb2.STATE_FAILED, job_pb2.STATE_CANCELLED})
@@ -244,31 +244,6 @@ async def cancel_job(request: web.Request) -> web.Response:
     return await _answer_record(request, stub.CancelJob, message, lambda reply: reply.job)
 
 
-async def fetch_result(request: web.Request, job_id: str) -> tuple[bytes, job_pb2.ResultRef, str]:
-    """GetResult: the package checked against its ResultRef's sha256, the ref, X-Served-By."""
-    upstream = request.app[UPSTREAM]
-    call = upstream.stub.GetResult(
-        parser_service_pb2.GetResultRequest(job_id=job_id),
-        timeout=upstream.unary_timeout_s,
-        metadata=upstream.metadata(request),
-    )
-    assembler = ResultAssembler(job_id)
-    try:
-        async for message in call:
-            assembler.add(message)
-        served = served_by_header(await call.trailing_metadata())
-        data = await asyncio.to_thread(assembler.verified_bytes)  # sha256 of MBs: off the loop
-    except grpc.aio.AioRpcError as err:
-        raise rpc_failure(err) from err
-    except ContractError as err:
-        raise HttpError(error(ErrorReason.UPSTREAM_CONTRACT, str(err))) from err
-    except DocparseError as err:
-        raise HttpError(err) from err
-    finally:
-        call.cancel()
-    return data, assembler.ref, served
-
-
 async def send_bytes(req: web.Request, data: bytes, head: dict[str, str]) -> web.StreamResponse:
     """`data` as the answer, written in chunks."""
     response = web.StreamResponse(headers=head)
@@ -303,9 +278,9 @@ async def get_result(request: web.Request) -> web.StreamResponse:
 
 async def create_batch(request: web.Request) -> web.Response:
     """POST /v1/batches: multipart with several file parts (any field name), optional
-    `request_id` and `languages` (fields before the first file, or in the URL). Streamed to a
-    replica with UploadBatch one file at a time, so the gateway holds at most one file in
-    memory. 202 with the batch (its files QUEUED)."""
+    `request_id`, `languages`, `callback_url` and `callback_secret` (fields before the first
+    file, or in the URL). Streamed to a replica with UploadBatch one file at a time: the gateway
+    holds at most one file in memory. 202 with the batch (its files QUEUED)."""
     if not request.content_type.startswith("multipart/"):
         raise HttpError(
             error(ErrorReason.BAD_MULTIPART, "POST /v1/batches takes multipart/form-data")
@@ -386,11 +361,11 @@ async def _send_header(
 def _upload_header(
     request: web.Request, fields: dict[str, str]
 ) -> parser_service_pb2.UploadBatchRequest:
-    return parser_service_pb2.UploadBatchRequest(
-        header=parser_service_pb2.UploadBatchHeader(
-            request_id=_request_id(request, fields), languages=_languages(request, fields)
-        )
+    header = parser_service_pb2.UploadBatchHeader(
+        request_id=_request_id(request, fields), languages=_languages(request, fields)
     )
+    header.callback.CopyFrom(_callback(request, fields))  # the replica checks it, as a job's
+    return parser_service_pb2.UploadBatchRequest(header=header)
 
 
 async def get_batch(request: web.Request) -> web.Response:

@@ -21,9 +21,9 @@ from google.protobuf.message import DecodeError
 
 from docparse import page_ranges
 from docparse.errors import DocparseError
+from docparse.package_pages import cut_serialized
 from docparse.reasons import ErrorReason
 from docparse.render import render
-from docparse.v1 import reading_package_pb2 as rp
 from docparse_server.errors import error
 
 log = logging.getLogger(__name__)
@@ -57,24 +57,10 @@ def result_format(query: Mapping[str, str]) -> tuple[str, bool]:
     return fmt, FLAGS[furniture]
 
 
-def restricted(package: rp.ReadingPackage, selection: page_ranges.Selection) -> rp.ReadingPackage:
-    """`package` with only the selected pages and the records of the assets they show; sheets,
-    slides and attachments (not pages) left out."""
-    pages = [page for page in package.pages if page_ranges.selects(selection, page.number)]
-    shown = {image.asset_id for page in pages for image in page.images}
-    assets = [asset for asset in package.assets if asset.asset_id in shown]
-    for name in ("pages", "assets", "sheets", "slides", "attachments"):
-        package.ClearField(name)
-    package.pages.extend(pages)
-    package.assets.extend(assets)
-    return package
-
-
 def render_pages(data: bytes, pages: str, fmt: str, furniture: bool = False) -> bytes:
     """A serialized ReadingPackage restricted to the selection `pages` (page_ranges), then
     rendered as `fmt` ("proto": serialized). Pure, so it can run in another process."""
-    package = restricted(rp.ReadingPackage.FromString(data), page_ranges.parse(pages))
-    serialized = package.SerializeToString(deterministic=True)
+    serialized = cut_serialized(data, page_ranges.parse(pages))
     return serialized if fmt == "proto" else render(serialized, fmt, furniture)
 
 

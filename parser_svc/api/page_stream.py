@@ -4,9 +4,10 @@ sees).
 
 Drafts are read from the page pointers in Redis and the parts in the blob store
 (parser_svc/state/page_parts.py, parser_svc/work/page_parts.py), so any replica continues a
-stream another one began. The stream subscribes to the job's channel first, then reads the
-record: a record's change wakes it, and while the job runs it looks for new drafts every
-`poll_s` too (a draft publishes no record). Finals are cut from the package GetResult serves
+stream another one began. The stream subscribes to the job's channel and its page channel
+first, then reads the record: a record's change or a new pointer wakes it (each pointer write
+publishes its number on the page channel), and every `poll_s` it looks anyway (pub/sub is
+at most once; a lost connection is a RESYNC). Finals are cut from the package GetResult serves
 (child/draft_pages.page_part), so they are that package's pages byte for byte on any replica.
 
 The cursor is '' (from the start), 'd<seq>' (drafts sent up to that pointer number) or
@@ -54,7 +55,7 @@ class PageStream:
         hub: EventHub,
         blobs: BlobStore,
         read_package: Callable[[job_pb2.Job], Awaitable[bytes]],
-        poll_s: float = 0.05,
+        poll_s: float = 1.0,
     ) -> None:
         self.store, self.hub, self.blobs = store, hub, blobs
         self.parts = PageParts(store)
@@ -62,7 +63,11 @@ class PageStream:
 
     async def stream(self, job_id: str, cursor: str) -> AsyncGenerator[Response, None]:
         seq, finals = parse_cursor(cursor)
-        async with self.hub.subscribe(self.store.keys.job_channel(job_id)) as queue:
+        keys = self.store.keys
+        async with (
+            self.hub.subscribe(keys.job_channel(job_id)) as queue,
+            self.hub.subscribe(keys.page_channel(job_id)) as pages,
+        ):
             job = await self.store.get(job_id)
             # A job that had ended when the stream began gets no drafts: its finals say it all.
             drafting = finals is None and job.state != job_pb2.STATE_SUCCEEDED
@@ -74,7 +79,7 @@ class PageStream:
                         yield message
                 if ended:
                     break
-                job = await self._next(job_id, job, queue)
+                job = await self._next(job_id, job, queue, pages)
         end = f"d{seq}" if finals is None else f"f{finals}"
         if job.state == job_pb2.STATE_SUCCEEDED:
             async for message in self._finals(job, finals or 0):
@@ -83,7 +88,7 @@ class PageStream:
         yield Response(job=job, cursor=end)
 
     async def _drafts(self, job_id: str, after_seq: int) -> AsyncGenerator[Response, None]:
-        for pointer in await self.parts.ready(job_id, after_seq):
+        for pointer in await self.parts.moves(job_id, after_seq):
             try:
                 data = await asyncio.to_thread(self.blobs.read_page_part, job_id, pointer.sha256)
             except OSError:  # gone with the job's retention: nothing to send
@@ -112,13 +117,28 @@ class PageStream:
             )
 
     async def _next(
-        self, job_id: str, job: job_pb2.Job, queue: asyncio.Queue[Event]
+        self,
+        job_id: str,
+        job: job_pb2.Job,
+        queue: asyncio.Queue[Event],
+        pages: asyncio.Queue[Event],
     ) -> job_pb2.Job:
-        """The job's record after its next change, or after `poll_s` (unchanged)."""
+        """The job's record after its next change, or as it is once a page is pointed at or
+        `poll_s` went by."""
+        waits = [asyncio.ensure_future(queue.get()), asyncio.ensure_future(pages.get())]
         try:
-            event = await asyncio.wait_for(queue.get(), self.poll_s)
-        except TimeoutError:
+            await asyncio.wait(waits, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()  # a get that was not done leaves its item in the queue
+        record, page = (w.result() if w.done() and not w.cancelled() else None for w in waits)
+        while not pages.empty():  # one read of the moves covers every wake so far
+            page = pages.get_nowait() if not isinstance(page, Ending) else page
+        if isinstance(page, Ending):
+            raise page.error()
+        if record is None:
             return job
+        event = record
         if isinstance(event, Ending):
             raise event.error()
         if event is RESYNC:

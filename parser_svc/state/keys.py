@@ -122,9 +122,19 @@ class Keys:
     def job_channel(self, job_id: str) -> str:
         return f"{self.job(job_id)}:events"
 
+    def page_channel(self, job_id: str) -> str:
+        """Told the pointer number each time one of the job's page parts is pointed at (a
+        StreamResult's wake; not an ':events' channel: no record travels on it)."""
+        return f"{self.job(job_id)}:page-ready"
+
     def page_parts(self, job_id: str) -> str:
         """The pointers to a job's page parts as they are read (state/page_parts.py)."""
         return f"{self.job(job_id)}:pages"
+
+    def page_log(self, job_id: str) -> str:
+        """Every pointer move of the job's page parts, in order (a list: entry i is the move
+        numbered i + 1), so a stream reads only what came after its cursor."""
+        return f"{self.job(job_id)}:page-log"
 
     def batch_meta(self, batch_id: str) -> str:
         return f"{self.prefix}:batch:{_tag(batch_id)}:meta"

@@ -25,7 +25,7 @@ from typing import Literal, cast
 from parser_svc.state.lua_scripts import LuaScript
 from parser_svc.state.store import JobStore
 
-PUT_PAGE_PART = LuaScript("put_page_part.lua")
+PUT_PAGE_PART = LuaScript("put_page_part.lua", uses=("publish",))
 
 PartKind = Literal["draft", "final"]
 PutStatus = Literal["OK", "SAME", "KEPT", "REPLACED", "NOT_FOUND", "TERMINAL", "FENCED"]
@@ -78,9 +78,10 @@ class PageParts:
     ) -> PutResult:
         """Points `page` at the part whose sha256 is `sha256` (stored before this call), if
         `fence` still owns the running job."""
-        keys = [self.keys.job(job_id), self.keys.page_parts(job_id)]
+        keys = [self.keys.job(job_id), self.keys.page_parts(job_id), self.keys.page_log(job_id)]
         extra_ms = self.store.settings.retention_s * 1000
-        args: list[str | bytes | int] = [fence, attempt, page, sha256, kind, extra_ms]
+        channel = self.keys.page_channel(job_id)
+        args: list[str | bytes | int] = [fence, attempt, page, sha256, kind, extra_ms, channel]
         reply = await self.store.call(lambda: PUT_PAGE_PART(self.store._redis, keys, args))
         return PutResult(cast(PutStatus, _text(reply[0])), int(reply[1]))
 
@@ -96,3 +97,18 @@ class PageParts:
             if name.isdigit()
         ]
         return sorted((p for p in pointers if p.seq > after_seq), key=lambda p: p.seq)
+
+    async def moves(self, job_id: str, after_seq: int = 0) -> list[PagePointer]:
+        """What `ready(after_seq)` answers, read from the list of moves: only the entries after
+        `after_seq` travel (a stream's wake per page costs that page, not the whole hash);
+        a page moved more than once since then comes once, as its last move."""
+        key = self.keys.page_log(job_id)
+        raw = await self.store.call(lambda: self.store._redis.lrange(key, after_seq, -1))
+        last: dict[int, PagePointer] = {}
+        for entry in raw:
+            page, seq, attempt, kind, sha256, replaces = _text(entry).split(":")
+            pointer = PagePointer(
+                int(page), int(seq), int(attempt), cast(PartKind, kind), sha256, replaces
+            )
+            last[pointer.page] = pointer
+        return sorted(last.values(), key=lambda p: p.seq)

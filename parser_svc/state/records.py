@@ -77,7 +77,12 @@ def record_to_job(rec: Mapping[str, str]) -> job_pb2.Job:
         job_id=rec.get("job_id", ""),
         state=_STATES.get(rec.get("state", ""), job_pb2.STATE_UNSPECIFIED),
         version=num("version"),
-        progress=job_pb2.Progress(done=num("done"), total=num("total"), stage=rec.get("stage", "")),
+        progress=job_pb2.Progress(
+            done=num("done"),
+            total=num("total"),
+            stage=rec.get("stage", ""),
+            ready_pages=rec.get("ready", ""),
+        ),
         attempt=num("attempt"),
         batch_id=rec.get("batch_id", ""),
         file_name=rec.get("file_name", ""),

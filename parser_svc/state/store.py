@@ -343,14 +343,25 @@ class JobStore(BatchRecords, SubmitRecords):
         return await self._update(job_id, "cancel", "", {"err_message": message})
 
     async def progress(
-        self, job_id: str, fence: str, *, done: int, total: int, stage: str, announce: bool = False
+        self,
+        job_id: str,
+        fence: str,
+        *,
+        done: int,
+        total: int,
+        stage: str,
+        announce: bool = False,
+        ready: str = "",
     ) -> WriteResult:
-        """Merges progress (never backwards; an empty `stage` leaves the stage as it is).
+        """Merges progress (never backwards; an empty `stage` leaves the stage as it is) and
+        the pages readers can have (`ready`, a page selection; "" leaves it as it is).
         `announce`: publish the record even when this write changes nothing (the first write
         after a quiet claim)."""
         patch: dict[str, str | int] = {"done": done, "total": total}
         if stage:
             patch["stage"] = stage
+        if ready:
+            patch["ready"] = ready
         return await self._update(
             job_id, "progress", fence, patch, publishing="announce" if announce else ""
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from docparse.errors import DocparseError
@@ -36,6 +37,8 @@ class PagePublisher:
         self.parts, self.blobs = parts, blobs
         self.job_id, self.fence, self.attempt = job_id, fence, attempt
         self.stopped = False
+        # The pages this execution's drafts were pointed at (Progress.ready_pages).
+        self.ready: set[int] = set()
 
     def _store(self, data: bytes) -> str:
         sha256 = hashlib.sha256(data).hexdigest()
@@ -81,6 +84,8 @@ class PagePublisher:
                 log.info("job %s: draft of page %d skipped: %s", self.job_id, number, err)
                 continue
             self.stopped = self.stopped or not result.ok
+            if result.ok:
+                self.ready.add(number)
 
 
 class DraftQueue:
@@ -93,6 +98,8 @@ class DraftQueue:
         self.pending: list[Draft] = []
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        # Told after each batch is published (the worker's progress writer: ready pages).
+        self.on_published: Callable[[], None] = lambda: None
 
     async def add(self, number: int, data: bytes | None) -> None:
         self.pending.append((number, data))
@@ -108,6 +115,7 @@ class DraftQueue:
                 return
             drafts, self.pending = self.pending, []
             await self.publisher.publish_drafts(self.scratch, drafts)
+            self.on_published()
 
     async def close(self) -> None:
         """Stops publishing (what is pending is dropped) once the write under way is done."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 
 import grpc
 
@@ -58,6 +59,10 @@ class ProgressWriter:
         self._failure: BaseException | None = None
         self._closed = False
         self.latest: tuple[int, int] | None = None
+        # The pages readers can have (a page selection), read at each write; `nudge()` when
+        # it grows between progress events. What the last write carried: `_written_ready`.
+        self.ready: Callable[[], str] = str
+        self._written_ready = ""
 
     def start(self) -> None:
         self._arm()
@@ -73,6 +78,12 @@ class ProgressWriter:
         else:
             self._arm()
         self.check()
+
+    def nudge(self) -> None:
+        """The pages ready changed: a write carries them within the interval, with the
+        latest progress, even when the parse reports nothing meanwhile."""
+        if not self._closed and self._failure is None:
+            self._arm()
 
     def check(self) -> None:
         """Raises what a write of this job met: LostOwnership or a store error."""
@@ -119,9 +130,10 @@ class ProgressWriter:
             if self._failure is not None:
                 return
             pending, self._pending = self._pending, None
-            if pending is None and self._announced:
+            ready = self.ready()
+            if pending is None and self._announced and ready == self._written_ready:
                 return
-            done, total, stage = pending or (0, 0, "")
+            done, total, stage = pending or (*(self.latest or (0, 0)), "")
             try:
                 result = await self._store.progress(
                     self._job_id,
@@ -130,6 +142,7 @@ class ProgressWriter:
                     total=total,
                     stage=stage,
                     announce=not self._announced,
+                    ready=ready,
                 )
             except DocparseError as err:
                 if err.code != grpc.StatusCode.UNAVAILABLE:
@@ -143,3 +156,4 @@ class ProgressWriter:
                 self._failure = LostOwnership(f"progress refused: {result.status}", result.status)
                 return
             self._announced = True
+            self._written_ready = ready

@@ -76,6 +76,7 @@ class TerminalWrites:
             "res_content_type": "application/x-protobuf; proto=docparse.v1.ReadingPackage",
             "res_pages": outcome.pages,
             "res_chars": outcome.chars,
+            "ready": outcome.held_pages,
             **writer.last_progress(),
         }
         inline = b""

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from docparse import page_ranges
 from docparse.errors import DocparseError
 from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2
@@ -32,6 +33,7 @@ from docparse_server import tracing
 from docparse_server.cpus import usable_cpus
 from parser_svc import observability
 from parser_svc.child.fork_server import ForkServer
+from parser_svc.child.privileges import ChildScratch
 from parser_svc.child.sandbox import Limits, Outcome, ProgressCallback, run_parse
 from parser_svc.parsers import ParseOptions
 from parser_svc.settings import Settings
@@ -72,6 +74,8 @@ class ParseWorker:
             if settings.parse_launch == "fork_server"
             else None
         )
+        # Each job's scratch directory, owned by the uid its child drops to (child/privileges.py).
+        self._scratch = ChildScratch(settings.child_uid, settings.child_gid)
         # Parses running now: a new one reads its OCR pages on the cores they leave free.
         self._parsing = 0
         # Jobs between their claim and the end of their parse (the ones preparing included).
@@ -249,11 +253,12 @@ class ParseWorker:
             size = input_path.stat().st_size
         except FileNotFoundError:
             return None
-        scratch = tempfile.TemporaryDirectory(prefix="docparse-")
+        scratch = self._scratch.make()
         options = self.settings.parse_options(
             password=self.blobs.read_secret(job_id),
             job_id=job_id,
             assets_dir=Path(scratch.name) / "assets",
+            **self._scratch.drop_to(),
             **job_options,
             ocr_page_threads=max(1, self._page_threads - self._parsing),
         )
@@ -315,7 +320,7 @@ class ParseWorker:
         succeeded = False
         try:
             run = (record.content_type, input_path, output_path, options)
-            drafts = self._drafts(job_id, fence, record.attempt, output_path.parent)
+            drafts = self._drafts(job_id, fence, record.attempt, output_path.parent, writer)
             outcome = await self._run_child(job_id, run, on_progress, on_done, drafts)
             try:
                 writer.check()  # a write the timer made while the last page ran was refused
@@ -334,10 +339,16 @@ class ParseWorker:
             await asyncio.to_thread(self._clean_up, job_id if succeeded else "", scratch)
         return outcome
 
-    def _drafts(self, job_id: str, fence: str, attempt: int, scratch: Path) -> DraftQueue:
-        """Publishes the draft page parts the child writes under `scratch` (work/page_parts.py)."""
+    def _drafts(
+        self, job_id: str, fence: str, attempt: int, scratch: Path, writer: ProgressWriter
+    ) -> DraftQueue:
+        """Publishes the draft page parts the child writes under `scratch` (work/page_parts.py);
+        the pages published go into `writer`'s next write (Progress.ready_pages)."""
         publisher = PagePublisher(PageParts(self.store), self.blobs, job_id, fence, attempt)
-        return DraftQueue(publisher, scratch)
+        drafts = DraftQueue(publisher, scratch)
+        writer.ready = lambda: page_ranges.of_pages(publisher.ready)
+        drafts.on_published = writer.nudge
+        return drafts
 
     async def _run_child(
         self,

@@ -14,10 +14,16 @@
 --   5. each move takes the next number of the hash's 'seq' counter: the cursor of a stream of
 --      the job's pages (parser_svc/state/page_parts.py reads them back in that order);
 --   6. the hash lives as long as the record plus ARGV[6] ms (the record's TTL at the end is
---      its retention, at most what it had while it ran: the pages outlive it).
--- KEYS[1] job record, KEYS[2] the job's page pointers (hash)
+--      its retention, at most what it had while it ran: the pages outlive it);
+--   7. each move is appended to the list KEYS[3] ('<page>:<seq>:<attempt>:<kind>:<sha256>:'
+--      and, when REPLACED, the first final's sha256): entry i is the move numbered i + 1, so a
+--      stream reads only the moves after its cursor, not the whole hash each time;
+--   8. a moved pointer's number is published on the channel ARGV[7] (the job's page channel:
+--      open StreamResults wake on it instead of polling).
+-- KEYS[1] job record, KEYS[2] the job's page pointers (hash), KEYS[3] the moves (list)
 -- ARGV[1] fencing token  ARGV[2] attempt  ARGV[3] page number  ARGV[4] sha256
--- ARGV[5] 'draft' | 'final'  ARGV[6] extra ms
+-- ARGV[5] 'draft' | 'final'  ARGV[6] extra ms  ARGV[7] the job's page channel
+-- Loaded after lib/publish.lua (PUBLISH_COMMAND: PUBLISH, or SPUBLISH on Redis Cluster).
 -- Field '<page>' = '<seq>:<attempt>:<kind>:<sha256>'.
 -- Returns {status, seq}: OK | SAME | KEPT | REPLACED | NOT_FOUND | TERMINAL | FENCED.
 local cur = redis.call('HMGET', KEYS[1], 'state', 'fence')
@@ -29,6 +35,7 @@ if cur[1] ~= 'RUNNING' or cur[2] ~= ARGV[1] then return {'FENCED', 0} end
 local page, kind = ARGV[3], ARGV[5]
 local before = redis.call('HGET', KEYS[2], page)
 local status = 'OK'
+local first_final = ''
 if before then
   local seq, _attempt, was, sha = string.match(before, '^(%d+):(%d+):(%a+):(%x+)$')
   if sha == ARGV[4] and was == kind then return {'SAME', tonumber(seq)} end
@@ -38,10 +45,17 @@ if before then
     if redis.call('HEXISTS', KEYS[2], 'r:' .. page) == 0 then
       redis.call('HSET', KEYS[2], 'r:' .. page, before)
     end
+    first_final = string.match(redis.call('HGET', KEYS[2], 'r:' .. page), '(%x+)$')
   end
 end
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
-redis.call('HSET', KEYS[2], page, seq .. ':' .. ARGV[2] .. ':' .. kind .. ':' .. ARGV[4])
+local pointer = seq .. ':' .. ARGV[2] .. ':' .. kind .. ':' .. ARGV[4]
+redis.call('HSET', KEYS[2], page, pointer)
+redis.call('RPUSH', KEYS[3], page .. ':' .. pointer .. ':' .. first_final)
 local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl + tonumber(ARGV[6])) end
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[2], ttl + tonumber(ARGV[6]))
+  redis.call('PEXPIRE', KEYS[3], ttl + tonumber(ARGV[6]))
+end
+redis.call(PUBLISH_COMMAND, ARGV[7], tostring(seq))
 return {status, seq}

@@ -115,6 +115,7 @@ elseif op == 'finish' or op == 'give_up' then
   for k, v in pairs(patch) do
     if string.sub(k, 1, 4) == 'err_' or string.sub(k, 1, 4) == 'res_' then set[k] = v end
   end
+  if final == 'SUCCEEDED' and patch['ready'] then set['ready'] = patch['ready'] end
   if op == 'give_up' then set['fence'] = 'gave_up:' .. ARGV[2] end
   terminal = true
   changed = true
@@ -139,6 +140,11 @@ if new_total > total then set['total'] = tostring(new_total); changed = true end
 if new_done > done then set['done'] = tostring(new_done); changed = true end
 if op == 'progress' and patch['stage'] and new_done >= done and patch['stage'] ~= cur[5] then
   set['stage'] = patch['stage']
+  changed = true
+end
+-- The pages a running job's readers can have (its drafts): as this attempt's worker says.
+if op == 'progress' and patch['ready'] and patch['ready'] ~= redis.call('HGET', K[1], 'ready') then
+  set['ready'] = patch['ready']
   changed = true
 end
 if not changed then
@@ -189,6 +195,9 @@ if K[4] ~= '' then
   local batch_version = redis.call('HINCRBY', K[4], 'version', 1)
   if batch_done then
     -- The last file ended: the batch and all its files expire together, a retention from now.
+    -- `completed_ms` is written here and nowhere else, once: it makes the batch's webhook
+    -- deliveries ready (parser_svc/webhooks/batch_deliveries.py) and is their timestamp.
+    redis.call('HSETNX', K[4], 'completed_ms', ARGV[3])
     redis.call('PEXPIRE', K[4], retention)
     local n = tonumber(redis.call('HGET', K[4], 'total'))
     for i = 0, n - 1 do

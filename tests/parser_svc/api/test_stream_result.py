@@ -5,18 +5,25 @@ differently."""
 
 from __future__ import annotations
 
+import hashlib
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
 
+from docparse import page_ranges
 from docparse.client import Client
 from docparse.local.stack import LocalStack
 from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
+from docparse.v1 import reading_package_pb2 as rp
+from docparse.v1.parser_service_pb2 import GetResultRequest, WatchJobRequest
 from tests.conftest import make_stack
-from tests.helpers import make_pdf, rpc_error, stub, submit
+from tests.helpers import eventually, make_pdf, rpc_error, stub, submit, wait_terminal
 from tests.parser_svc.state.test_durability import runner_of, status
 
 Message = parser_service_pb2.StreamResultResponse
@@ -119,3 +126,102 @@ def test_a_cursor_not_made_by_the_stream_is_refused(stack: LocalStack) -> None:
         grpc.StatusCode.INVALID_ARGUMENT,
         ErrorReason.INVALID_RESUME_CURSOR,
     )
+
+
+def get_result(address: str, job_id: str, pages: str) -> tuple[rp.ReadingPackage, list[Any]]:
+    """GetResult with `pages` straight from a replica: the package (its sha256 checked) and
+    the messages."""
+    channel, s = stub(address)
+    with channel:
+        messages = list(s.GetResult(GetResultRequest(job_id=job_id, pages=pages), timeout=30))
+    data = b"".join(m.chunk for m in messages)
+    ref = messages[0].result
+    assert (ref.size_bytes, ref.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+    package = rp.ReadingPackage.FromString(data)
+    assert ref.page_count == len(package.pages)
+    return package, messages
+
+
+def test_records_say_which_pages_are_ready_and_get_result_serves_them_while_running(
+    stack: LocalStack,
+) -> None:
+    gateway = stack.gateway_addresses[0]
+    first, second = stack.parser_addresses
+    job = submit(gateway, make_pdf(PAGES, "ready"), "ready.pdf")
+    running = []
+    channel, s = stub(first)
+    with channel:
+        for event in s.WatchJob(WatchJobRequest(job_id=job.job_id), timeout=120):
+            ready_pages = event.job.progress.ready_pages
+            seen = {j.progress.ready_pages for j in running}
+            if event.job.state == job_pb2.STATE_RUNNING and ready_pages and ready_pages not in seen:
+                running.append(event.job)
+            if len(running) == 2 or event.job.state == job_pb2.STATE_SUCCEEDED:
+                break
+    assert len(running) == 2, "no running record named a ready page"
+    ready = [page_ranges.parse(j.progress.ready_pages) for j in running]
+    named = [[n for n in range(1, PAGES + 1) if page_ranges.selects(r, n)] for r in ready]
+    assert named[0][0] == 1 and set(named[0]) < set(named[1])  # page 1 on, growing
+    # What the record names, any replica serves at once, as drafts, marked partial.
+    package, messages = get_result(second, job.job_id, running[1].progress.ready_pages)
+    assert [p.number for p in package.pages] == named[1]
+    assert messages[0].partial and list(messages[0].draft_pages) == [
+        p.number for p in package.pages
+    ]
+    assert status(gateway, job.job_id).state == job_pb2.STATE_RUNNING  # it was read before the end
+    done = wait_terminal(gateway, job.job_id)
+    assert done.progress.ready_pages == f"1-{PAGES}"
+    # Once SUCCEEDED: the package's pages, cut; not partial, no drafts.
+    whole = Client(gateway).result(job.job_id)
+    package, messages = get_result(first, job.job_id, "2,29-")
+    assert not messages[0].partial and not messages[0].draft_pages
+    assert [p.number for p in package.pages] == [2, 29, 30]
+    assert [p.SerializeToString() for p in package.pages] == [
+        whole.pages[n - 1].SerializeToString() for n in (2, 29, 30)
+    ]
+    assert (package.content_type, package.parser_version) == (
+        whole.content_type,
+        whole.parser_version,
+    )
+
+
+def test_get_result_with_pages_refuses_a_bad_selection_and_a_failed_job(
+    stack: LocalStack,
+) -> None:
+    address = stack.parser_addresses[0]
+    job = submit(stack.gateway_addresses[0], b"%PDF-1.7 not really", "broken.pdf")
+    assert wait_terminal(address, job.job_id).state == job_pb2.STATE_FAILED
+    err = rpc_error(lambda: get_result(address, job.job_id, "1-2"))
+    assert (err.code, err.reason) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        ErrorReason.JOB_NOT_SUCCEEDED,
+    )
+    err = rpc_error(lambda: get_result(address, job.job_id, "3-1"))
+    assert (err.code, err.reason) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        ErrorReason.INVALID_PAGE_RANGE,
+    )
+
+
+def test_the_sdk_and_the_cli_read_some_pages_while_the_job_runs(stack: LocalStack) -> None:
+    gateway = stack.gateway_addresses[0]
+    # 120 pages at 0.1 s each: the job runs for 12 s, the CLI's start takes one or two
+    job = submit(gateway, make_pdf(120, "sdk pages"), "sdk.pdf")
+    with Client(gateway) as client:
+        read = eventually(
+            lambda: (r := client.read_pages(job.job_id, "1-3")).package.pages[2:] and r,
+            what="pages 1-3 read while the job runs",
+        )
+        assert read.partial and read.draft_pages == (1, 2, 3)
+        assert [p.number for p in read.package.pages] == [1, 2, 3]
+        cli = subprocess.run(
+            [sys.executable, "-m", "docparse", "result", job.job_id, "--pages", "2",
+             "--format", "text", "--target", gateway],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert cli.returncode == 0, cli.stderr
+        assert "partial: job" in cli.stderr and "sdk pages 2" in cli.stdout
+        client.wait(job.job_id)
+        done = client.read_pages(job.job_id, "1-3")
+        assert not done.partial and not done.draft_pages
+        assert [p.number for p in done.package.pages] == [1, 2, 3]

@@ -13,7 +13,7 @@ from parser_svc.child.draft_pages import page_part
 from parser_svc.parsers import ParseOptions
 from parser_svc.parsers.pdf import parse_pdf
 from parser_svc.settings import Settings
-from parser_svc.state.page_parts import PageParts
+from parser_svc.state.page_parts import PageParts, PagePointer
 from parser_svc.state.store import JobStore, connect
 from parser_svc.work.blobs import BlobStore
 from parser_svc.work.page_parts import PagePublisher
@@ -55,6 +55,14 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+async def pointers(parts: PageParts, job_id: str, after_seq: int = 0) -> list[PagePointer]:
+    """The pointers after `after_seq`, read from the hash and from the list of moves: the
+    same (a stream reads the moves, GetResult the hash)."""
+    from_hash = await parts.ready(job_id, after_seq=after_seq)
+    assert await parts.moves(job_id, after_seq=after_seq) == from_hash
+    return from_hash
+
+
 async def test_pages_read_on_another_replica_resume_after_a_cursor(
     redis_server: EmbeddedRedis, tmp_path: Path
 ) -> None:
@@ -63,16 +71,16 @@ async def test_pages_read_on_another_replica_resume_after_a_cursor(
     publisher = worker.publisher(job_id, "w1", 1)
     for number in (1, 2):
         assert (await publisher.publish(number, part(number, f"p{number}"), "draft")).ok
-    first = await reader.parts.ready(job_id)
+    first = await pointers(reader.parts, job_id)
     assert [(p.page, p.kind) for p in first] == [(1, "draft"), (2, "draft")]
     assert reader.blobs.read_page_part(job_id, first[0].sha256) == part(1, "p1")
     # The parse goes on; a stream resumed after what it sent gets only what came since.
     await publisher.publish(3, part(3, "p3"), "draft")
     await publisher.publish(1, part(1, "p1 final"), "final")
-    later = await reader.parts.ready(job_id, after_seq=first[-1].seq)
+    later = await pointers(reader.parts, job_id, after_seq=first[-1].seq)
     assert [(p.page, p.kind) for p in later] == [(3, "draft"), (1, "final")]
     assert reader.blobs.read_page_part(job_id, later[1].sha256) == part(1, "p1 final")
-    assert await reader.parts.ready(job_id, after_seq=later[-1].seq) == []
+    assert await pointers(reader.parts, job_id, after_seq=later[-1].seq) == []
 
 
 async def test_a_final_never_goes_back_and_a_differing_retry_says_what_it_replaces(
@@ -89,10 +97,10 @@ async def test_a_final_never_goes_back_and_a_differing_retry_says_what_it_replac
     assert (await first.publish(2, part(2, "late"), "draft")).status == "FENCED"
     retry = other.publisher(job_id, "w2", 2)
     assert (await retry.publish(1, part(1, "final"), "final")).status == "SAME"
-    [same] = await other.parts.ready(job_id)
+    [same] = await pointers(other.parts, job_id)
     assert (same.attempt, same.replaces) == (1, "")  # read the same: the first part stays
     assert (await retry.publish(1, part(1, "read otherwise"), "final")).status == "REPLACED"
-    [moved] = await other.parts.ready(job_id, after_seq=same.seq)
+    [moved] = await pointers(other.parts, job_id, after_seq=same.seq)
     assert (moved.attempt, moved.sha256) == (2, sha(part(1, "read otherwise")))
     assert moved.replaces == sha(part(1, "final"))
     # Both parts stay readable: what a reader got first is still what it was.
@@ -112,6 +120,7 @@ async def test_an_ended_jobs_pages_stay_as_they_were_and_outlive_its_record(
     redis = reader.store._redis
     record_ms = await redis.pttl(reader.store.keys.job(job_id))
     assert await redis.pttl(reader.store.keys.page_parts(job_id)) >= record_ms > 0
+    assert await redis.pttl(reader.store.keys.page_log(job_id)) >= record_ms
     # The sweeper's clean-up takes the parts too (the refused write's orphan among them).
     assert reader.blobs.delete_job(job_id) == 2
     assert not (tmp_path / reader.blobs.page_part_key(job_id, sha(part(1, "p1")))).parent.exists()

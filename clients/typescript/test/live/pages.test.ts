@@ -70,3 +70,34 @@ test("streamPages: drafts while the job runs, a cut stream resumed from its curs
   }
   assert.deepEqual(rest, [...Array.from({ length: 20 }, (_, i) => i + 11), 0]);
 });
+
+test("readPages: the pages read so far while the job runs, marked partial, then the package's", async () => {
+  const answer = await docparse.submit("thirty-pages.pdf", document("thirty-pages.pdf"));
+  const jobId = answer.job.jobId;
+  let read = await docparse.readPages(jobId, "1-2");
+  while (read.package.pages.length < 2) {
+    assert.ok(read.partial, "the job ended before pages 1-2 were read while it ran");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    read = await docparse.readPages(jobId, "1-2");
+  }
+  assert.equal(read.partial, true, "pages 1-2 came only after the job ended");
+  assert.deepEqual(read.draftPages, [1, 2]);
+  assert.deepEqual(
+    read.package.pages.map((p) => p.number),
+    [1, 2],
+  );
+  const job = await docparse.wait(jobId);
+  assert.equal(job.state, State.SUCCEEDED);
+  assert.equal(job.progress?.readyPages, `1-${PAGES}`);
+  const done = await docparse.readPages(jobId, "2,30-");
+  assert.equal(done.partial, false);
+  assert.deepEqual(done.draftPages, []);
+  const pkg = await docparse.result(jobId);
+  assert.deepEqual(
+    done.package.pages.map((p) => p.number),
+    [2, 30],
+  );
+  assert.ok(equals(PageSchema, done.package.pages[0]!, pkg.pages[1]!));
+  const bad = await docparse.readPages(jobId, "3-1").catch((err: unknown) => err);
+  assert.equal((bad as { reason?: string }).reason, "INVALID_PAGE_RANGE");
+});

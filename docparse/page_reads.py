@@ -1,0 +1,51 @@
+"""Some pages of a job's reading package, also while the job runs (GetResult with `pages`),
+for both clients:
+
+    with Client() as client:
+        read = client.read_pages(job_id, "1-5")
+        if read.partial:  # the job runs: pages not read yet are absent, drafts may change
+            print("so far:", [p.number for p in read.package.pages], "drafts:", read.draft_pages)
+
+A running job's record says which pages can be read (`job.progress.ready_pages`):
+`client.read_pages(job_id, job.progress.ready_pages)` gives exactly those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeVar
+
+from docparse.effects import Plan
+from docparse.listing import JobListing
+from docparse.operations import collected
+from docparse.results import ResultAssembler
+from docparse.shells import answering
+from docparse.v1 import parser_service_pb2, reading_package_pb2
+
+TransportT = TypeVar("TransportT")
+SleepT = TypeVar("SleepT")
+
+
+@dataclass(frozen=True)
+class PageRead:
+    """The selected pages (a package of them and the records of the assets they show);
+    `partial`: the job had not ended (a SUCCEEDED job's pages: False); `draft_pages`: the
+    pages whose content is a draft (StreamResult's), in page order."""
+
+    package: reading_package_pb2.ReadingPackage
+    partial: bool
+    draft_pages: tuple[int, ...]
+
+
+class PageReads(JobListing[TransportT, SleepT]):
+    """The listing operations and `read_pages` (docparse.client.Client and
+    docparse.aio.AsyncClient are this, in their shells)."""
+
+    @answering
+    def read_pages(self, job_id: str, pages: str) -> Plan[PageRead]:
+        """The pages `pages` ("1-5,10,20-") of the job's package, checked against their
+        sha256: a SUCCEEDED job's, or a QUEUED/RUNNING job's read so far (partial). A FAILED
+        or CANCELLED job raises as `result()` does; bad syntax: INVALID_PAGE_RANGE."""
+        request = parser_service_pb2.GetResultRequest(job_id=job_id, pages=pages)
+        read = yield from collected(self, "GetResult", request, lambda: ResultAssembler(job_id))
+        return PageRead(read.package(), read.partial, tuple(read.draft_pages))
