@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from docparse.cli_list import ListingClient, cmd_list
+from docparse.cli_list import cmd_list
 from docparse.cli_output import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR,
@@ -134,15 +134,16 @@ def cmd_submit(args: argparse.Namespace, client: Client) -> int:
     password, languages = _password(args), _languages(args)
     wait_ms = min(int(args.server_wait * 1000), 2**32 - 1) if args.server_wait else 0
     options = _job_options(args)
-    # A batch carries no password, server wait, parse options or callback: with those, one job
-    # per file.
+    # A batch carries no password, server wait or parse options: with those, one job per file
+    # (each with the callback). A batch takes the callback: one webhook once all files ended.
+    callback = options.pop("callback", None)
     per_file = bool(password or wait_ms or any(options.values()))
     if len(paths) > 1 and not args.separately and not per_file:
         for path in paths:
             check_readable(path)
         # Streamed in chunks (UploadBatch): any number and size of files, within the server's
         # limits; nothing is read into memory whole.
-        batch = client.upload_batch(paths, languages=languages)
+        batch = client.upload_batch(paths, languages=languages, callback=callback)
         if not args.json:
             print(f"batch {batch.batch_id}", flush=True)
         if not args.watch:
@@ -171,6 +172,7 @@ def cmd_submit(args: argparse.Namespace, client: Client) -> int:
             password=password,
             languages=languages,
             wait_timeout_ms=wait_ms,
+            callback=callback,
             **options,
         ).job
         for p in paths
@@ -242,7 +244,7 @@ def cmd_batch(args: argparse.Namespace, client: Client) -> int:
 
 
 # The commands that talk to the service, by name (docparse.cli_parser); `up` starts one.
-CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, ListingClient], int]] = {
+CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
     "submit": cmd_submit,
     "status": cmd_status,
     "watch": cmd_watch,
@@ -264,7 +266,7 @@ def _run(args: argparse.Namespace) -> int:
         logger.setLevel(logging.INFO)
     tls = read(args.tls_ca) if args.tls_ca else None
     policy = WaitPolicy(timeout_s=args.timeout, unavailable_budget_s=args.unreachable_timeout)
-    client = ListingClient(args.target, api_key=args.api_key, tls_root_cert=tls, policy=policy)
+    client = Client(args.target, api_key=args.api_key, tls_root_cert=tls, policy=policy)
     with client:
         return CLIENT_COMMANDS[args.command](args, client)
 

@@ -15,7 +15,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
@@ -30,6 +30,7 @@ from docparse.retries import Retrier
 from docparse.shells import answering, iterating
 from docparse.transport import AnswerObserver
 from docparse.uploads import UPLOAD_MIN_BYTES_PER_S, BatchUpload, Files
+from docparse.uploads import batch_request as batch_request  # re-exported: docparse.client
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from docparse.waiting import BatchWaiter, JobWaiter, WaitPolicy, batch_feed, follow, job_feed
 
@@ -100,17 +101,6 @@ class Answer:
 
     job: job_pb2.Job
     served_by: tuple[str, ...]
-
-
-def batch_request(
-    files: list[tuple[str, bytes]], request_id: str, languages: Sequence[str]
-) -> parser_service_pb2.CreateBatchRequest:
-    """One CreateBatch message with every file (small batches: gRPC's message size limit)."""
-    return parser_service_pb2.CreateBatchRequest(
-        files=[parser_service_pb2.BatchFile(file_name=n, content=c) for n, c in files],
-        request_id=request_id or uuid.uuid4().hex,
-        languages=list(languages),
-    )
 
 
 # --- the building blocks -----------------------------------------------------------------
@@ -347,23 +337,37 @@ class BaseClient(ClientState[TransportT, SleepT]):
 
     @answering
     def submit_batch(
-        self, files: list[tuple[str, bytes]], *, request_id: str = "", languages: Languages = ()
+        self,
+        files: list[tuple[str, bytes]],
+        *,
+        request_id: str = "",
+        languages: Languages = (),
+        callback: parser_service_pb2.Callback | None = None,
     ) -> Plan[parser_service_pb2.Batch]:
         """A small batch in one CreateBatch message (all files together under gRPC's message
-        size limit); `upload_batch` streams batches of any size."""
-        request = batch_request(files, request_id, languages)
+        size limit); `upload_batch` streams batches of any size. `callback`: one signed
+        `batch.completed` webhook once every file has ended (none per file)."""
+        request = batch_request(files, request_id, languages, callback)
         response, _ = yield from call(self, "CreateBatch", request)
         return response.batch  # type: ignore[no-any-return]
 
     @answering
     def upload_batch(
-        self, files: Files, *, request_id: str = "", languages: Languages = ()
+        self,
+        files: Files,
+        *,
+        request_id: str = "",
+        languages: Languages = (),
+        callback: parser_service_pb2.Callback | None = None,
     ) -> Plan[parser_service_pb2.Batch]:
         """Submits files of any size as one batch through UploadBatch: each file is read and
         sent in chunks as gRPC's flow control asks for them, so a batch is bounded by the
         server's limits, not by a message size or by memory. Retried (from the start, same
-        request_id) as the retry table says; the same request_id answers with the first batch."""
-        upload: BatchUpload = yield Blocking(lambda: BatchUpload.of(files, request_id, languages))
+        request_id) as the retry table says; the same request_id answers with the first batch.
+        `callback` as submit_batch's."""
+        upload: BatchUpload = yield Blocking(
+            lambda: BatchUpload.of(files, request_id, languages, callback)
+        )
         deadline = self.timeout_s + upload.total_bytes / UPLOAD_MIN_BYTES_PER_S
         effect = UploadEffect("UploadBatch", upload, deadline)
         response, _ = yield from retried(self, "UploadBatch", lambda: once(effect))

@@ -20,6 +20,21 @@ UPLOAD_MIN_BYTES_PER_S = 1 << 20
 Files: TypeAlias = Sequence[Path | tuple[str, Path]]
 
 
+def batch_request(
+    files: list[tuple[str, bytes]],
+    request_id: str,
+    languages: Sequence[str],
+    callback: parser_service_pb2.Callback | None = None,
+) -> parser_service_pb2.CreateBatchRequest:
+    """One CreateBatch message with every file (small batches: gRPC's message size limit)."""
+    return parser_service_pb2.CreateBatchRequest(
+        files=[parser_service_pb2.BatchFile(file_name=n, content=c) for n, c in files],
+        request_id=request_id or uuid.uuid4().hex,
+        languages=list(languages),
+        callback=callback,
+    )
+
+
 @dataclass(frozen=True)
 class BatchUpload:
     """What an UploadBatch stream sends: a header, then per file a file header (name, size)
@@ -28,14 +43,23 @@ class BatchUpload:
     request_id: str
     languages: tuple[str, ...]
     files: tuple[tuple[str, Path, int], ...]  # name, path, size in bytes
+    # The batch's webhook (one `batch.completed` delivery when every file has ended), or None.
+    callback: parser_service_pb2.Callback | None = None
 
     @classmethod
-    def of(cls, files: Files, request_id: str = "", languages: Sequence[str] = ()) -> BatchUpload:
+    def of(
+        cls,
+        files: Files,
+        request_id: str = "",
+        languages: Sequence[str] = (),
+        callback: parser_service_pb2.Callback | None = None,
+    ) -> BatchUpload:
         named = [(f.name, f) if isinstance(f, Path) else f for f in files]
         return cls(
             request_id or uuid.uuid4().hex,
             tuple(languages),
             tuple((name, path, path.stat().st_size) for name, path in named),
+            callback,
         )
 
     @property
@@ -45,7 +69,7 @@ class BatchUpload:
     def header(self) -> parser_service_pb2.UploadBatchRequest:
         return parser_service_pb2.UploadBatchRequest(
             header=parser_service_pb2.UploadBatchHeader(
-                request_id=self.request_id, languages=list(self.languages)
+                request_id=self.request_id, languages=list(self.languages), callback=self.callback
             )
         )
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from docparse.errors import DocparseError
-from docparse.reasons import ErrorReason
-from docparse.v1 import job_pb2, parser_service_pb2
+from docparse.v1 import parser_service_pb2
 from docparse_server.tenancy import DEFAULT_TENANT
+from parser_svc.state.batch_records import assemble_batch
 from parser_svc.state.events import Ending, Event, EventHub
-from parser_svc.state.keys import Keys, batch_file_id
-from parser_svc.state.records import TERMINAL_STATES, is_terminal, record_to_job
+from parser_svc.state.keys import Keys
+from parser_svc.state.records import TERMINAL_STATES, is_terminal
 
 Snapshot = tuple[str, parser_service_pb2.Batch]  # (tenant, batch)
 # Reads of the files that events name before a snapshot whose meta counts a write not yet
@@ -74,34 +74,7 @@ class RawBatch:
         ]
 
     def assemble(self) -> parser_service_pb2.Batch:
-        meta, batch_id = self.meta, self.batch_id
-        batch = parser_service_pb2.Batch(
-            batch_id=batch_id,
-            total=int(meta["total"]),
-            completed=int(meta["completed"]),
-            succeeded=int(meta["succeeded"]),
-            failed=int(meta["failed"]),
-            cancelled=int(meta["cancelled"]),
-        )
-        batch.create_time.FromMilliseconds(int(meta["create_ms"]))
-        for index in range(batch.total):
-            record = self.files.get(index)
-            if record:
-                batch.jobs.append(record_to_job(record))
-                continue
-            # A file record gone while its batch lives: it waited in the queue past its TTL
-            # (files of a batch otherwise live as long as the batch). It will never end, so
-            # the batch reports it as ended: FAILED JOB_EXPIRED.
-            job = batch.jobs.add(job_id=batch_file_id(batch_id, index), batch_id=batch_id)
-            job.state = job_pb2.STATE_FAILED
-            job.error.reason = ErrorReason.JOB_EXPIRED
-            job.error.message = "the file's record expired before it ran"
-            batch.completed += 1
-            batch.failed += 1
-        # The batch's own version counter moves with every file write (same script), so it
-        # never goes back when files expire; older batches without it sum their files'.
-        batch.version = self.version or sum(job.version for job in batch.jobs)
-        return batch
+        return assemble_batch(self.batch_id, self.meta, self.files)
 
 
 class Reader(Protocol):

@@ -31,8 +31,10 @@ from parser_svc.api.uploads import (
 from parser_svc.state.caller_scope import current_tenant
 from parser_svc.state.events import EventHub
 from parser_svc.state.keys import batch_file_id
+from parser_svc.state.lua_scripts import CreateResult
 from parser_svc.state.records import is_terminal
 from parser_svc.state.store import JobStore
+from parser_svc.webhooks.outbox import Hook
 
 
 def batch_digest(records: list[dict[str, str]]) -> str:
@@ -81,10 +83,11 @@ class Batches:
         files: Sequence[parser_service_pb2.BatchFile],
         request_id: str = "",
         languages: Sequence[str] = (),
+        callback: parser_service_pb2.Callback | None = None,
     ) -> parser_service_pb2.Batch:
-        """CreateBatch: the language hints and every file's size, then the tenant's rate, checked
-        before anything reads a file; then the uploads are stored and the batch created
-        (`create_stored`). The hints apply to every file."""
+        """CreateBatch: the language hints and every file's size, then the tenant's rate and
+        the callback, checked before anything reads a file; then the uploads are stored and the
+        batch created (`create_stored`). The hints apply to every file."""
         hints = ",".join(check_languages(list(languages)))
         if not files:
             raise error(ErrorReason.EMPTY_BATCH, "a batch needs at least one file")
@@ -97,6 +100,7 @@ class Batches:
                 raise file_error(index, item.file_name, err) from None
         await self.submitter.check_rate(len(files))
         await self.submitter.check_queued(len(files))
+        hook = await self.check_callback(callback)
         batch_id = self.new_id(request_id)
         stored: list[StoredFile] = []
         try:
@@ -110,10 +114,22 @@ class Batches:
             stored_ids = [item.job_id for item in stored]
             await asyncio.to_thread(self.submitter.blobs.delete_uploads, stored_ids)
             raise
-        return await self.create_stored(batch_id, stored, request_id)
+        return await self.create_stored(batch_id, stored, request_id, hook)
+
+    async def check_callback(self, callback: parser_service_pb2.Callback | None) -> Hook | None:
+        """The batch's callback checked as a job's (parser_svc/webhooks/callbacks.py); None
+        when it has none."""
+        if callback is None:
+            return None
+        tenant = current_tenant() or DEFAULT_TENANT
+        return await self.submitter.callbacks.check_callback(callback, tenant)
 
     async def create_stored(
-        self, batch_id: str, files: list[StoredFile], request_id: str = ""
+        self,
+        batch_id: str,
+        files: list[StoredFile],
+        request_id: str = "",
+        hook: Hook | None = None,
     ) -> parser_service_pb2.Batch:
         """Sniffs the stored uploads of `files` (bounded), then creates the batch and all its
         file records in one atomic script and enqueues the files. A retry with the same
@@ -132,6 +148,9 @@ class Batches:
         records = await self._file_records(files, drop_uploads)
         digest = batch_digest(records)
         request_key = self.store.keys.batch_request(tenant, request_id) if request_id else ""
+        outbox = self.submitter.callbacks.outbox
+        if hook:  # before the create, as a job's (parser_svc/webhooks/batch_deliveries.py)
+            await outbox.add(batch_id, tenant, hook, batch=True)
         try:
             created = await self.store.create_batch(
                 batch_id, tenant, records, request_key=request_key, digest=digest
@@ -139,20 +158,12 @@ class Batches:
         except DocparseError as err:
             if err.code != grpc.StatusCode.UNAVAILABLE:  # else: the sweeper decides
                 await drop_uploads()
+                if hook:
+                    await outbox.discard(batch_id, hook, batch=True)
             raise
         if not created.created:
             await drop_uploads()
-            if created.status == "CONFLICT":
-                raise error(
-                    ErrorReason.REQUEST_ID_REUSED,
-                    f"request_id {request_id[:200]!r} was used for other files "
-                    f"(batch {created.job_id})",
-                )
-            batch = await self.get(created.job_id)
-            # The first call may have lost its reply before enqueueing: enqueue what waits.
-            queued = [job.job_id for job in batch.jobs if job.state == job_pb2.STATE_QUEUED]
-            await self.submitter.enqueue(queued)
-            return batch
+            return await self._answer_earlier(batch_id, created, request_id, hook)
         for job_id, record in zip(job_ids, records, strict=True):
             observability.job_created(
                 job_id,
@@ -164,6 +175,28 @@ class Batches:
             )
         await self.submitter.enqueue(job_ids)
         return await self.get(batch_id)
+
+    async def _answer_earlier(
+        self, batch_id: str, created: CreateResult, request_id: str, hook: Hook | None
+    ) -> parser_service_pb2.Batch:
+        """The batch an earlier call with the same request_id made (REPLAY), or
+        REQUEST_ID_REUSED (CONFLICT); this call's callback follows the batch it answers with."""
+        if hook:
+            outbox, tenant = self.submitter.callbacks.outbox, current_tenant() or DEFAULT_TENANT
+            if created.status != "CONFLICT":
+                await outbox.add(created.job_id, tenant, hook, batch=True)
+            await outbox.discard(batch_id, hook, batch=True)
+        if created.status == "CONFLICT":
+            raise error(
+                ErrorReason.REQUEST_ID_REUSED,
+                f"request_id {request_id[:200]!r} was used for other files "
+                f"(batch {created.job_id})",
+            )
+        batch = await self.get(created.job_id)
+        # The first call may have lost its reply before enqueueing: enqueue what waits.
+        queued = [job.job_id for job in batch.jobs if job.state == job_pb2.STATE_QUEUED]
+        await self.submitter.enqueue(queued)
+        return batch
 
     async def _file_records(
         self, files: list[StoredFile], drop_uploads: Callable[[], Awaitable[None]]

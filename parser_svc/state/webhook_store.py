@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, NamedTuple
 
+from parser_svc.state.keys import batch_file_id
 from parser_svc.state.lua_scripts import ADD_DELIVERY
 from parser_svc.state.records import decode_hash
 from parser_svc.state.store import JobStore
@@ -22,14 +23,24 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+# A batch's delivery id: `batch.<batch_id>.<digest>` (a job's: `<job_id>.<digest>`).
+BATCH_DELIVERY = "batch."
+
+
+def is_batch(delivery: str) -> bool:
+    """Whether a delivery is a batch's (one `batch.completed` for the whole batch)."""
+    return delivery.startswith(BATCH_DELIVERY)
+
+
 def job_of(delivery: str) -> str:
-    """The job a delivery id names (`<job_id>.<digest>`)."""
-    return delivery.rsplit(".", 1)[0]
+    """The job a delivery id names (`<job_id>.<digest>`), or for a batch's its batch id."""
+    return delivery.removeprefix(BATCH_DELIVERY).rsplit(".", 1)[0]
 
 
 class DueDelivery(NamedTuple):
     """A due delivery as read with its job: its hash ({} once gone), its job's record ({} when
-    there is none) and whether the job's tombstone exists."""
+    there is none) and whether the job's tombstone exists. For a batch's delivery: the batch's
+    meta record, and the tombstone of its first file."""
 
     delivery: str
     spec: dict[str, str]
@@ -144,6 +155,10 @@ class WebhookStore:
             async with redis.pipeline(transaction=False) as pipe:
                 for delivery in ids:
                     pipe.hgetall(keys.webhook(delivery))
+                    if is_batch(delivery):
+                        pipe.hgetall(keys.batch_meta(job_of(delivery)))
+                        pipe.exists(keys.tombstone(batch_file_id(job_of(delivery), 0)))
+                        continue
                     pipe.hgetall(keys.job(job_of(delivery)))
                     pipe.exists(keys.tombstone(job_of(delivery)))
                 return list(await pipe.execute())

@@ -31,6 +31,9 @@ public (or listed in `webhook_allow_cidrs`), and the connection goes to the addr
 (aiohttp connects to what our resolver returns, no second lookup); no proxy from the
 environment, no redirect followed, a timeout, and at most `webhook_max_response_bytes` read.
 
+A batch's callback (CreateBatch, UploadBatch) is checked the same way and is one delivery for
+the whole batch, `batch.completed` when its last file ends: parser_svc/webhooks/batch_deliveries.py.
+
 This module is the submit's side (`Callbacks`) and the start's check (`check_config`); the
 rest, by capability: parser_svc/webhooks/outbox.py (a delivery's fields, backoff, the ends of
 an attempt; its keys and commands in parser_svc/state/webhook_store.py, the keys built in
@@ -83,7 +86,14 @@ class Callbacks:
         CALLBACK_SECRET_UNKNOWN, CALLBACK_NOT_ALLOWED) when it cannot be delivered safely."""
         if not request.HasField("callback"):
             return None
-        url, name = request.callback.url.strip(), request.callback.secret_name
+        return await self.check_callback(request.callback, tenant)
+
+    async def check_callback(
+        self, callback: parser_service_pb2.Callback, tenant: str
+    ) -> Hook | None:
+        """`check` for a Callback message (a batch's: CreateBatchRequest, UploadBatchHeader);
+        an empty one (an unset field reads so) is None."""
+        url, name = callback.url.strip(), callback.secret_name
         if not url and not name:
             return None
         if not url or not name:

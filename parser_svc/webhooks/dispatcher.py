@@ -20,6 +20,8 @@ from parser_svc.settings import Settings
 from parser_svc.state.lifetimes import now_ms
 from parser_svc.state.records import TERMINAL_STATES, record_to_job
 from parser_svc.state.store import JobStore
+from parser_svc.state.webhook_store import is_batch, job_of
+from parser_svc.webhooks.batch_deliveries import batch_message, ended
 from parser_svc.webhooks.egress import AddressPolicy, DeliveryFailed, Egress, parse_cidrs
 from parser_svc.webhooks.outbox import Outbox
 from parser_svc.webhooks.signing import WebhookSecrets, message_id, payload, sign
@@ -129,6 +131,8 @@ class Dispatcher:
             return
         if record.get("state") in TERMINAL_STATES and record.get("job_id"):
             self._ended.add(str(record["job_id"]))
+            if record.get("batch_id"):  # the batch's deliveries: ready if it was the last file
+                self._ended.add(str(record["batch_id"]))
             self._wake.set()
 
     async def _wake_ended(self, now: int) -> None:
@@ -149,6 +153,9 @@ class Dispatcher:
         Returns how many were due (BATCH: more are, look again at once)."""
         now = now_ms()
         await self._wake_ended(now)
+        # An attempt that ends while the due set is read is read as not ended: whatever was on
+        # the wire when the read began waits for the next round (its outcome is written then).
+        busy = set(self.slots.on_the_wire)
         found = await self.outbox.state.due(now, BATCH)
         if not found:
             return 0
@@ -161,7 +168,7 @@ class Dispatcher:
         for delivery, spec, record, tombstone in found:
             if not spec or "ended_ms" in spec:
                 gone.append(delivery)
-            elif record and record.get("state") in TERMINAL_STATES:
+            elif record and ended(delivery, record):
                 ready.append((delivery, spec, record))
             elif record or now - int(spec.get("created_ms") or 0) < orphan_ms:
                 later[delivery] = recheck  # not ended yet, or not created yet
@@ -174,7 +181,7 @@ class Dispatcher:
         # only after an attempt's time, a claim renewed each round while they wait.
         claim = now + int((self.settings.webhook_timeout_s + 5) * 1000)
         for delivery, spec, record in ready:
-            if delivery in self.slots.on_the_wire:
+            if delivery in self.slots.on_the_wire or delivery in busy:
                 continue  # its attempt reschedules it (a retry may be due before it ends)
             if delivery in self.slots.known:
                 later[delivery] = claim
@@ -222,17 +229,15 @@ class Dispatcher:
     async def _attempt(self, delivery: str, spec: dict[str, str], record: dict[str, str]) -> bool:
         """One attempt; whether it timed out (no answer at all)."""
         attempts = await self.outbox.state.count_attempt(delivery)
-        state = record["state"]
-        job = record_to_job(record)
-        body = payload(job, state)
-        msg_id = message_id(job.job_id, state)
+        target = job_of(delivery)
         started = time.monotonic()
         try:
+            msg_id, body, owner = await self._message(delivery, record)
             tenant = spec.get("tenant", "")
             secret = await asyncio.to_thread(self.secrets.get, tenant, spec.get("secret", ""))
             if secret is None:
                 raise DeliveryFailed(f"tenant {tenant!r} has no secret {spec.get('secret')!r} now")
-            if record.get("tenant", "") != tenant:  # never: a submit joins its own tenant's jobs
+            if owner != tenant:  # never: a submit joins its own tenant's jobs and batches
                 raise DeliveryFailed("the job belongs to another tenant")
             timestamp = int(time.time())
             headers = {
@@ -251,13 +256,23 @@ class Dispatcher:
         await self.outbox.delivered(delivery)
         DELIVERIES.labels("delivered").inc()
         log.info(
-            "webhook delivered: job %s, attempt %d, %.0f ms",
-            job.job_id,
+            "webhook delivered: %s %s, attempt %d, %.0f ms",
+            "batch" if is_batch(delivery) else "job",
+            target,
             attempts,
             (time.monotonic() - started) * 1000,
-            extra={"event": "webhook.delivered", "job_id": job.job_id, "webhook_id": msg_id},
+            extra={"event": "webhook.delivered", "job_id": target, "webhook_id": msg_id},
         )
         return False
+
+    async def _message(self, delivery: str, record: dict[str, str]) -> tuple[str, bytes, str]:
+        """The webhook-id, body and tenant of a delivery: its job's terminal record, or its
+        batch's Batch (parser_svc/webhooks/batch_deliveries.py)."""
+        if is_batch(delivery):
+            return await batch_message(self.store, delivery)
+        state = record["state"]
+        job = record_to_job(record)
+        return message_id(job.job_id, state), payload(job, state), record.get("tenant", "")
 
     async def _failed(self, delivery: str, spec: dict[str, str], attempts: int, error: str) -> None:
         job_id = spec.get("job_id", "")

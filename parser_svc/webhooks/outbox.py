@@ -15,7 +15,7 @@ from docparse.errors import DocparseError
 from parser_svc.settings import Settings
 from parser_svc.state.lifetimes import now_ms
 from parser_svc.state.store import JobStore
-from parser_svc.state.webhook_store import WebhookStore
+from parser_svc.state.webhook_store import BATCH_DELIVERY, WebhookStore
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +50,15 @@ class Outbox:
         )
 
     @staticmethod
-    def delivery_id(job_id: str, callback: Hook) -> str:
+    def delivery_id(job_id: str, callback: Hook, *, batch: bool = False) -> str:
+        """`<job_id>.<digest>`; a batch's (`job_id` its batch id) `batch.<batch_id>.<digest>`
+        (parser_svc/state/webhook_store.py tells them apart)."""
         digest = hashlib.sha256(f"{callback.url}\0{callback.secret_name}".encode()).hexdigest()
-        return f"{job_id}.{digest[:16]}"
+        return f"{BATCH_DELIVERY if batch else ''}{job_id}.{digest[:16]}"
 
-    async def add(self, job_id: str, tenant: str, callback: Hook) -> str:
-        delivery = self.delivery_id(job_id, callback)
+    async def add(self, job_id: str, tenant: str, callback: Hook, *, batch: bool = False) -> str:
+        """Writes the delivery of a job's (or with `batch`, a batch's) callback."""
+        delivery = self.delivery_id(job_id, callback, batch=batch)
         now = now_ms()
         fields = ["job_id", job_id, "tenant", tenant, "url", callback.url]
         fields += ["secret", callback.secret_name, "created_ms", str(now)]
@@ -64,10 +67,10 @@ class Outbox:
         await self.state.add(delivery, job_id, fields, now, self.keep_ms)
         return delivery
 
-    async def discard(self, job_id: str, callback: Hook) -> None:
-        """Removes a delivery written for a job that was not created (best effort: what is
-        left is dropped by the dispatcher once its job is known never to have existed)."""
-        delivery = self.delivery_id(job_id, callback)
+    async def discard(self, job_id: str, callback: Hook, *, batch: bool = False) -> None:
+        """Removes a delivery written for a job (or batch) that was not created (best effort:
+        what is left is dropped by the dispatcher once its job is known never to have existed)."""
+        delivery = self.delivery_id(job_id, callback, batch=batch)
         try:
             await self.state.remove(job_id, delivery)
         except DocparseError as err:

@@ -44,7 +44,13 @@ class Receiver(http.server.ThreadingHTTPServer):
 
     def jobs(self) -> dict[str, str]:
         """job id → the state its delivery said."""
-        return {e["data"]["job_id"]: e["data"]["state"] for e in list(self.events)}
+        events = [e for e in list(self.events) if e["type"].startswith("job.")]
+        return {e["data"]["job_id"]: e["data"]["state"] for e in events}
+
+    def batches(self) -> dict[str, dict[str, Any]]:
+        """batch id → the batch its `batch.completed` delivery carried."""
+        events = [e for e in list(self.events) if e["type"] == "batch.completed"]
+        return {e["data"]["batch_id"]: e["data"] for e in events}
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -124,14 +130,16 @@ def test_submit_with_a_callback_is_delivered_signed(
     delivered = eventually(lambda: receiver.jobs().get(job["job_id"]), 60, "the webhook")
     assert delivered == "STATE_SUCCEEDED"
 
-    # Several files with a callback: a batch carries none, so one job (and webhook) per file.
+    # Several files with a callback: one batch, and one webhook for it (none per file).
     two, three = tmp_path / "two.pdf", tmp_path / "three.pdf"
     two.write_bytes(make_pdf(1, "two"))
     three.write_bytes(make_pdf(2, "three"))
-    run = cli(up, "submit", str(two), str(three), *called, "--json")
-    ids = {j["job_id"] for j in submitted(run)}
-    assert len(ids) == 2 and not any(j.get("batch_id") for j in submitted(run))
-    eventually(lambda: ids <= set(receiver.jobs()), 60, "a webhook per file")
+    batch, *jobs = submitted(cli(up, "submit", str(two), str(three), *called, "--json"))
+    batch_id = batch["batch_id"]
+    assert [j["job_id"] for j in jobs] == [f"{batch_id}-0", f"{batch_id}-1"]
+    ended = eventually(lambda: receiver.batches().get(batch_id), 60, "the batch's webhook")
+    assert (ended["completed"], ended["succeeded"]) == (2, 2)
+    assert not {j["job_id"] for j in jobs} & set(receiver.jobs())
 
     unknown = cli(up, "submit", str(one), "--callback", receiver.url, "--callback-secret", "x")
     assert unknown.returncode == 2
