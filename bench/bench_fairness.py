@@ -30,6 +30,7 @@ import http.server
 import io
 import json
 import multiprocessing
+import os
 import socket
 import statistics
 import threading
@@ -215,7 +216,7 @@ def bench_webhooks(stack: LocalStack, samples: int, callbacks: int) -> dict[str,
     return {"b_alone": summary(alone), f"b_while_a_{callbacks}_black_hole": summary(loaded)}
 
 
-def bench_reads(stack: LocalStack, seconds: float) -> dict[str, Any]:
+def bench_reads(stack: LocalStack, seconds: float, nice: int = 0) -> dict[str, Any]:
     a, b = Tenant(stack, "a"), Tenant(stack, "b")
     job = b.parsed("b.pdf", pdf("status")).job_id
     for i in range(50):
@@ -237,7 +238,8 @@ def bench_reads(stack: LocalStack, seconds: float) -> dict[str, Any]:
     # A's flood in processes of its own: threads here would share this process's GIL with B's
     # poller and slow it down themselves.
     with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool:
-        floods = [pool.submit(flood, stack.gateway_addresses[0], seconds + 3) for _ in range(4)]
+        address = stack.gateway_addresses[0]
+        floods = [pool.submit(flood, address, seconds + 3, nice) for _ in range(4)]
         time.sleep(2.0)  # the floods under way
         loaded = polls()
         counts = [f.result() for f in floods]
@@ -248,8 +250,11 @@ def bench_reads(stack: LocalStack, seconds: float) -> dict[str, Any]:
     }
 
 
-def flood(address: str, seconds: float) -> tuple[int, int]:
-    """Tenant A's ListJobs, as fast as one process can ask, for `seconds`."""
+def flood(address: str, seconds: float, nice: int = 0) -> tuple[int, int]:
+    """Tenant A's ListJobs, as fast as one process can ask, for `seconds`; `nice`: at that
+    scheduling priority (the flood's own CPU is then the box's spare: a client elsewhere)."""
+    if nice:
+        os.nice(nice)
     channel = grpc.insecure_channel(address)
     stub = parser_service_pb2_grpc.ParserServiceStub(channel)
     listing, metadata = parser_service_pb2.ListJobsRequest(page_size=100), (("x-api-key", "key-a"),)
@@ -278,6 +283,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=30)
     parser.add_argument("--callbacks", type=int, default=200)
     parser.add_argument("--list-jobs-per-s", default="")
+    parser.add_argument("--flood-nice", type=int, default=0, help="reads: A's processes' nice")
     args = parser.parse_args()
     root = Path("var/bench/fairness-stack")
     root.mkdir(parents=True, exist_ok=True)
@@ -296,7 +302,7 @@ def main() -> None:
         if args.only in (None, "webhooks"):
             results["webhooks"] = bench_webhooks(stack, min(args.samples, 10), args.callbacks)
         if args.only in (None, "reads"):
-            results["reads"] = bench_reads(stack, 10.0)
+            results["reads"] = bench_reads(stack, 10.0, args.flood_nice)
     print(json.dumps(results, indent=2))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2))

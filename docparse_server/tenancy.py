@@ -21,6 +21,7 @@ from docparse_server.errors import error
 
 TENANT_KEY = "x-docparse-tenant"
 LIMITS_KEY = "x-docparse-limits"
+ADMIN_KEY = "x-docparse-admin"
 INTERNAL_TOKEN_KEY = "x-docparse-internal-token"
 RESERVED_PREFIX = "x-docparse-"
 DEFAULT_TENANT = "default"
@@ -74,13 +75,16 @@ _LIMIT_FIELDS = (
 class Caller:
     tenant: str = DEFAULT_TENANT
     limits: Limits = Limits()
+    # The key's `admin` flag in the keys file (JSON true; anything else, or none, is false):
+    # the operators' reads (GetTenantShares) are for such callers only.
+    admin: bool = False
 
 
 class ApiKeys:
     """API key digests → tenant and limits. Loaded from JSON:
     {"keys": [{"sha256": "<hex>", "tenant": "acme", "max_upload_bytes": 0,
                "submits_per_minute": 0, "max_streams": 0, "max_queued_jobs": 0,
-               "weight": 1}, ...]}"""
+               "weight": 1, "admin": false}, ...]}"""
 
     def __len__(self) -> int:
         return len(self._by_digest)
@@ -89,12 +93,29 @@ class ApiKeys:
         self._by_digest: dict[str, Caller] = {}
         for entry in entries:
             limits = Limits.from_mapping(entry)
-            self._by_digest[str(entry["sha256"]).lower()] = Caller(str(entry["tenant"]), limits)
+            caller = Caller(str(entry["tenant"]), limits, entry.get("admin") is True)
+            self._by_digest[str(entry["sha256"]).lower()] = caller
 
     @classmethod
     def load(cls, inline_json: str, path: Path | None) -> ApiKeys:
         text = path.read_text() if path else (inline_json or '{"keys": []}')
         return cls(json.loads(text).get("keys", []))
+
+    def tenants(self) -> dict[str, Limits]:
+        """Each configured tenant's limits (of its keys, the largest of each limit)."""
+        merged: dict[str, Limits] = {}
+        for caller in self._by_digest.values():
+            seen = merged.get(caller.tenant)
+            limits = caller.limits
+            if seen is not None:
+                limits = Limits(
+                    *(
+                        max(a, b)
+                        for a, b in zip(asdict(seen).values(), asdict(limits).values(), strict=True)
+                    )
+                )
+            merged[caller.tenant] = limits
+        return merged
 
     def identify(self, metadata: Iterable[tuple[str, str | bytes]]) -> Caller:
         presented = ""
@@ -118,6 +139,8 @@ class ApiKeys:
 def identity_metadata(caller: Caller, internal_token: str) -> list[tuple[str, str]]:
     """What the gateway adds for parser_svc."""
     out = [(TENANT_KEY, caller.tenant), (LIMITS_KEY, caller.limits.to_header())]
+    if caller.admin:
+        out.append((ADMIN_KEY, "true"))
     if internal_token:
         out.append((INTERNAL_TOKEN_KEY, internal_token))
     return out
@@ -138,7 +161,9 @@ def caller_from_metadata(
             "parser_svc accepts calls from the gateway or with the internal token only",
         )
     return Caller(
-        values.get(TENANT_KEY) or DEFAULT_TENANT, Limits.from_header(values.get(LIMITS_KEY, ""))
+        values.get(TENANT_KEY) or DEFAULT_TENANT,
+        Limits.from_header(values.get(LIMITS_KEY, "")),
+        values.get(ADMIN_KEY) == "true",
     )
 
 

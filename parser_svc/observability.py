@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -86,6 +86,20 @@ TENANT_QUEUED = Gauge(
     ["tenant"],
     registry=None,
 )
+TENANT_RUNNING = Gauge(
+    "docparse_tenant_running_jobs",
+    "Each tenant's jobs running (claimed by a worker, active in the queue), as the sweeping "
+    "replica last read them (use max, not sum)",
+    ["tenant"],
+    registry=None,
+)
+SUBMITS_THROTTLED = Counter(
+    "docparse_submits_throttled_total",
+    "Submit calls (SubmitJob, CreateBatch, UploadBatch) this replica refused with RATE_LIMITED, "
+    "by tenant and reason: the key's limit that refused it (max_queued_jobs, submits_per_minute)",
+    ["tenant", "reason"],
+    registry=None,
+)
 WATCH_STREAMS = Gauge(
     "docparse_watch_streams",
     "Open job/batch watchers on this replica (WatchJob, WatchBatch, SubmitJob waits)",
@@ -138,6 +152,8 @@ PARSER_METRICS: tuple[Collector, ...] = (
     QUEUE_JOBS,
     ADMISSIONS,
     TENANT_QUEUED,
+    TENANT_RUNNING,
+    SUBMITS_THROTTLED,
     WATCH_STREAMS,
     REDIS_ERRORS,
     PUBSUB_RECONNECTS,
@@ -164,6 +180,18 @@ async def refresh_queue_depth(
         except Exception as err:  # the store's own errors are counted where they happen
             logging.getLogger("docparse.metrics").debug("queue counts failed: %r", err)
         await asyncio.sleep(interval_s)
+
+
+def tenant_jobs(jobs: Iterable[tuple[str, int, int]]) -> None:
+    """The per-tenant gauges from one read of fair admission's state: (tenant, queued, running)
+    for each tenant with jobs; a tenant left out has none (its series go)."""
+    TENANT_QUEUED.clear()
+    TENANT_RUNNING.clear()
+    for tenant, queued, running in jobs:
+        if queued:
+            TENANT_QUEUED.labels(tenant).set(queued)
+        if running:
+            TENANT_RUNNING.labels(tenant).set(running)
 
 
 # ---------------------------------------------------------------------------------------------

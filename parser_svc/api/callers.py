@@ -18,6 +18,7 @@ from docparse.reasons import ErrorReason
 from docparse_server.errors import error
 from docparse_server.serving import Handler, WrappingInterceptor, abort, rebuild_handler
 from docparse_server.tenancy import (
+    ADMIN_KEY,
     INTERNAL_TOKEN_KEY,
     LIMITS_KEY,
     TENANT_KEY,
@@ -27,7 +28,7 @@ from docparse_server.tenancy import (
 from parser_svc.state.caller_scope import current_caller
 
 SCOPED_PREFIX = "/docparse.v1."
-_CALLER_KEYS = frozenset((TENANT_KEY, LIMITS_KEY, INTERNAL_TOKEN_KEY))
+_CALLER_KEYS = frozenset((TENANT_KEY, LIMITS_KEY, ADMIN_KEY, INTERNAL_TOKEN_KEY))
 _MAX_CALLERS = 1024
 
 
@@ -77,7 +78,7 @@ class CallerInterceptor(WrappingInterceptor):
         self._callers: dict[tuple[Any, ...], Caller] = {}
 
     def caller(self, metadata: Any) -> Caller:
-        """`caller_from_metadata`, memoized on the items it reads (token, tenant, limits): a
+        """`caller_from_metadata`, memoized on the items it reads (token, tenant, limits, admin): a
         Caller is immutable and the gateway sends the same few all day. Refusals raise and are
         not cached (random tokens can't fill it); at most 1,024 entries."""
         key = tuple(item for item in metadata or () if item[0] in _CALLER_KEYS)

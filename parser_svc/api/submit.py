@@ -170,6 +170,7 @@ class Submitter:
             return
         used = await self.store.count_submits(caller.tenant, int(time.time() // 60), files)
         if used > caller.limits.submits_per_minute:
+            observability.SUBMITS_THROTTLED.labels(caller.tenant, "submits_per_minute").inc()
             retry_after = 60 - int(time.time()) % 60
             raise error(
                 ErrorReason.RATE_LIMITED,
@@ -188,6 +189,7 @@ class Submitter:
             return
         queued = await self.queue.admission.queued(caller.tenant)
         if queued + files > limit:
+            observability.SUBMITS_THROTTLED.labels(caller.tenant, "max_queued_jobs").inc()
             raise error(
                 ErrorReason.RATE_LIMITED,
                 f"tenant {caller.tenant} has {queued} jobs waiting for a parse slot and may "

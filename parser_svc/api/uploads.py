@@ -5,8 +5,10 @@ the fixed HTTP/2 receive window lets the client send ahead (4 MiB: docparse_serv
 for at most `max_uploads_per_tenant` uploads of a tenant at once: each chunk
 is hashed and appended to the file's upload in the blob store (off the event loop). The
 limits are checked before the bytes they limit are kept: the file count at each file header,
-the tenant's rate at each file header (one submit each), the announced size against the
-service's and the tenant's limits, and the bytes actually sent against what was announced.
+the tenant's rate at each file header (one submit each), its queued jobs against its key's
+`max_queued_jobs` at the header and at each file header (the files so far count as queued),
+the announced size against the service's and the tenant's limits, and the bytes actually
+sent against what was announced.
 Content types are sniffed afterwards from the stored files (bounded, detect.py). A stream
 that fails leaves no upload behind.
 """
@@ -24,9 +26,12 @@ from docparse.errors import DocparseError
 from docparse.reasons import ErrorReason
 from docparse.v1 import parser_service_pb2
 from docparse_server.errors import error
+from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.api.submit import Submitter, check_languages
 from parser_svc.parsers.detect import Detection, sniff
+from parser_svc.state.caller_scope import current_tenant
 from parser_svc.state.keys import batch_file_id
+from parser_svc.webhooks.outbox import Hook
 from parser_svc.work.blobs import BlobStore
 
 MAX_FILES = 1000
@@ -64,12 +69,12 @@ async def receive_batch_upload(
     new_batch_id: Callable[[str], str],
     submitter: Submitter,
     accepted: Callable[[], Awaitable[None]] | None = None,
-) -> tuple[str, str, list[StoredFile]]:
+) -> tuple[str, str, list[StoredFile], Hook | None]:
     """Stores an UploadBatch stream (a header, then per file a file header and chunks) as the
     uploads of `<batch_id>-<i>`, the batch id minted from the header's request_id
     (`new_batch_id`: on Redis Cluster it places the batch). Returns the batch id, the
-    request_id and the stored files. The header's
-    language hints are checked when it arrives (before any file is stored) and kept on each
+    request_id, the stored files and the checked callback. The header's language hints and
+    callback are checked when it arrives (before any file is stored), the hints kept on each
     file; then `accepted` runs (the service sends the call's initial metadata: a client may wait
     for it before streaming files, so a refused header's status reaches it intact instead of
     racing its writes)."""
@@ -93,7 +98,7 @@ async def receive_batch_upload(
     except BaseException:
         await receiver.discard()
         raise
-    return receiver.batch_id, receiver.request_id, receiver.files
+    return receiver.batch_id, receiver.request_id, receiver.files, receiver.hook
 
 
 class _BatchReceiver:
@@ -113,11 +118,15 @@ class _BatchReceiver:
         self.request_id = self.batch_id = self.languages = ""
         self.files: list[StoredFile] = []
         self.out: BinaryIO | None = None
+        self.hook: Hook | None = None
 
     async def header(self, header: parser_service_pb2.UploadBatchHeader) -> None:
         self.request_id = header.request_id
         self.batch_id = self.new_batch_id(self.request_id)
         self.languages = ",".join(check_languages(list(header.languages)))
+        tenant = current_tenant() or DEFAULT_TENANT
+        self.hook = await self.submitter.callbacks.check_callback(header.callback, tenant)
+        await self.submitter.check_queued()  # a tenant at its limit is refused before any file
         if self.accepted is not None:
             await self.accepted()
 
@@ -128,6 +137,7 @@ class _BatchReceiver:
         name = file.file_name[:512]
         self.submitter.check_announced(file.size_bytes, name)
         await self.submitter.check_rate()  # each file is a submit, counted as it comes
+        await self.submitter.check_queued(len(self.files) + 1)  # before its bytes are stored
         job_id = batch_file_id(self.batch_id, len(self.files))
         self.files.append(
             StoredFile(job_id, name, announced=file.size_bytes, languages=self.languages)

@@ -27,7 +27,7 @@ from docparse_server.errors import store_unavailable
 from parser_svc.settings import Settings
 from parser_svc.state.keys import Keys
 from parser_svc.state.lifetimes import now_ms
-from parser_svc.state.lua_scripts import FAIR_ADMIT
+from parser_svc.state.lua_scripts import FAIR_ADMIT, FAIR_SHARES
 from parser_svc.state.store_errors import store_error, unavailable_detail
 
 Lane = Literal["interactive", "bulk"]
@@ -44,6 +44,30 @@ class Push:
     lane: Lane = "bulk"
     # The tenant's weight (its key's); None leaves the one its last push set (the sweeper's).
     weight: float | None = None
+
+
+@dataclass(frozen=True)
+class TenantShare:
+    """One tenant's jobs under fair admission now."""
+
+    tenant: str
+    queued: int  # pushed, not yet claimed by a worker (on a pending list or waiting in BullMQ)
+    pending_interactive: int  # on its pending list of the interactive lane
+    pending_bulk: int  # on its pending list of the bulk lane
+    running: int  # claimed, and active in BullMQ
+    weight: float  # the weight its last push carried (1 when none did)
+
+
+@dataclass(frozen=True)
+class Shares:
+    """The tenants with jobs queued or running, and what the lanes let into BullMQ."""
+
+    tenants: list[TenantShare]
+    bulk_slots: int  # the worker replicas' registered bulk slots (0: none registered)
+    window: int  # jobs admitted to BullMQ and not yet claimed, at most (the interactive cap)
+    bulk_every: int  # one bulk admission after this many interactive ones while bulk waits
+    waiting: int  # jobs waiting in BullMQ for a worker
+    active: int  # jobs active in BullMQ
 
 
 def slots(settings: Settings) -> int:
@@ -72,6 +96,12 @@ class Admission:
             keys.queue_list(queue, "active"),
         ]
         self._jobs = keys.queue_job(queue, "")
+        self._share_keys = [
+            f"{self._prefix}running",
+            f"{self._prefix}counts",
+            *self._keys[3:4],
+            *self._keys[1:3],
+        ]
         self._window = window(settings)
         self._bulk_every = settings.admit_bulk_every
 
@@ -140,3 +170,28 @@ class Admission:
             lambda: self._redis.zrangebyscore(self.admitting, "-inf", until_ms, start=0, num=limit)
         )
         return [str(job) for job in found]
+
+    async def shares(self) -> Shares:
+        """Every tenant's jobs queued and running now, with its weight, and the lanes' caps
+        (lua/fair_shares.lua, which also forgets the running index's finished jobs): the
+        per-tenant gauges and the admin read of the current share."""
+        args: list[str | bytes | int] = [self._prefix, self._jobs, now_ms()]
+        reply = await self._call(lambda: FAIR_SHARES(self._redis, self._share_keys, args))
+        slots_, waiting, active = (int(n) for n in reply[:3])
+        rows = reply[3:]
+        tenants = [
+            TenantShare(
+                _text(rows[i]),
+                int(rows[i + 1]),
+                int(rows[i + 2]),
+                int(rows[i + 3]),
+                int(rows[i + 4]),
+                float(_text(rows[i + 5]) or 1),
+            )
+            for i in range(0, len(rows), 6)
+        ]
+        return Shares(tenants, slots_, self._window, self._bulk_every, waiting, active)
+
+
+def _text(value: bytes | int | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

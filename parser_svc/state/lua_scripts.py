@@ -96,6 +96,7 @@ UPDATE_JOB = LuaScript("update_job.lua", uses=("keys", "publish"))
 LEASE = LuaScript("lease.lua")
 ADD_DELIVERY = LuaScript("add_delivery.lua")
 FAIR_ADMIT = LuaScript("fair_admit.lua")
+FAIR_SHARES = LuaScript("fair_shares.lua")
 
 
 @dataclass(frozen=True)

@@ -166,7 +166,8 @@ class Sweeper:
 
     async def _repair_admitting(self, report: SweepReport) -> None:
         """Adds admitted jobs their admitter never added to the queue, forgets admitted jobs
-        that are no longer QUEUED, runs admission, and refreshes the per-tenant gauge."""
+        that are no longer QUEUED, runs admission, and refreshes the per-tenant gauges (queued,
+        running)."""
         admission = self.queue.admission
         cutoff = now_ms() - int(self.settings.sweep_enqueue_after_s * 1000)
         ids = await admission.admitting_due(cutoff, BATCH)
@@ -186,9 +187,8 @@ class Sweeper:
                 observability.SWEEPER_REPAIRS.labels("admitted").inc()
                 report.enqueued += 1
         await self.queue.admit(claimed=forget)
-        observability.TENANT_QUEUED.clear()
-        for tenant, queued in (await admission.queued_by_tenant()).items():
-            observability.TENANT_QUEUED.labels(tenant).set(queued)
+        shares = await admission.shares()
+        observability.tenant_jobs((t.tenant, t.queued, t.running) for t in shares.tenants)
 
     async def _delete_orphan_uploads(self, report: SweepReport) -> None:
         ids = await asyncio.to_thread(

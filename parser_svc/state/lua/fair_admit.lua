@@ -23,8 +23,12 @@
 -- registering its bulk slots ('' none), ARGV[12] how many (0: it leaves), ARGV[13] until (ms).
 -- Replies {pushed (1, or 0 when the job was queued already), id, lane, id, lane...}: the jobs
 -- admitted now, each also in the admitting set (the sweeper adds those a caller did not).
+-- A claimed job moves from the queued index to the running one (hash: job id -> tenant), which
+-- keeps it across its retries; fair_shares.lua counts it while BullMQ has it active and drops
+-- it once BullMQ has finished or removed it.
 local P, queued = ARGV[1], KEYS[1]
 local counts, state, weights, admitting = P .. 'counts', P .. 'state', P .. 'weights', P .. 'admitting'
+local running_jobs = P .. 'running'
 -- backlog: one element per job on a pending list (its length is the backlog an autoscaler reads)
 local slots, backlog = P .. 'slots', P .. 'backlog'
 local function list(lane, tenant) return P .. 'list:' .. lane .. ':' .. tenant end
@@ -37,6 +41,7 @@ for job in string.gmatch(ARGV[10], '%S+') do
     redis.call('HDEL', queued, job)
     local tenant = string.match(entry, '^%S+ (.*)$')
     if redis.call('HINCRBY', counts, tenant, -1) <= 0 then redis.call('HDEL', counts, tenant) end
+    redis.call('HSET', running_jobs, job, tenant)
   end
 end
 

@@ -46,6 +46,14 @@ class Slots:
             pushed, admitted = await self.admission.run(Push(job_id, tenant, lane, weight))
             assert pushed and not admitted  # the window is full
 
+    async def run_queued_then_claim(self, job_id: str, active: str, job_hash: str) -> None:
+        """`job_id` admitted, added to BullMQ (its hash), taken by a worker (active) and
+        claimed, as the worker's claim reports it."""
+        assert await self.turns(1) == [job_id]
+        await self.redis.hset(job_hash, "data", "{}")
+        await self.redis.lpush(active, job_id)
+        await self.admission.run(claimed=[job_id])
+
     async def turns(self, n: int) -> list[str]:
         """The job ids of `n` admissions, one freed slot at a time."""
         out = []
@@ -185,3 +193,49 @@ def test_a_keys_weight_and_queue_limit_reach_parser_svc() -> None:
     caller = keys.identify([("x-api-key", "k")])
     forwarded = caller_from_metadata(identity_metadata(caller, "token"), "token")
     assert (forwarded.limits.weight, forwarded.limits.max_queued_jobs) == (3, 7)
+
+
+async def test_a_claimed_job_counts_as_running_while_the_queue_has_it_active(
+    slots: Slots,
+) -> None:
+    """The current share (Admission.shares, lua/fair_shares.lua): a claimed job is its tenant's
+    running job while BullMQ has it active, not while it waits for another attempt (its entry
+    stays for the retry's claim, which has no queued entry left), and is forgotten once BullMQ
+    has finished it."""
+    admission, redis = slots.admission, slots.redis
+    active, job_hash = admission._keys[3], admission._jobs + "j1"
+    await admission.run(Push("j1", "t", "bulk", 2.0))
+    await slots.run_queued_then_claim("j1", active, job_hash)
+    shares = await admission.shares()
+    assert [(s.tenant, s.queued, s.running, s.weight) for s in shares.tenants] == [("t", 0, 1, 2.0)]
+    assert (shares.window, shares.bulk_every, shares.active) == (1, 3, 1)
+    await redis.lrem(active, 0, "j1")  # released for another attempt: waiting, delayed
+    assert (await admission.shares()).tenants == []
+    await redis.lpush(active, "j1")  # the retry's claim
+    await admission.run(claimed=["j1"])
+    assert [(s.tenant, s.running) for s in (await admission.shares()).tenants] == [("t", 1)]
+    await redis.lrem(active, 0, "j1")
+    await redis.hset(job_hash, "finishedOn", "1")  # BullMQ finished it
+    assert (await admission.shares()).tenants == []
+    assert not await redis.hexists(admission._prefix + "running", "j1")
+
+
+def test_only_a_key_marked_admin_forwards_an_admin() -> None:
+    """The keys file's `admin` flag (JSON true, nothing else) travels in the identity the
+    gateway forwards, trusted only with the internal token; a client's own x-docparse-admin
+    is dropped by the gateway, and dev mode (no token) is never admin."""
+    keys = ApiKeys(
+        [
+            {"sha256": key_digest("ops"), "tenant": "ops", "admin": True},
+            {"sha256": key_digest("str"), "tenant": "s", "admin": "true"},
+            {"sha256": key_digest("plain"), "tenant": "p"},
+        ]
+    )
+    admins = {
+        name: caller_from_metadata(
+            identity_metadata(keys.identify([("x-api-key", name)]), "token"), "token"
+        ).admin
+        for name in ("ops", "str", "plain")
+    }
+    assert admins == {"ops": True, "str": False, "plain": False}
+    assert not caller_from_metadata([("x-docparse-admin", "true")], "").admin

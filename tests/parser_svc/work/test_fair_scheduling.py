@@ -7,7 +7,11 @@ the order jobs start in is what a user sees.
   A's first.
 - A server-wait job (interactive lane) jumps its own tenant's bulk backlog (on the reserve
   slot: A's bulk jobs never take it).
-- A key's `max_queued_jobs` refuses a submit over it: RESOURCE_EXHAUSTED RATE_LIMITED.
+- A key's `max_queued_jobs` refuses a submit over it: RESOURCE_EXHAUSTED RATE_LIMITED; an
+  UploadBatch too, at the file over it, and none of its files stays stored. Each refusal is
+  counted per tenant (docparse_submits_throttled_total).
+- While B's job runs and A's wait, the per-tenant gauges and the admin read
+  (GET /v1/admin/tenants, an admin key's only) say so.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -26,7 +32,8 @@ from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.tenancy import key_digest
 from tests.conftest import auth_env, make_stack
-from tests.helpers import eventually, make_pdf, stub
+from tests.gateway.test_http import request
+from tests.helpers import eventually, make_pdf, rpc_error, stub
 
 TOKEN = "internal-secret-for-fair-scheduling"
 KEYS: dict[str, object] = {
@@ -34,6 +41,8 @@ KEYS: dict[str, object] = {
         {"sha256": key_digest("key-of-a"), "tenant": "tenant-a"},
         {"sha256": key_digest("key-of-b"), "tenant": "tenant-b"},
         {"sha256": key_digest("key-of-c"), "tenant": "tenant-c", "max_queued_jobs": 3},
+        {"sha256": key_digest("key-of-d"), "tenant": "tenant-d", "max_queued_jobs": 2},
+        {"sha256": key_digest("key-of-ops"), "tenant": "ops", "admin": True},
     ]
 }
 A_PAGES = 2
@@ -139,3 +148,90 @@ def test_max_queued_jobs_refuses_a_submit_over_it(stack: LocalStack) -> None:
     assert first.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert first.reason == ErrorReason.RATE_LIMITED
     assert first.metadata["limit"] == "3"
+    assert metric(stack, "docparse_submits_throttled_total")[
+        "reason=max_queued_jobs,tenant=tenant-c"
+    ]
+
+
+def stored_inputs(stack: LocalStack) -> set[Path]:
+    return set((stack.data_dir / "blobs").glob("*/inputs/*"))
+
+
+def test_max_queued_jobs_refuses_an_upload_before_storing_it(stack: LocalStack) -> None:
+    """D (at most 2 queued) streams 3 files while A holds the slot: the third file header is
+    refused, and the two files stored before it go with the stream."""
+    a, d = Tenant(stack, "a"), Tenant(stack, "d")
+    for _ in range(2):
+        a.submit(A_PAGES)
+    before = stored_inputs(stack)
+    content = make_pdf(1, f"d {uuid.uuid4().hex}")
+    Part = parser_service_pb2.UploadBatchRequest
+
+    def parts() -> Iterator[parser_service_pb2.UploadBatchRequest]:
+        yield Part(header=parser_service_pb2.UploadBatchHeader(request_id=uuid.uuid4().hex))
+        for i in range(3):
+            header = parser_service_pb2.UploadFileHeader(
+                file_name=f"{i}.pdf", size_bytes=len(content)
+            )
+            yield Part(file=header)
+            yield Part(chunk=content)
+
+    refused = rpc_error(lambda: d.stub.UploadBatch(parts(), metadata=d.metadata, timeout=60))
+    assert (refused.code, refused.reason) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ErrorReason.RATE_LIMITED,
+    )
+    assert refused.metadata["limit"] == "2"
+    assert not stored_inputs(stack) - before, "an upload of the refused stream stayed stored"
+    throttled = metric(stack, "docparse_submits_throttled_total")
+    assert throttled["reason=max_queued_jobs,tenant=tenant-d"] >= 1
+
+
+def admin_read(stack: LocalStack, key: str) -> tuple[int, Any]:
+    reply = request(
+        stack.gateways[0].http_address, "GET", "/v1/admin/tenants", headers={"X-Api-Key": key}
+    )
+    return reply.status, reply.json()
+
+
+def test_running_jobs_per_tenant_in_the_metrics_and_the_admin_read(stack: LocalStack) -> None:
+    a, b = Tenant(stack, "a"), Tenant(stack, "b")
+    for _ in range(3):
+        a.submit(A_PAGES)
+    long_b = b.submit(40)  # B's one job: 6 s on the slot, A's wait meanwhile
+    eventually(lambda: b.state(long_b.job_id) == job_pb2.STATE_RUNNING, what="B's job")
+    eventually(
+        lambda: metric(stack, "docparse_tenant_running_jobs").get("tenant=tenant-b") == 1,
+        what="B's running job on the per-tenant gauge",
+    )
+
+    def shares() -> dict[str, Any] | None:
+        status, body = admin_read(stack, "key-of-ops")
+        assert status == 200, body
+        tenants = {row["tenant"]: row for row in body["tenants"]}
+        b_runs = tenants["tenant-b"]["running"] == 1
+        return tenants if b_runs and tenants["tenant-a"]["queued"] >= 1 else None
+
+    tenants = eventually(shares, what="B running and A queued in the admin read")
+    assert tenants["tenant-a"]["running"] == 0  # one slot, B's
+    assert tenants["tenant-b"]["weight"] == 1.0
+    assert tenants["tenant-c"]["max_queued_jobs"] == 3  # configured, no job needed
+    assert tenants["tenant-d"]["max_queued_jobs"] == 2
+    _, body = admin_read(stack, "key-of-ops")
+    assert (body["bulk_slots"], body["interactive_reserve"]) == (1, 1)
+    assert body["fair_admission"] is True
+
+
+def test_the_admin_read_is_for_admin_keys_only(stack: LocalStack) -> None:
+    status, body = admin_read(stack, "key-of-a")
+    assert status == 403
+    assert (body["code"], body["reason"]) == ("PERMISSION_DENIED", ErrorReason.ADMIN_ONLY)
+    b = Tenant(stack, "b")
+    request_ = parser_service_pb2.GetTenantSharesRequest()
+    refused = rpc_error(lambda: b.stub.GetTenantShares(request_, metadata=b.metadata, timeout=10))
+    assert (refused.code, refused.reason) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        ErrorReason.ADMIN_ONLY,
+    )
+    status, _ = admin_read(stack, "not-a-key")
+    assert status == 401
