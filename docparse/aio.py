@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from docparse import effects
-from docparse.operations import BaseClient
+from docparse.page_reads import PageReads
 from docparse.shells import AsyncShell
 from docparse.transport import AnswerObserver, AsyncTransport, GrpcAsyncTransport
 from docparse.uploads import UPLOAD_CHUNK_BYTES, BatchUpload
@@ -37,7 +37,7 @@ async def chunked(upload: BatchUpload) -> AsyncIterator[parser_service_pb2.Uploa
             source.close()
 
 
-class AsyncClient(BaseClient[AsyncTransport, Callable[[float], Awaitable[None]]], AsyncShell):
+class AsyncClient(PageReads[AsyncTransport, Callable[[float], Awaitable[None]]], AsyncShell):
     def _connect(
         self, api_key: str, tls_root_cert: bytes | None, on_answer: AnswerObserver | None
     ) -> AsyncTransport:

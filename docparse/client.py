@@ -3,6 +3,8 @@
     with Client("127.0.0.1:50050") as client:
         job = client.parse(Path("report.pdf"))          # submit + wait; raises on failure
         package = client.result(job.job_id)             # downloaded and sha256-checked
+        for job in client.iter_jobs(limit=100):           # the newest jobs (docparse.listing)
+            print(job.job_id, job.state)
 
 - Each method is the operation of the same name in docparse.operations, written once for this
   client and the asyncio one (docparse.aio.AsyncClient): this shell only performs its I/O
@@ -30,10 +32,10 @@ from docparse import effects
 from docparse.operations import (
     DEFAULT_TARGET,
     Answer,
-    BaseClient,
     batch_request,
     default_target,
 )
+from docparse.page_reads import PageReads
 from docparse.results import AssetChunks
 from docparse.shells import BlockingShell
 from docparse.transport import AnswerObserver, GrpcTransport, Transport
@@ -60,7 +62,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Client(BaseClient[Transport, Callable[[float], None]], BlockingShell):
+class Client(PageReads[Transport, Callable[[float], None]], BlockingShell):
     def _connect(
         self, api_key: str, tls_root_cert: bytes | None, on_answer: AnswerObserver | None
     ) -> Transport:

@@ -11,7 +11,9 @@ Routes (all answers JSON unless said otherwise; errors: see gateway.http.errors)
     GET  /v1/jobs/{id}/events        SSE (gateway.http.sse)
     GET  /v1/jobs/{id}/pages         SSE: the job's pages as they are read (.page_events)
     GET  /v1/jobs                    the caller's jobs, newest first, a page at a time (.listing)
+    GET  /v1/jobs/{id}/assets        the job's assets: records, pages, URLs (.assets)
     GET  /v1/jobs/{id}/assets/{aid}  one asset (an image) of the job (.assets)
+    GET  /v1/admin/tenants           each tenant's share of parse slots, admin keys only (.admin)
     POST /v1/batches                 submit several files (multipart)
     GET  /v1/batches/{id}            the batch
     GET  /v1/batches/{id}/events     SSE
@@ -43,7 +45,7 @@ from docparse_server.errors import error as rpc_error
 from docparse_server.serving import binding, served_by
 from docparse_server.tenancy import StreamSlots
 from gateway.auth import GatewayAuth
-from gateway.http import api, assets, cors, listing, openapi, page_events, page_results, sse
+from gateway.http import admin, api, assets, cors, listing, openapi, page_events, page_results, sse
 from gateway.http.encodings import identity_bodies
 from gateway.http.errors import error_response
 from gateway.http.hosts import AllowedHosts
@@ -277,6 +279,7 @@ def build_app(
     app.router.add_get(f"/v1/batches/{{batch_id:{ID}}}", api.get_batch)
     app.router.add_get(f"/v1/batches/{{batch_id:{ID}}}/events", sse.batch_events)
     listing.register(app)
+    admin.register(app)
     assets.register(app)
     openapi.register(app)
     cors.setup(app, settings.http_cors_origins, settings.http_cors_max_age_s)

@@ -1,4 +1,5 @@
-"""GET /v1/jobs/{job_id}/assets/{asset_id}: one asset (an image) of a SUCCEEDED job, over HTTP.
+"""GET /v1/jobs/{job_id}/assets/{asset_id}: one asset (an image) of a SUCCEEDED job, over HTTP;
+GET /v1/jobs/{job_id}/assets: the list of them (`list_assets`).
 
 The bytes come from parser_svc's GetAsset (the caller's tenant only: another tenant's job is
 404 like an unknown one) and are checked against the size and sha256 the first message
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,12 +24,13 @@ import grpc
 from aiohttp import web
 
 from docparse.reasons import ErrorReason
-from docparse.v1 import parser_service_pb2
+from docparse.v1 import parser_service_pb2, reading_package_pb2
 from docparse_server.errors import error
 from docparse_server.serving import served_by
-from gateway.http.api import text
+from gateway.http.api import text, to_json
 from gateway.http.errors import echo, error_body
 from gateway.http.keys import UPSTREAM
+from gateway.http.result_fetch import fetch_result
 from gateway.http.upstream import HttpError, rpc_failure, served_by_header
 
 ID = r"[^/:{}]+"
@@ -159,5 +162,42 @@ async def _answer(
     return response
 
 
+def asset_records(job_id: str, data: bytes) -> dict[str, Any]:
+    """The package's assets as JSON: each Asset record in its JSON form (as in the result),
+    with `page`, the first page (or slide) that shows it (0: none does), and `url`, the path
+    that GETs its bytes."""
+    package = reading_package_pb2.ReadingPackage.FromString(data)
+    first_page: dict[str, int] = {}
+    shown = [(p.number, p.images) for p in package.pages]
+    shown += [(slide.number, slide.images) for slide in package.slides]
+    for number, images in shown:
+        for image in images:
+            first_page.setdefault(image.asset_id, number)
+    job_path = f"/v1/jobs/{urllib.parse.quote(job_id, safe='')}/assets/"
+    records = []
+    for asset in package.assets:
+        record: dict[str, Any] = json.loads(to_json(asset))
+        record["page"] = first_page.get(asset.asset_id, 0)
+        record["url"] = job_path + urllib.parse.quote(asset.asset_id, safe="")
+        records.append(record)
+    return {"job_id": job_id, "assets": records}
+
+
+async def list_assets(request: web.Request) -> web.Response:
+    """GET /v1/jobs/{job_id}/assets: the asset records of a SUCCEEDED job's package, read from
+    the package GET /v1/jobs/{job_id}/result sends (checked against its sha256 first), with
+    the same answers for another tenant's job (404 JOB_NOT_FOUND), an unknown one, or one that
+    did not succeed."""
+    job_id = text(request.match_info["job_id"])
+    data, ref, served = await fetch_result(request, job_id)
+    listing = await asyncio.to_thread(asset_records, job_id, data)  # a big package: off the loop
+    return web.Response(
+        text=json.dumps(listing, separators=(",", ":")),
+        content_type="application/json",
+        headers={"X-Served-By": served, "ETag": f'"{ref.sha256}"', "Cache-Control": "no-store"},
+    )
+
+
 def register(app: web.Application) -> None:
+    app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/assets", list_assets)
     app.router.add_get(f"/v1/jobs/{{job_id:{ID}}}/assets/{{asset_id:{ID}}}", get_asset)

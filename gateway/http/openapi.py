@@ -18,6 +18,10 @@ import json
 from aiohttp import web
 
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
+from gateway.http.openapi_admin import PATH as TENANT_SHARES
+from gateway.http.openapi_admin import tenant_shares_path, tenant_shares_schema
+from gateway.http.openapi_assets import PATH as ASSET_LIST
+from gateway.http.openapi_assets import asset_list_schema, list_assets_path
 from gateway.http.openapi_paths import JSON, SERVED, SERVED_BY, json_body, path_items
 from gateway.http.openapi_schemas import MessageSchemas, Schema, error_schema, ref
 
@@ -30,7 +34,14 @@ def build_document() -> Schema:
     listing = schemas.message(parser_service_pb2.ListJobsResponse.DESCRIPTOR)
     package = schemas.message(reading_package_pb2.ReadingPackage.DESCRIPTOR)
     schemas.schemas["Error"] = error_schema()
+    asset = schemas.message(reading_package_pb2.Asset.DESCRIPTOR)
+    schemas.schemas["AssetList"] = asset_list_schema(asset)
+    shares = schemas.message(parser_service_pb2.GetTenantSharesResponse.DESCRIPTOR)
+    share = schemas.message(parser_service_pb2.TenantShare.DESCRIPTOR)
+    schemas.schemas["TenantShares"] = tenant_shares_schema(shares, share)
     paths = path_items(job, batch, listing, package)
+    paths[TENANT_SHARES] = tenant_shares_path()
+    paths[ASSET_LIST] = list_assets_path()
     error = json_body(
         ref("Error"), "an error (README, Errors: the HTTP status follows the gRPC code)"
     )

@@ -308,6 +308,8 @@ def _batch_paths(batch: Schema) -> dict[str, Schema]:
             _param("request_id", "query", "idempotency key (AIP-155)"),
             _param("Idempotency-Key", "header", "idempotency key (= request_id)"),
             _param("languages", "query", "OCR hints for every file, comma separated"),
+            _param("callback_url", "query", "webhook URL, POSTed the batch when all files end"),
+            _param("callback_secret", "query", "name of the tenant's signing secret"),
         ],
         request_body={
             "required": True,

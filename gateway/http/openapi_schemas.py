@@ -173,5 +173,7 @@ BATCH_FORM = {
         },
         "request_id": {"type": "string", "maxLength": 256},
         "languages": {"type": "string"},
+        "callback_url": {"type": "string", "description": "webhook URL for the batch's end"},
+        "callback_secret": {"type": "string", "description": "name of the signing secret"},
     },
 }

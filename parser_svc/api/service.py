@@ -22,8 +22,10 @@ from parser_svc.api.batches import Batches
 from parser_svc.api.listing import JobListing
 from parser_svc.api.page_stream import PageStream, parse_cursor
 from parser_svc.api.read_limits import ReadLimit
+from parser_svc.api.results import CHUNK_BYTES, Results
 from parser_svc.api.status_answers import EncodedStatus
 from parser_svc.api.submit import Submitter
+from parser_svc.api.tenant_shares import tenant_shares
 from parser_svc.api.uploads import UPLOAD_ACCEPTED, receive_batch_upload
 from parser_svc.api.watch import watch_job
 from parser_svc.parsers import mime_for_ext
@@ -37,7 +39,6 @@ from parser_svc.work.queue import JobQueue
 
 log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
-CHUNK_BYTES = 64 * 1024
 # Assets are named <32 hex digits>.<extension>: png, jpeg, jp2, ...
 MAX_ASSET_EXT = 8
 
@@ -81,7 +82,8 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             per_key=lambda limits: 0,  # no per-key override: the replica's memory is what it bounds
         )
         self.listing = JobListing(store, settings)
-        self.pages = PageStream(store, hub, blobs, self._result_bytes)
+        self.results = Results(store, blobs)
+        self.pages = PageStream(store, hub, blobs, self.results.package_bytes)
         self.status_answers = EncodedStatus()
         self.list_limit = ReadLimit("ListJobs", settings.list_jobs_per_s, settings.list_jobs_burst)
         self.result_limit = ReadLimit(
@@ -187,40 +189,12 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     async def GetResult(
         self, request: parser_service_pb2.GetResultRequest, context: Context
     ) -> AsyncIterator[parser_service_pb2.GetResultResponse]:
+        """The package of a SUCCEEDED job, or some of its pages, also while it runs
+        (parser_svc/api/results.py)."""
         _check_job_id(request.job_id)
         self.result_limit.check(current_tenant() or DEFAULT_TENANT)
-        job = await self.store.get(request.job_id)
-        data = await self._result_bytes(job)
-        for offset in range(0, max(len(data), 1), CHUNK_BYTES):
-            message = parser_service_pb2.GetResultResponse(
-                chunk=data[offset : offset + CHUNK_BYTES], offset=offset
-            )
-            if offset == 0:
-                message.result.CopyFrom(job.result)
+        async for message in await self.results.answer(request):
             yield message
-
-    async def _result_bytes(self, job: job_pb2.Job) -> bytes:
-        if job.state != job_pb2.STATE_SUCCEEDED:
-            state = job_pb2.State.Name(job.state)
-            raise error(
-                ErrorReason.JOB_NOT_SUCCEEDED if is_terminal(job) else ErrorReason.RESULT_NOT_READY,
-                f"job {job.job_id} is {state}; only SUCCEEDED jobs have a result",
-                {"job_id": job.job_id, "state": state},
-            )
-        if job.result.storage == job_pb2.RESULT_STORAGE_INLINE:
-            data = await self.store.get_inline_result(job.job_id)
-        else:
-            try:
-                data = await asyncio.to_thread(self.blobs.read_result, job.result.blob_key)
-            except OSError:
-                data = None
-        if data is None:
-            raise error(
-                ErrorReason.RESULT_EXPIRED,
-                f"the result of job {job.job_id} is no longer stored",
-                {"job_id": job.job_id},
-            )
-        return data
 
     async def GetAsset(
         self, request: parser_service_pb2.GetAssetRequest, context: Context
@@ -271,7 +245,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             )
         job = await self.store.get(request.job_id)
         if job.state != job_pb2.STATE_SUCCEEDED:
-            await self._result_bytes(job)  # raises the precise FAILED_PRECONDITION
+            await self.results.package_bytes(job)  # raises the precise FAILED_PRECONDITION
         return reading_package_pb2.Asset(
             asset_id=name,
             mime_type=mime_for_ext(ext),
@@ -286,6 +260,12 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         tenant = current_tenant() or DEFAULT_TENANT
         self.list_limit.check(tenant)
         return await self.listing.page(tenant, request)
+
+    async def GetTenantShares(
+        self, request: parser_service_pb2.GetTenantSharesRequest, context: Context
+    ) -> parser_service_pb2.GetTenantSharesResponse:
+        """Operators only: each tenant's share now (parser_svc/api/tenant_shares.py)."""
+        return await tenant_shares(self.settings, self.queue)
 
     async def CancelJob(
         self, request: parser_service_pb2.CancelJobRequest, context: Context
@@ -313,7 +293,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     ) -> parser_service_pb2.CreateBatchResponse:
         check_request_id(request.request_id)
         batch = await self.batches.create(
-            request.files, request.request_id, list(request.languages)
+            request.files, request.request_id, list(request.languages), request.callback
         )
         return parser_service_pb2.CreateBatchResponse(batch=batch)
 
@@ -323,13 +303,13 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         context: Context,
     ) -> parser_service_pb2.UploadBatchResponse:
         with self.uploads.slot(current_caller.get() or Caller()):
-            batch_id, request_id, files = await receive_batch_upload(
+            batch_id, request_id, files, hook = await receive_batch_upload(
                 _checked_header(request_iterator),
                 self.batches.new_id,
                 self.submitter,
                 accepted=lambda: context.send_initial_metadata(UPLOAD_ACCEPTED),
             )
-            batch = await self.batches.create_stored(batch_id, files, request_id)
+            batch = await self.batches.create_stored(batch_id, files, request_id, hook)
         return parser_service_pb2.UploadBatchResponse(batch=batch)
 
     async def GetBatch(

@@ -9,6 +9,7 @@ of documents in its environment. Skipped where node or npm is missing.
 
 from __future__ import annotations
 
+import base64
 import filecmp
 import json
 import os
@@ -23,6 +24,7 @@ import pytest
 from docparse.local.stack import LocalStack
 from docparse_server.tenancy import key_digest
 from tests.conftest import auth_env, make_stack
+from tests.fixtures import images
 from tests.helpers import make_pdf
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,6 +33,7 @@ GENERATED = SDK / "src" / "gen"
 KEY = "key-of-the-typescript-tests"
 KEYS: dict[str, object] = {"keys": [{"sha256": key_digest(KEY), "tenant": "typescript"}]}
 TOKEN = "internal-secret-for-the-typescript-tests"
+WEBHOOK_SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +66,7 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "twelve-pages.pdf").write_bytes(make_pdf(12, "typescript"))
     (folder / "forty-pages.pdf").write_bytes(make_pdf(40, "long"))
     (folder / "thirty-pages.pdf").write_bytes(make_pdf(30, "streamed"))
+    (folder / "photo.pdf").write_bytes(images.image_pdf())  # a JPEG on page 1, pixels on page 2
     return folder
 
 
@@ -86,12 +90,18 @@ def stack(
     tmp_path_factory: pytest.TempPathFactory, certificate: tuple[Path, Path]
 ) -> Iterator[LocalStack]:
     cert, key = certificate
+    root = tmp_path_factory.mktemp("ts-sdk")
+    secrets = root / "webhook-secrets.json"
+    secrets.write_text(json.dumps({"typescript": {"local": WEBHOOK_SECRET}}))
     with make_stack(
-        tmp_path_factory.mktemp("ts-sdk"),
+        root / "stack",
         replicas=2,
         gateways=1,
         extra_env={
             **auth_env(KEYS, TOKEN),
+            "DOCPARSE_WEBHOOK_SECRETS_FILE": str(secrets),  # callbacks to 127.0.0.1 (the test's)
+            "DOCPARSE_WEBHOOK_ALLOW_CIDRS": "127.0.0.1/32",
+            "DOCPARSE_WEBHOOK_POLL_S": "0.1",
             "DOCPARSE_GATEWAY_TLS_CERT_FILE": str(cert),
             "DOCPARSE_GATEWAY_TLS_KEY_FILE": str(key),
             "DOCPARSE_MAX_CONNECTION_AGE_MS": "1500",
@@ -125,6 +135,7 @@ def live(node: str, name: str, stack: LocalStack, documents: Path, cert: Path) -
         "DOCPARSE_API_KEY": KEY,
         "DOCPARSE_TLS_CA": str(cert),
         "DOCPARSE_TEST_FILES": str(documents),
+        "DOCPARSE_TEST_WEBHOOK_SECRET": WEBHOOK_SECRET,
     }
     return run_suite(node, f"live/{name}", env).stdout
 
@@ -178,6 +189,29 @@ def test_api_key_and_tls_are_required(run_live: Callable[[str], str]) -> None:
     """UNAUTHENTICATED API_KEY_MISSING / API_KEY_INVALID without retries; a client that does
     not trust the gateway's CA, or speaks plaintext, never reaches the service."""
     run_live("auth.test.js")
+
+
+def test_listing_pages_and_limits(run_live: Callable[[str], str]) -> None:
+    """listJobs / iterJobPages / iterJobs: every job once, newest first, pages no larger than
+    asked, a limit that leaves the token right after it; a bad token is final."""
+    run_live("listing.test.js")
+
+
+def test_batches_created_read_and_watched(run_live: Callable[[str], str]) -> None:
+    """createBatch (same request_id, same batch), watchBatch across cut streams to the final
+    state, getBatch; an unknown batch is NOT_FOUND BATCH_NOT_FOUND."""
+    run_live("batches.test.js")
+
+
+def test_assets_listed_and_fetched(run_live: Callable[[str], str]) -> None:
+    """listAssets with each image's page; getAsset's bytes match their sha256."""
+    run_live("assets.test.js")
+
+
+def test_callbacks_are_delivered_signed(run_live: Callable[[str], str]) -> None:
+    """A submit's and a batch's callback reach a receiver of the test's, signed; an unknown
+    secret is refused at submit."""
+    run_live("callbacks.test.js")
 
 
 def test_readme_example_runs(

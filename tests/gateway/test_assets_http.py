@@ -1,4 +1,5 @@
-"""Assets over HTTP (`GET /v1/jobs/{id}/assets/{asset_id}`) and CORS, on a stack that parses
+"""Assets over HTTP (`GET /v1/jobs/{id}/assets/{asset_id}`, the list `GET /v1/jobs/{id}/assets`)
+and CORS, on a stack that parses
 and requires API keys: an image-bearing PDF's images download with their content type and
 checksum (the ETag), revalidate with 304, come in byte ranges (206, 416), and are another
 tenant's 404. CORS is configured for one origin: its preflights and answers carry the CORS
@@ -7,17 +8,21 @@ headers and its POSTs pass the cross-site check; any other origin gets none of t
 from __future__ import annotations
 
 import hashlib
+import io
 from collections.abc import Iterator
 
+import pymupdf
 import pytest
+from PIL import Image
 
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from docparse_server.tenancy import key_digest
 from tests import fixtures
 from tests.conftest import auth_env, make_stack
+from tests.fixtures import images
 from tests.gateway.test_http import multipart, request
-from tests.helpers import stub
+from tests.helpers import make_pdf, stub
 
 TOKEN = "internal-secret-for-asset-tests"
 KEYS = {
@@ -197,3 +202,89 @@ def test_cors_for_the_configured_origin_only(
     assert posted.headers["Access-Control-Allow-Origin"] == ALLOWED
     foreign = request(address, "POST", "/v1/jobs", body, {**browser, "Origin": OTHER})
     assert (foreign.status, foreign.json()["reason"]) == (403, "CROSS_SITE_REQUEST")
+
+
+def _succeeded(stack: LocalStack, file_name: str, content: bytes) -> job_pb2.Job:
+    channel, s = stub(stack.gateway_addresses[0])
+    with channel:
+        request_ = parser_service_pb2.SubmitJobRequest(
+            file_name=file_name, content=content, wait_timeout_ms=60_000
+        )
+        job = s.SubmitJob(request_, metadata=A, timeout=90).job
+        if job.state in (job_pb2.STATE_QUEUED, job_pb2.STATE_RUNNING):
+            watch = parser_service_pb2.WatchJobRequest(job_id=job.job_id)
+            job = [e.job for e in s.WatchJob(watch, metadata=A, timeout=90) if e.job.job_id][-1]
+    return job
+
+
+def _photos_pdf() -> bytes:
+    """Page 1 text; page 2 photo one, page 3 photo two, page 4 photo one again."""
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "Text before the photographs.", fontsize=12)
+    for seed in (1, 2, 1):
+        jpeg = io.BytesIO()
+        Image.fromarray(images.photo(320, 240, seed)).save(jpeg, "JPEG", quality=85)
+        page = doc.new_page()
+        page.insert_text((72, 72), f"Photograph {seed}.", fontsize=12)
+        page.insert_image(pymupdf.Rect(72, 100, 392, 340), stream=jpeg.getvalue())
+    data: bytes = doc.tobytes(deflate=True)
+    return data
+
+
+def test_the_asset_list_names_each_asset_its_page_and_url(stack: LocalStack) -> None:
+    address = stack.http_addresses[0]
+    job = _succeeded(stack, "photos.pdf", _photos_pdf())
+    assert job.state == job_pb2.STATE_SUCCEEDED, job
+    result = request(address, "GET", f"/v1/jobs/{job.job_id}/result", headers=HTTP_A)
+    listed = request(address, "GET", f"/v1/jobs/{job.job_id}/assets", headers=HTTP_A)
+    assert listed.status == 200, listed.body
+    assert listed.headers["ETag"] == result.headers["ETag"]
+    body = listed.json()
+    assert body["job_id"] == job.job_id
+    records = body["assets"]
+    # The package's Asset records as /result has them, each with its page and URL.
+    assert [{k: r[k] for k in r if k not in ("page", "url")} for r in records] == (
+        result.json()["assets"]
+    )
+    shown: dict[str, int] = {}
+    for page in result.json()["pages"]:
+        for image in page["images"]:
+            shown.setdefault(image["asset_id"], page["number"])
+    assert {r["asset_id"]: r["page"] for r in records} == shown  # where each is first shown
+    assert sorted(shown.values()) == [2, 3]  # photo one from page 2 on, photo two on page 3
+    for record in records:
+        assert record["url"] == f"/v1/jobs/{job.job_id}/assets/{record['asset_id']}"
+        got = request(address, "GET", record["url"], headers=HTTP_A)
+        assert got.status == 200 and got.headers["Content-Type"] == record["mime_type"]
+        assert hashlib.sha256(got.body).hexdigest() == record["sha256"]
+        assert len(got.body) == int(record["size_bytes"])
+    linked = request(address, "GET", f"/v1/jobs/{job.job_id}/assets?access_token=key-of-a")
+    assert linked.status == 200 and linked.json() == body
+
+    # A document without images lists none.
+    plain = _succeeded(stack, "plain.pdf", make_pdf(2))
+    empty = request(address, "GET", f"/v1/jobs/{plain.job_id}/assets", headers=HTTP_A)
+    assert (empty.status, empty.json()["assets"]) == (200, [])
+
+
+def test_the_asset_list_answers_as_the_result_does(
+    stack: LocalStack, parsed: tuple[str, list[reading_package_pb2.Asset]]
+) -> None:
+    address = stack.http_addresses[0]
+    job_id, _ = parsed
+    broken = _succeeded(stack, "broken.pdf", b"%PDF-1.7 truncated")
+    assert broken.state == job_pb2.STATE_FAILED
+    cases = {
+        (job_id, "b"): (404, "JOB_NOT_FOUND"),  # another tenant's job: as if unknown
+        ("0" * 32, "a"): (404, "JOB_NOT_FOUND"),
+        (job_id, ""): (401, "API_KEY_MISSING"),
+        (broken.job_id, "a"): None,  # whatever /result answers for a failed job
+    }
+    keys = {"a": HTTP_A, "b": HTTP_B, "": {}}
+    for (job, who), expected in cases.items():
+        listed = request(address, "GET", f"/v1/jobs/{job}/assets", headers=keys[who])
+        result = request(address, "GET", f"/v1/jobs/{job}/result", headers=keys[who])
+        answer = (listed.status, listed.json()["reason"])
+        assert answer == (result.status, result.json()["reason"]), (job, who)
+        assert answer == (expected or answer), (job, who)
+        assert listed.status >= 400

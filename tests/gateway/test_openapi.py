@@ -44,7 +44,8 @@ from tests.helpers import stub
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "internal-secret-for-openapi-tests"
 KEY = "key-of-openapi"
-KEYS = {"keys": [{"sha256": key_digest(KEY), "tenant": "openapi"}]}
+# An admin key: GET /v1/admin/tenants answers it (and its documented 200) too.
+KEYS = {"keys": [{"sha256": key_digest(KEY), "tenant": "openapi", "admin": True}]}
 METADATA = (("x-api-key", KEY),)
 EXAMPLES = int(os.environ.get("DOCPARSE_OPENAPI_EXAMPLES", "25"))
 CHECKS = [

@@ -9,6 +9,7 @@ import { type Client, createClient, type Interceptor } from "@connectrpc/connect
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { ClientError, ContractError, DocparseError } from "./errors.js";
 import { failureOf, servedByOf } from "./failures.js";
+import { type Feed, jobFeed } from "./feeds.js";
 import type { Job, ResultRef } from "./gen/docparse/v1/job_pb.js";
 import { ParserService, type StreamResultResponse } from "./gen/docparse/v1/parser_service_pb.js";
 import { type ReadingPackage, ReadingPackageSchema } from "./gen/docparse/v1/reading_package_pb.js";
@@ -20,19 +21,31 @@ import type {
   SubmitOptions,
   WatchOptions,
 } from "./options.js";
-import { parseOptionFields } from "./options.js";
+import { callbackField, parseOptionFields } from "./options.js";
 import { checkSubmitAnswer, ResultAssembler } from "./results.js";
-import { DEFAULT_POLICY, JobWaiter, Retrier, type WaitPolicy } from "./waiting.js";
+import {
+  DEFAULT_POLICY,
+  JobWaiter,
+  Retrier,
+  type Versioned,
+  type Waiter,
+  type WaitPolicy,
+} from "./waiting.js";
 
 export const DEFAULT_TARGET = "127.0.0.1:50050";
 /** The largest message the server accepts (a SubmitJob carries the whole document). */
 export const MESSAGE_LIMIT = 65 * 1024 * 1024;
 
-export class DocparseClient {
+/** The client's core: jobs one by one (submit, wait, watch, results, pages, cancel) and the
+ * plumbing the other calls share; DocparseClient (docparse_client.ts) is the whole SDK. */
+/** A GetResult answer, verified: with `pages`, `partial` and `draftPages` as it said. */
+type Downloaded = { data: Uint8Array; ref: ResultRef; partial: boolean; draftPages: number[] };
+
+export class BaseClient {
   readonly target: string;
   readonly policy: WaitPolicy;
   readonly callTimeoutMs: number;
-  private readonly rpc: Client<typeof ParserService>;
+  protected readonly rpc: Client<typeof ParserService>;
   private readonly session: Http2SessionManager;
   private readonly onRetry: ((event: RetryEvent) => void) | undefined;
   private readonly onAnswer: ((method: string, servedBy: string[]) => void) | undefined;
@@ -97,6 +110,7 @@ export class DocparseClient {
       languages: options.languages ?? [],
       waitTimeoutMs: options.waitTimeoutMs ?? 0,
       ...parseOptionFields(options),
+      callback: callbackField(options.callback),
     };
     const timeoutMs = this.callTimeoutMs + (options.waitTimeoutMs ?? 0);
     const answer = await this.retrying("SubmitJob", (onTrailer) =>
@@ -132,7 +146,7 @@ export class DocparseClient {
     if (typeof job !== "string") {
       waiter.observe(job);
     }
-    for await (const _ of this.follow(waiter, options.signal)) {
+    for await (const _ of this.follow(waiter, jobFeed(this.rpc, jobId), options.signal)) {
       // every record is observed by the waiter; wait() only wants the last one
     }
     return waiter.outcome();
@@ -149,13 +163,15 @@ export class DocparseClient {
       Date.now(),
       options.afterVersion ?? 0n,
     );
-    return this.follow(waiter, options.signal);
+    return this.follow(waiter, jobFeed(this.rpc, jobId), options.signal);
   }
 
-  private async *follow(
-    waiter: JobWaiter,
+  /** The waiting loop (the decisions are the waiter's): yields each new record of `feed`. */
+  protected async *follow<R extends Versioned>(
+    waiter: Waiter<R>,
+    feed: Feed<R>,
     signal?: AbortSignal,
-  ): AsyncGenerator<Job, void, undefined> {
+  ): AsyncGenerator<R, void, undefined> {
     let attempt = 0;
     for (let action = waiter.nextAction(); action !== "done"; action = waiter.nextAction()) {
       signal?.throwIfAborted();
@@ -163,9 +179,13 @@ export class DocparseClient {
       let delay: number;
       try {
         if (action === "stream") {
-          delay = waiter.onStreamEnd(yield* this.streamOnce(waiter, left, signal));
+          delay = waiter.onStreamEnd(yield* this.streamOnce(waiter, feed, left, signal));
         } else {
-          const record = await this.pollOnce(waiter, left, signal);
+          const record = await feed.poll({
+            timeoutMs: Math.min(this.callTimeoutMs, Math.ceil(left)),
+            signal,
+            onTrailer: this.trailerSink(feed.pollMethod),
+          }); // one read, not retried here: the waiter decides what a failure means
           if (waiter.observe(record)) {
             yield record;
           }
@@ -181,7 +201,7 @@ export class DocparseClient {
         delay = waiter.onError(error, Date.now());
         attempt += 1;
         this.retried({
-          method: action === "stream" ? "WatchJob" : "GetStatus",
+          method: action === "stream" ? feed.watchMethod : feed.pollMethod,
           error,
           attempt,
           delayMs: delay,
@@ -194,43 +214,25 @@ export class DocparseClient {
     }
   }
 
-  /** One WatchJob stream from the waiter's cursor: yields the records the waiter takes as
-   * new and returns whether there was any. */
-  private async *streamOnce(
-    waiter: JobWaiter,
+  /** One watch stream from the waiter's cursor: yields the records the waiter takes as new
+   * and returns whether there was any. */
+  private async *streamOnce<R extends Versioned>(
+    waiter: Waiter<R>,
+    feed: Feed<R>,
     left: number,
     signal?: AbortSignal,
-  ): AsyncGenerator<Job, boolean, undefined> {
+  ): AsyncGenerator<R, boolean, undefined> {
     let progressed = false;
-    const trailers = this.trailerSink("WatchJob");
-    const stream = this.rpc.watchJob(
-      { jobId: waiter.jobId, afterVersion: waiter.afterVersion },
-      { timeoutMs: Math.max(1, Math.ceil(left)), signal, onTrailer: trailers },
-    );
-    for await (const message of stream) {
+    const onTrailer = this.trailerSink(feed.watchMethod);
+    const timeoutMs = Math.max(1, Math.ceil(left));
+    for await (const record of feed.watch(waiter.afterVersion, { timeoutMs, signal, onTrailer })) {
       waiter.heard();
-      if (message.event.case === "job" && waiter.observe(message.event.value)) {
+      if (record !== undefined && waiter.observe(record)) {
         progressed = true;
-        yield message.event.value;
+        yield record;
       }
     }
     return progressed;
-  }
-
-  /** One GetStatus read, not retried here: the waiter decides what a failure means. */
-  private async pollOnce(waiter: JobWaiter, left: number, signal?: AbortSignal): Promise<Job> {
-    const response = await this.rpc.getStatus(
-      { jobId: waiter.jobId },
-      {
-        timeoutMs: Math.min(this.callTimeoutMs, Math.ceil(left)),
-        signal,
-        onTrailer: this.trailerSink("GetStatus"),
-      },
-    );
-    if (!response.job) {
-      throw new ContractError(`GetStatus of ${waiter.jobId} answered without a job`);
-    }
-    return response.job;
   }
 
   /** The reading package of a SUCCEEDED job, checked against the sha256 and size its
@@ -271,13 +273,13 @@ export class DocparseClient {
 
   /** GetResult, assembled and verified; a stream that breaks is read again from the start
    * (GetResult is idempotent), as the retry table allows. */
-  private async download(jobId: string): Promise<{ data: Uint8Array; ref: ResultRef }> {
+  protected async download(jobId: string, pages = ""): Promise<Downloaded> {
     const retrier = new Retrier("GetResult", this.policy, Date.now());
     for (;;) {
       const assembler = new ResultAssembler(jobId);
       try {
         const stream = this.rpc.getResult(
-          { jobId },
+          { jobId, pages },
           { timeoutMs: this.callTimeoutMs * 10, onTrailer: this.trailerSink("GetResult") },
         );
         for await (const message of stream) {
@@ -293,7 +295,8 @@ export class DocparseClient {
         await sleep(delayMs);
         continue;
       }
-      return assembler.verifiedBytes();
+      const { partial, draftPages } = assembler;
+      return { ...assembler.verifiedBytes(), partial, draftPages };
     }
   }
 
@@ -352,7 +355,7 @@ export class DocparseClient {
 
   // --- plumbing ----------------------------------------------------------------------------
 
-  private trailerSink(method: string): (trailers: Headers) => void {
+  protected trailerSink(method: string): (trailers: Headers) => void {
     return (trailers) => {
       const servedBy = servedByOf(trailers);
       this.onAnswer?.(method, servedBy);
@@ -361,7 +364,7 @@ export class DocparseClient {
 
   /** One unary call, retried as the retry table (waiting.ts) allows: every try of a submit
    * carries the same request_id. */
-  private async retrying<T>(
+  protected async retrying<T>(
     method: string,
     call: (onTrailer: (trailers: Headers) => void) => Promise<T>,
   ): Promise<{ response: T; servedBy: string[] }> {
@@ -384,7 +387,7 @@ export class DocparseClient {
     }
   }
 
-  private retried(event: RetryEvent): void {
+  protected retried(event: RetryEvent): void {
     const { method, error, attempt, delayMs, afterVersion, cursor } = event;
     let resume = afterVersion === undefined ? "" : ` after_version=${afterVersion}`;
     resume += cursor === undefined ? "" : ` cursor=${JSON.stringify(cursor)}`;

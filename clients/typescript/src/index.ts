@@ -1,6 +1,14 @@
 // @docparse/client: the TypeScript SDK for docparse (see README.md).
 
-export { DEFAULT_TARGET, DocparseClient, MESSAGE_LIMIT } from "./client.js";
+export { BatchClient, type BatchFileInit } from "./batches.js";
+export { BaseClient, DEFAULT_TARGET, MESSAGE_LIMIT } from "./client.js";
+export {
+  assetsOf,
+  DocparseClient,
+  type ListedAsset,
+  MAX_PAGE,
+  type PageRead,
+} from "./docparse_client.js";
 export {
   ClientError,
   ContractError,
@@ -17,7 +25,10 @@ export * from "./gen/docparse/v1/parser_service_pb.js";
 export * from "./gen/docparse/v1/reading_package_pb.js";
 export type {
   Answer,
+  BatchOptions,
+  CallbackOptions,
   ClientOptions,
+  ListJobsOptions,
   RetryEvent,
   StreamPagesOptions,
   SubmitOptions,
@@ -26,8 +37,9 @@ export type {
 } from "./options.js";
 export { type RenderOptions, toHtml } from "./render_html.js";
 export { toMarkdown } from "./render_markdown.js";
-export { checkSubmitAnswer, ResultAssembler } from "./results.js";
+export { AssetChunks, checkSubmitAnswer, ResultAssembler } from "./results.js";
 export {
+  BatchWaiter,
   backoffDelay,
   classify,
   DEFAULT_POLICY,
@@ -39,5 +51,7 @@ export {
   stateName,
   TERMINAL,
   type Verdict,
+  type Versioned,
+  Waiter,
   type WaitPolicy,
 } from "./waiting.js";

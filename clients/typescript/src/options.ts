@@ -1,8 +1,8 @@
-// What a DocparseClient is given and answers with: its options, a submit's options, a watch's
-// options, an answer and what it says about a retry.
+// What a DocparseClient is given and answers with: its options, a submit's, a batch's, a
+// watch's and a listing's options, an answer and what it says about a retry.
 
 import type { DocparseError } from "./errors.js";
-import { ImageMode, type Job, OcrMode } from "./gen/docparse/v1/job_pb.js";
+import { ImageMode, type Job, OcrMode, type State } from "./gen/docparse/v1/job_pb.js";
 import type { WaitPolicy } from "./waiting.js";
 
 export interface TlsOptions {
@@ -64,6 +64,49 @@ export interface SubmitOptions {
   ocrMode?: "auto" | "force" | "off";
   /** OCR render resolution, 72 to 400 dots per inch (default: the server's). */
   ocrDpi?: number;
+  /** A signed webhook when the job ends (see CallbackOptions). */
+  callback?: CallbackOptions;
+}
+
+/** Where to be told that a job (or a batch) ended: a signed webhook, delivered at least once.
+ * Checked at submit: INVALID_ARGUMENT CALLBACK_INVALID, CALLBACK_NOT_ALLOWED or
+ * CALLBACK_SECRET_UNKNOWN. */
+export interface CallbackOptions {
+  /** An https:// URL (http:// only where the server allows it, e.g. a local stack). */
+  url: string;
+  /** The name of a signing secret the tenant registered (default: the server's default). */
+  secretName?: string;
+}
+
+/** The Callback message of `callback` (undefined: nobody is called). */
+export function callbackField(
+  callback: CallbackOptions | undefined,
+): { url: string; secretName: string } | undefined {
+  return callback && { url: callback.url, secretName: callback.secretName ?? "" };
+}
+
+export interface BatchOptions {
+  /** Idempotency key: the same request_id returns the first batch (a new UUID when omitted). */
+  requestId?: string;
+  /** OCR language hints for every file, as SubmitOptions.languages. */
+  languages?: string[];
+  /** One signed webhook for the whole batch, once its last file ended ("batch.completed"). */
+  callback?: CallbackOptions;
+}
+
+export interface ListJobsOptions {
+  /** Only jobs in these states (default: every state). */
+  states?: State[];
+  /** Only the files of this batch (default: every job). */
+  batchId?: string;
+  /** Jobs per page: 0 or unset means the server's 50; it caps at 500. */
+  pageSize?: number;
+  /** The `nextPageToken` of an earlier page, with the same filters; "" for the first page. */
+  pageToken?: string;
+  /** iterJobs / iterJobPages: stop after this many jobs, no page asking for more than are left
+   * (so the last page's token goes on right after them); 0 or unset: every job. */
+  limit?: number;
+  signal?: AbortSignal;
 }
 
 const IMAGE_MODES = {

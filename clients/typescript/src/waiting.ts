@@ -9,6 +9,7 @@
 
 import { DocparseError, JobFailed, WaitTimeout } from "./errors.js";
 import { type Job, State } from "./gen/docparse/v1/job_pb.js";
+import type { Batch } from "./gen/docparse/v1/parser_service_pb.js";
 
 export const TERMINAL: ReadonlySet<State> = new Set([
   State.SUCCEEDED,
@@ -48,14 +49,19 @@ export const DEFAULT_POLICY: Readonly<WaitPolicy> = Object.freeze({
   maxRetryDelayMs: 60_000,
 });
 
-/** Calls that may run twice with the same outcome: reads, and SubmitJob (its request_id makes a
- * repeated submit answer with the first one's job). */
+/** Calls that may run twice with the same outcome (as docparse/retries.py's): reads, and
+ * SubmitJob and CreateBatch (their request_id makes a repeat answer with the first job or batch). */
 export const IDEMPOTENT: ReadonlySet<string> = new Set([
   "SubmitJob",
   "GetStatus",
   "WatchJob",
+  "CreateBatch",
+  "GetBatch",
+  "WatchBatch",
   "GetResult",
+  "GetAsset",
   "StreamResult",
+  "ListJobs",
 ]);
 
 /** Reasons never retried, whatever delay the error names. */
@@ -167,13 +173,18 @@ export function backoffDelay(
 
 export type Action = "stream" | "poll" | "done";
 
-/** What a wait knows and decides; the client does the I/O.
+/** A record a wait follows: a job or a batch, each new state a higher version. */
+export interface Versioned {
+  version: bigint;
+}
+
+/** What a wait knows and decides; the client does the I/O (JobWaiter, BatchWaiter).
  *
  * `cursor` is the last version handed out (a caller's `afterVersion` at first): only newer
  * records are new. `last` is the newest record seen, even one at or below the cursor (a
- * status read after a stream ended): a terminal `last` ends the wait. */
-export class JobWaiter {
-  last: Job | undefined;
+ * status read after a stream ended): a final `last` ends the wait. */
+export abstract class Waiter<R extends Versioned> {
+  last: R | undefined;
   cursor: bigint;
   polling = false;
   failures = 0;
@@ -183,9 +194,11 @@ export class JobWaiter {
   checkStatus = false;
   /** Whether the cursor is a version this waiter received (not one a caller gave). */
   cursorSeen = false;
+  /** "job" or "batch", for messages. */
+  abstract readonly kind: string;
 
   constructor(
-    readonly jobId: string,
+    readonly id: string,
     readonly policy: WaitPolicy,
     readonly started: number,
     afterVersion: bigint = 0n,
@@ -193,6 +206,12 @@ export class JobWaiter {
   ) {
     this.cursor = afterVersion;
   }
+
+  /** Whether the wait ends with this record. */
+  abstract isFinal(record: R): boolean;
+
+  /** The record's state as WaitTimeout names it ("RUNNING", "at 2/3 files ended"). */
+  abstract stateText(record: R): string;
 
   get afterVersion(): bigint {
     return this.cursor;
@@ -205,7 +224,7 @@ export class JobWaiter {
 
   /** Takes a record; true when it is newer than the cursor (older ones, e.g. from a lagging
    * replica, are not handed out again). Any progress resets the failure count. */
-  observe(record: Job): boolean {
+  observe(record: R): boolean {
     this.heard();
     if (this.last === undefined || record.version > this.last.version) {
       this.last = record;
@@ -220,7 +239,7 @@ export class JobWaiter {
   }
 
   get finished(): boolean {
-    return this.last !== undefined && TERMINAL.has(this.last.state);
+    return this.last !== undefined && this.isFinal(this.last);
   }
 
   nextAction(): Action {
@@ -277,7 +296,7 @@ export class JobWaiter {
       return delay;
     }
     if (spent >= this.policy.unavailableBudgetMs) {
-      throw gaveUp(err, `the wait for job ${this.jobId}`, this.failures, spent);
+      throw gaveUp(err, `the wait for ${this.kind} ${this.id}`, this.failures, spent);
     }
     if (!this.polling && this.failures >= this.policy.streamFailuresBeforePolling) {
       this.polling = true;
@@ -294,13 +313,30 @@ export class JobWaiter {
     const left = this.left(now);
     if (left <= 0) {
       throw new WaitTimeout(
-        this.jobId,
-        this.last ? stateName(this.last.state) : "UNKNOWN",
+        this.id,
+        this.last ? this.stateText(this.last) : "UNKNOWN",
         this.last?.version ?? 0n,
         now - this.started,
       );
     }
     return left;
+  }
+}
+
+/** A job's wait: it ends with a terminal record. */
+export class JobWaiter extends Waiter<Job> {
+  readonly kind = "job";
+
+  get jobId(): string {
+    return this.id;
+  }
+
+  isFinal(record: Job): boolean {
+    return TERMINAL.has(record.state);
+  }
+
+  stateText(record: Job): string {
+    return stateName(record.state);
   }
 
   /** The terminal record, or JobFailed with the job's reason. */
@@ -318,5 +354,18 @@ export class JobWaiter {
       );
     }
     return job;
+  }
+}
+
+/** A batch's wait: it ends once every file ended (as docparse/waiting.py's BatchWaiter). */
+export class BatchWaiter extends Waiter<Batch> {
+  readonly kind = "batch";
+
+  isFinal(record: Batch): boolean {
+    return record.total > 0 && record.completed >= record.total;
+  }
+
+  stateText(record: Batch): string {
+    return `at ${record.completed}/${record.total} files ended`;
   }
 }

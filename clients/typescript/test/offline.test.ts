@@ -9,6 +9,11 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, RetryInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import {
+  AssetChunks,
+  AssetSchema,
+  assetsOf,
+  BatchSchema,
+  BatchWaiter,
   ClientError,
   ContractError,
   classify,
@@ -18,6 +23,7 @@ import {
   JobFailed,
   JobSchema,
   JobWaiter,
+  ReadingPackageSchema,
   ResultAssembler,
   ResultRefSchema,
   Retrier,
@@ -176,6 +182,58 @@ describe("waiting resumes by version", () => {
         assert.equal(err.reason, "CORRUPT_DOCUMENT");
         return true;
       },
+    );
+  });
+});
+
+describe("batches and assets", () => {
+  const batch = (version: number, completed: number, total = 2) =>
+    create(BatchSchema, { batchId: "b", version: BigInt(version), completed, total });
+
+  it("a batch's wait ends once every file ended; a timeout names how far it got", () => {
+    const waiter = new BatchWaiter("b", { ...DEFAULT_POLICY, timeoutMs: 50 }, 0);
+    assert.ok(waiter.observe(batch(1, 0, 0)) && waiter.nextAction() === "stream");
+    assert.ok(waiter.observe(batch(3, 1)) && waiter.nextAction() === "stream");
+    assert.ok(!waiter.observe(batch(2, 0)), "an older state is not handed out again");
+    assert.throws(
+      () => waiter.checkDeadline(60),
+      (err: unknown) => err instanceof WaitTimeout && err.lastState === "at 1/2 files ended",
+    );
+    assert.ok(waiter.observe(batch(4, 2)) && waiter.nextAction() === "done");
+  });
+
+  it("a package's assets come with the first page that shows each", () => {
+    const image = (assetId: string) => ({ assetId });
+    const pkg = create(ReadingPackageSchema, {
+      pages: [
+        { number: 1 },
+        { number: 2, images: [image("a.jpg")] },
+        { number: 3, images: [image("b.png"), image("a.jpg")] },
+      ],
+      assets: [{ assetId: "a.jpg" }, { assetId: "b.png" }, { assetId: "c.png" }],
+    });
+    assert.deepEqual(
+      assetsOf(pkg).map(({ asset, page }) => [asset.assetId, page]),
+      [
+        ["a.jpg", 2],
+        ["b.png", 3],
+        ["c.png", 0],
+      ],
+    );
+  });
+
+  it("an asset's bytes must match its size and sha256", () => {
+    const data = new TextEncoder().encode("pixels");
+    const sha256 = createHash("sha256").update(data).digest("hex");
+    const asset = { assetId: "a.png", sha256, sizeBytes: BigInt(data.length) };
+    const good = new AssetChunks("a.png");
+    good.add({ asset: create(AssetSchema, asset), chunk: data, offset: 0n });
+    assert.deepEqual(good.verified().data, Buffer.from(data));
+    const bad = new AssetChunks("a.png");
+    bad.add({ asset: create(AssetSchema, asset), chunk: data.slice(1), offset: 0n });
+    assert.throws(
+      () => bad.verified(),
+      (err: unknown) => err instanceof DocparseError && err.reason === "CHECKSUM_MISMATCH",
     );
   });
 });

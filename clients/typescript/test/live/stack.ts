@@ -16,6 +16,9 @@ function required(name: string): string {
 export const target = (): string => required("DOCPARSE_TARGET");
 export const apiKey = (): string => required("DOCPARSE_API_KEY");
 export const ca = (): Buffer => readFileSync(required("DOCPARSE_TLS_CA"));
+/** The signing secret (whsec_...) the stack knows for this tenant as "local"; it may call
+ * back to 127.0.0.1. */
+export const webhookSecret = (): string => required("DOCPARSE_TEST_WEBHOOK_SECRET");
 export const document = (name: string): Buffer =>
   readFileSync(join(required("DOCPARSE_TEST_FILES"), name));
 

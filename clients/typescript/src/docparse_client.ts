@@ -1,0 +1,149 @@
+// The whole SDK: BaseClient's jobs (client.ts), batches (batches.ts), and here the caller's
+// jobs page after page (ListJobs), a job's assets (GetAsset) and some of its pages also while
+// it runs (GetResult with `pages`), as the Python SDK's docparse/listing.py, `asset` and
+// docparse/page_reads.py.
+
+import { setTimeout as sleep } from "node:timers/promises";
+import { fromBinary } from "@bufbuild/protobuf";
+import { BatchClient } from "./batches.js";
+import { ClientError } from "./errors.js";
+import { failureOf } from "./failures.js";
+import type { Job } from "./gen/docparse/v1/job_pb.js";
+import type { ListJobsResponse } from "./gen/docparse/v1/parser_service_pb.js";
+import {
+  type Asset,
+  type ReadingPackage,
+  ReadingPackageSchema,
+} from "./gen/docparse/v1/reading_package_pb.js";
+import type { ListJobsOptions } from "./options.js";
+import { AssetChunks } from "./results.js";
+import { Retrier } from "./waiting.js";
+
+/** The most jobs one ListJobs page holds (the server caps page_size there). */
+export const MAX_PAGE = 500;
+
+/** Some pages of a job's package (`readPages`): `partial` while the job runs (pages not read
+ * yet are absent), `draftPages` the drafts among them, in page order. */
+export interface PageRead {
+  package: ReadingPackage;
+  partial: boolean;
+  draftPages: number[];
+}
+
+/** An asset of a package with the first page (or slide) that shows it; 0: none does. */
+export interface ListedAsset {
+  asset: Asset;
+  page: number;
+}
+
+/** The assets of a package, each with the first page or slide that shows it (as the gateway's
+ * GET /v1/jobs/{id}/assets lists them). */
+export function assetsOf(pkg: ReadingPackage): ListedAsset[] {
+  const firstPage = new Map<string, number>();
+  for (const shown of [...pkg.pages, ...pkg.slides]) {
+    for (const image of shown.images) {
+      if (!firstPage.has(image.assetId)) {
+        firstPage.set(image.assetId, shown.number);
+      }
+    }
+  }
+  return pkg.assets.map((asset) => ({ asset, page: firstPage.get(asset.assetId) ?? 0 }));
+}
+
+export class DocparseClient extends BatchClient {
+  /** One page of the caller's jobs, newest first (batch files included): in `states` (all
+   * when empty), of `batchId` (every job when empty), after `pageToken`. A page may be short,
+   * even empty, and still have a `nextPageToken`; an empty token means there are no more.
+   * A token of another tenant or of other filters: INVALID_ARGUMENT INVALID_PAGE_TOKEN. */
+  async listJobs(options: ListJobsOptions = {}): Promise<ListJobsResponse> {
+    const request = {
+      states: options.states ?? [],
+      batchId: options.batchId ?? "",
+      pageSize: options.pageSize ?? 0,
+      pageToken: options.pageToken ?? "",
+    };
+    const answer = await this.retrying("ListJobs", (onTrailer) =>
+      this.rpc.listJobs(request, { timeoutMs: this.callTimeoutMs, onTrailer }),
+    );
+    return answer.response;
+  }
+
+  /** Every page from `pageToken` on, each as ListJobs answers it, until the last one; with a
+   * `limit`, until that many jobs were handed out, no page asking for more than are left (the
+   * last page's `nextPageToken` goes on right after them). A page is asked for only when the
+   * one before was taken. */
+  async *iterJobPages(
+    options: ListJobsOptions = {},
+  ): AsyncGenerator<ListJobsResponse, void, undefined> {
+    const limit = options.limit ?? 0;
+    let pageToken = options.pageToken ?? "";
+    let handed = 0;
+    for (;;) {
+      options.signal?.throwIfAborted();
+      let pageSize = options.pageSize || (limit ? MAX_PAGE : 0);
+      if (limit) {
+        pageSize = Math.min(pageSize, limit - handed);
+      }
+      const page = await this.listJobs({ ...options, pageSize, pageToken });
+      yield page;
+      handed += page.jobs.length;
+      pageToken = page.nextPageToken;
+      if (!pageToken || (limit && handed >= limit)) {
+        return;
+      }
+    }
+  }
+
+  /** Every job of the caller (in `states`, of `batchId`), newest first, page after page;
+   * at most `limit` when it is set. */
+  async *iterJobs(options: ListJobsOptions = {}): AsyncGenerator<Job, void, undefined> {
+    for await (const page of this.iterJobPages(options)) {
+      yield* page.jobs;
+    }
+  }
+
+  /** One asset (an image) of a SUCCEEDED job's package, checked against its size and sha256:
+   * its record and bytes. A stream that breaks is read again from the start, as the retry
+   * table allows (NOT_FOUND ASSET_NOT_FOUND / JOB_NOT_FOUND are final). */
+  async getAsset(jobId: string, assetId: string): Promise<{ asset: Asset; data: Uint8Array }> {
+    const retrier = new Retrier("GetAsset", this.policy, Date.now());
+    for (;;) {
+      const chunks = new AssetChunks(assetId);
+      try {
+        const stream = this.rpc.getAsset(
+          { jobId, assetId },
+          { timeoutMs: this.callTimeoutMs * 10, onTrailer: this.trailerSink("GetAsset") },
+        );
+        for await (const message of stream) {
+          chunks.add(message);
+        }
+      } catch (err) {
+        if (err instanceof ClientError) {
+          throw err;
+        }
+        const error = failureOf(err, this.target);
+        const delayMs = retrier.onError(error, Date.now());
+        this.retried({ method: "GetAsset", error, attempt: retrier.attempts, delayMs });
+        await sleep(delayMs);
+        continue;
+      }
+      return chunks.verified();
+    }
+  }
+
+  /** Some pages of the job's package ("1-5,10,20-"), checked against their sha256, also
+   * while the job runs: then `partial` is true (pages not read yet are absent) and
+   * `draftPages` names the drafts among them (StreamResult's); a SUCCEEDED job's pages:
+   * `partial` false. `readPages(id, job.progress?.readyPages)` gives what a running job's
+   * record names. A FAILED or CANCELLED job: the errors of `result`. */
+  async readPages(jobId: string, pages: string): Promise<PageRead> {
+    const { data, partial, draftPages } = await this.download(jobId, pages);
+    return { package: fromBinary(ReadingPackageSchema, data), partial, draftPages };
+  }
+
+  /** The assets of a SUCCEEDED job's package (read with `result`, checked), each with the
+   * first page or slide that shows it; `getAsset` fetches one's bytes. */
+  async listAssets(jobId: string): Promise<ListedAsset[]> {
+    return assetsOf(await this.result(jobId));
+  }
+}

@@ -1,0 +1,71 @@
+// How a wait reads what it follows (as docparse/waiting.py's Feed): a job through WatchJob and
+// GetStatus, a batch through WatchBatch and GetBatch. The client's follow loop does the rest.
+
+import type { Client } from "@connectrpc/connect";
+import { ContractError } from "./errors.js";
+import type { Job } from "./gen/docparse/v1/job_pb.js";
+import type { Batch, ParserService } from "./gen/docparse/v1/parser_service_pb.js";
+
+/** What one read of a feed is given: its deadline, an abort signal and its trailers' sink. */
+export interface CallOptions {
+  timeoutMs: number;
+  signal?: AbortSignal;
+  onTrailer: (trailers: Headers) => void;
+}
+
+export interface Feed<R> {
+  /** The streaming call and the unary read that polling makes instead. */
+  watchMethod: string;
+  pollMethod: string;
+  /** The stream's messages from `afterVersion` on: a record, or undefined for a heartbeat. */
+  watch(afterVersion: bigint, options: CallOptions): AsyncIterable<R | undefined>;
+  /** The current record. */
+  poll(options: CallOptions): Promise<R>;
+}
+
+type Rpc = Client<typeof ParserService>;
+
+async function* picked<M, R>(
+  stream: AsyncIterable<M>,
+  pick: (message: M) => R | undefined,
+): AsyncGenerator<R | undefined, void, undefined> {
+  for await (const message of stream) {
+    yield pick(message);
+  }
+}
+
+export function jobFeed(rpc: Rpc, jobId: string): Feed<Job> {
+  return {
+    watchMethod: "WatchJob",
+    pollMethod: "GetStatus",
+    watch: (afterVersion, options) =>
+      picked(rpc.watchJob({ jobId, afterVersion }, options), (m) =>
+        m.event.case === "job" ? m.event.value : undefined,
+      ),
+    poll: async (options) => {
+      const response = await rpc.getStatus({ jobId }, options);
+      if (!response.job) {
+        throw new ContractError(`GetStatus of ${jobId} answered without a job`);
+      }
+      return response.job;
+    },
+  };
+}
+
+export function batchFeed(rpc: Rpc, batchId: string): Feed<Batch> {
+  return {
+    watchMethod: "WatchBatch",
+    pollMethod: "GetBatch",
+    watch: (afterVersion, options) =>
+      picked(rpc.watchBatch({ batchId, afterVersion }, options), (m) =>
+        m.event.case === "batch" ? m.event.value : undefined,
+      ),
+    poll: async (options) => {
+      const response = await rpc.getBatch({ batchId }, options);
+      if (!response.batch) {
+        throw new ContractError(`GetBatch of ${batchId} answered without a batch`);
+      }
+      return response.batch;
+    },
+  };
+}
