@@ -239,8 +239,11 @@ def bench_reads(stack: LocalStack, seconds: float, nice: int = 0) -> dict[str, A
     # poller and slow it down themselves.
     with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool:
         address = stack.gateway_addresses[0]
-        floods = [pool.submit(flood, address, seconds + 3, nice) for _ in range(4)]
-        time.sleep(2.0)  # the floods under way
+        # The floods start together once their interpreters are up (spawning four takes
+        # seconds of CPU, which is not the flood's cost); B's polls once they are under way.
+        start_at = time.time() + 4.0
+        floods = [pool.submit(flood, address, seconds + 1, nice, start_at) for _ in range(4)]
+        time.sleep(max(0.0, start_at + 0.5 - time.time()))
         loaded = polls()
         counts = [f.result() for f in floods]
     return {
@@ -250,11 +253,13 @@ def bench_reads(stack: LocalStack, seconds: float, nice: int = 0) -> dict[str, A
     }
 
 
-def flood(address: str, seconds: float, nice: int = 0) -> tuple[int, int]:
-    """Tenant A's ListJobs, as fast as one process can ask, for `seconds`; `nice`: at that
-    scheduling priority (the flood's own CPU is then the box's spare: a client elsewhere)."""
+def flood(address: str, seconds: float, nice: int = 0, start_at: float = 0.0) -> tuple[int, int]:
+    """Tenant A's ListJobs, as fast as one process can ask, for `seconds` from `start_at`
+    (time.time()); `nice`: at that scheduling priority (the flood's own CPU is then the
+    box's spare: a client elsewhere)."""
     if nice:
         os.nice(nice)
+    time.sleep(max(0.0, start_at - time.time()))
     channel = grpc.insecure_channel(address)
     stub = parser_service_pb2_grpc.ParserServiceStub(channel)
     listing, metadata = parser_service_pb2.ListJobsRequest(page_size=100), (("x-api-key", "key-a"),)

@@ -237,6 +237,9 @@ class Settings(BaseSettings):
     # images all load at once: hence the larger burst).
     result_reads_per_s: float = 50.0
     result_reads_burst: int = 200
+    # A read past its rate whose token is due within this many seconds waits for it instead of
+    # being refused (so at most rate x this many of a tenant's calls wait); 0 refuses at once.
+    read_limit_max_wait_s: float = 1.0
 
     # Clients reconnect (and re-resolve) after this, so new replicas get traffic.
     max_connection_age_ms: int = 5 * 60 * 1000

@@ -35,6 +35,8 @@ DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 # Index entries one call examines at most (records read, filters applied).
 SCAN_BUDGET = 2000
+# Records read (and decoded) per pipeline: _records.
+RECORDS_PER_READ = 25
 # Entries read at a time when filtering by state (their states first, then matching records).
 FILTERED_SLICE = 256
 MAX_TOKEN_CHARS = 512
@@ -180,23 +182,24 @@ class JobListing:
     async def _records(
         self, tenant: str, entries: list[str], states: set[str]
     ) -> list[job_pb2.Job]:
-        """The jobs of `entries` in order (one pipeline), those in `states` (all if empty);
-        entries whose record is gone are removed from the index."""
-        if not entries:
-            return []
-        records = await self.index.records(entries)
+        """The jobs of `entries` in order, those in `states` (all if empty); entries whose
+        record is gone are removed from the index. Read and decoded a slice at a time, each
+        slice one pipeline: a whole page of 100 held the event loop ~4 ms, which every other
+        call on this replica (another tenant's GetStatus) waited behind; a slice ~1 ms."""
         jobs: list[job_pb2.Job] = []
         gone: list[str] = []
-        for job_id, raw in zip(entries, records, strict=True):
-            if not raw:
-                gone.append(job_id)
-                continue
-            record = decode_hash(raw)
-            if (record.get("tenant") or DEFAULT_TENANT) != tenant:
-                continue  # never another tenant's, whatever the index says
-            if states and record.get("state", "") not in states:
-                continue
-            jobs.append(record_to_job(record))
+        for start in range(0, len(entries), RECORDS_PER_READ):
+            chunk = entries[start : start + RECORDS_PER_READ]
+            for job_id, raw in zip(chunk, await self.index.records(chunk), strict=True):
+                if not raw:
+                    gone.append(job_id)
+                    continue
+                record = decode_hash(raw)
+                if (record.get("tenant") or DEFAULT_TENANT) != tenant:
+                    continue  # never another tenant's, whatever the index says
+                if states and record.get("state", "") not in states:
+                    continue
+                jobs.append(record_to_job(record))
         await self.index.forget(tenant, gone)
         return jobs
 

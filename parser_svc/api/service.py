@@ -85,9 +85,15 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         self.results = Results(store, blobs)
         self.pages = PageStream(store, hub, blobs, self.results.package_bytes)
         self.status_answers = EncodedStatus()
-        self.list_limit = ReadLimit("ListJobs", settings.list_jobs_per_s, settings.list_jobs_burst)
+        wait_s = settings.read_limit_max_wait_s
+        self.list_limit = ReadLimit(
+            "ListJobs", settings.list_jobs_per_s, settings.list_jobs_burst, max_wait_s=wait_s
+        )
         self.result_limit = ReadLimit(
-            "GetResult/GetAsset", settings.result_reads_per_s, settings.result_reads_burst
+            "GetResult/GetAsset",
+            settings.result_reads_per_s,
+            settings.result_reads_burst,
+            max_wait_s=wait_s,
         )
 
     async def SubmitJob(
@@ -192,7 +198,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         """The package of a SUCCEEDED job, or some of its pages, also while it runs
         (parser_svc/api/results.py)."""
         _check_job_id(request.job_id)
-        self.result_limit.check(current_tenant() or DEFAULT_TENANT)
+        await self.result_limit.take(current_tenant() or DEFAULT_TENANT)
         async for message in await self.results.answer(request):
             yield message
 
@@ -202,7 +208,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         """Streams one asset of a SUCCEEDED job from this deployment's blob store."""
         try:
             _check_job_id(request.job_id)
-            self.result_limit.check(current_tenant() or DEFAULT_TENANT)
+            await self.result_limit.take(current_tenant() or DEFAULT_TENANT)
             asset = await self._asset(request)
             data = await asyncio.to_thread(self.blobs.read_asset, request.job_id, asset.asset_id)
         except OSError as err:  # missing, or unreadable: the path stays in the server's log
@@ -258,7 +264,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     ) -> parser_service_pb2.ListJobsResponse:
         """The caller's jobs, newest first, a page at a time (parser_svc/api/listing.py)."""
         tenant = current_tenant() or DEFAULT_TENANT
-        self.list_limit.check(tenant)
+        await self.list_limit.take(tenant)
         return await self.listing.page(tenant, request)
 
     async def GetTenantShares(

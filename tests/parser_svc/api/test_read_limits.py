@@ -6,6 +6,8 @@ replicas only: the jobs stay QUEUED, nothing is parsed."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -110,3 +112,26 @@ def test_bucket_refills_at_its_rate() -> None:
     limit.check("a")
     with pytest.raises(DocparseError):
         limit.check("a")
+
+
+def test_a_call_whose_token_is_due_soon_waits_for_it_instead_of_being_refused() -> None:
+    # The bucket's clock stands still: every call comes at the same instant, each promised
+    # the next token (10 a second) while it is due within half a second; the 7th is not.
+    limit = ReadLimit("ListJobs", 10.0, 1, clock=lambda: 0.0, max_wait_s=0.5)
+
+    async def timed() -> float:
+        started = time.monotonic()
+        await limit.take("a")
+        return time.monotonic() - started
+
+    async def run() -> list[float | BaseException]:
+        return await asyncio.gather(*(timed() for _ in range(7)), return_exceptions=True)
+
+    *served, refused = asyncio.run(run())
+    assert isinstance(refused, DocparseError) and refused.reason == "RATE_LIMITED"
+    assert refused.retry_after_s == 1
+    waits = [w for w in served if isinstance(w, float)]
+    assert len(waits) == 6  # answered, each once its token was due: 0, 0.1, ... 0.5 s
+    dues = [0, 0.1, 0.2, 0.3, 0.4, 0.5]
+    assert all(w >= due - 0.005 for w, due in zip(sorted(waits), dues, strict=True))
+    asyncio.run(limit.take("b"))  # another tenant's bucket: at once
