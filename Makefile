@@ -174,7 +174,7 @@ run: setup
 # module fixtures start once). It mostly waits on stacks and timers: 3 fit 2 cores.
 TEST_WORKERS ?= 3
 test: setup node tools browser-deps old-kubectls redis-tls ts-sdk
-	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra -n $(TEST_WORKERS) --dist loadfile
+	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # The tests that start no redis-server, stack or server process and take no long build or
 # search (markers `stack` and `slow`, tests/fast_subset.py): under a minute, to run while
