@@ -207,6 +207,11 @@ class Settings(BaseSettings):
     # worker tells each child (ParseOptions.child_uid) with the scratch directory it made it.
     child_uid: int = Field(default=65534, ge=0)
     child_gid: int = Field(default=65534, ge=0)
+    # Each parse child confines what files it may open with Landlock once its document is
+    # open (parser_svc/child/landlock.py): whatever its uid, it reads only the Python
+    # installation and system files a parse needs and writes only its scratch directory. A
+    # kernel without Landlock: said once at start, children run as before.
+    child_landlock: bool = True
 
     # WatchJob: re-read the record this often (pub/sub is at-most-once) ...
     watch_resync_s: float = 5.0
@@ -331,5 +336,6 @@ class Settings(BaseSettings):
             page_delay_ms=self.parse_page_delay_ms,
             fault_segv_marker=self.fault_segv_marker,
             fault_corrupt_marker=self.fault_corrupt_marker,
+            landlock=self.child_landlock,
         )
         return replace(options, **per_job)

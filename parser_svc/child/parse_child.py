@@ -31,6 +31,7 @@ from docparse import page_ranges
 from docparse.reasons import ErrorReason
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc import PARSER_VERSION
+from parser_svc.child import landlock
 from parser_svc.child.confinement import (
     MEMORY_HIGH_FRACTION,
     apply_limits,
@@ -46,8 +47,10 @@ from parser_svc.parsers import (
     ProgressFn,
     describe_error,
     is_out_of_memory,
+    ocr,
     pdf_split,
 )
+from parser_svc.parsers.doc import antiword_path
 from parser_svc.parsers.formats import parse_kind
 
 # The exit status of a child whose worker stopped listening (128 + SIGPIPE, as a shell shows a
@@ -212,12 +215,25 @@ def _open_and_drop(
     input_path: str, output_path: str, options: ParseOptions, parent: int | None
 ) -> BinaryIO:
     """The document, opened as the server's uid (root may read the owner-only upload); then
-    this process becomes the uid the worker named, if any (child/privileges.py)."""
+    this process becomes the uid the worker named, if any (child/privileges.py), and confines
+    the files it may open (child/landlock.py)."""
     document = open(input_path, "rb")  # noqa: SIM115 (read and closed by `run`)
+    scratch = Path(output_path).absolute().parent
     if drop_privileges(options.child_uid, options.child_gid):
         die_with_parent(parent)  # a change of uid cleared the parent-death signal
-        use_scratch(Path(output_path).absolute().parent)
+        use_scratch(scratch)
+    if options.landlock:
+        _confine(scratch, options)
     return document
+
+
+def _confine(scratch: Path, options: ParseOptions) -> None:
+    """From here on (this process, its page siblings, antiword) files are opened only where a
+    parse reads, and written only in the job's scratch directory (child/landlock.py). Before
+    any thread starts: Landlock restricts the calling thread and what it creates."""
+    extra = [str(ocr.tessdata_dir() or ""), antiword_path(options.antiword) or ""]
+    if landlock.confine(scratch, [path for path in extra if path]):
+        use_scratch(scratch)  # TMPDIR and HOME: the one place it may write
 
 
 def main(argv: list[str] | None = None, parent: int | None = None, start_kb: int = 0) -> None:

@@ -40,7 +40,7 @@ import sys
 import traceback
 from typing import Any
 
-from parser_svc.child import huge_pages, parse_child, privileges
+from parser_svc.child import huge_pages, landlock, parse_child, privileges
 from parser_svc.child.confinement import die_with_parent, vm_size_kb
 from parser_svc.child.fork_server import SYS_CLONE
 from parser_svc.child.no_network import deny_network
@@ -206,6 +206,7 @@ def main() -> None:
     warm_up()
     if privileges.can_drop():
         privileges.reach_modules()  # once here rather than in each child that drops
+    landlock.parse_reads()  # what each child's Landlock rules name, worked out once here
     # What the imports allocated is shared copy-on-write with every child: keep the collector
     # from touching it (a collection writes to every object header it walks, which would copy
     # the pages into each child).

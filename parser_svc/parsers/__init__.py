@@ -139,6 +139,9 @@ class ParseOptions:
     # does not; parser_svc/child/privileges.py).
     child_uid: int = 0
     child_gid: int = 0
+    # The child confines the files it may open with Landlock once its document is open
+    # (parser_svc/child/landlock.py; Settings.child_landlock).
+    landlock: bool = True
 
     @classmethod
     def defaults(cls, **overrides: Any) -> ParseOptions:

@@ -32,6 +32,7 @@ from docparse.v1 import job_pb2
 from docparse_server import tracing
 from docparse_server.cpus import usable_cpus
 from parser_svc import observability
+from parser_svc.child import landlock
 from parser_svc.child.fork_server import ForkServer
 from parser_svc.child.privileges import ChildScratch
 from parser_svc.child.sandbox import Limits, Outcome, ProgressCallback, run_parse
@@ -76,6 +77,7 @@ class ParseWorker:
         )
         # Each job's scratch directory, owned by the uid its child drops to (child/privileges.py).
         self._scratch = ChildScratch(settings.child_uid, settings.child_gid)
+        landlock.announce(settings.child_landlock)  # children confine their files (once)
         # Parses running now: a new one reads its OCR pages on the cores they leave free.
         self._parsing = 0
         # Jobs between their claim and the end of their parse (the ones preparing included).
