@@ -1,5 +1,7 @@
-"""Some pages of a reading package: a package cut to a page selection, and page parts (one
-page each, as StreamResult sends them) joined into one package. Shared by the parse service
+"""Some pages of a reading package: a serialized package cut to a page selection (only the
+selected pages and the records of the assets they show; sheets, slides and attachments left
+out, document-wide fields kept), and page parts (one page each, as StreamResult sends them)
+joined into one package. Shared by the parse service
 (GetResult with `pages`) and the gateway (GET /v1/jobs/{id}/result?pages=)."""
 
 from __future__ import annotations
@@ -8,19 +10,6 @@ from collections.abc import Iterable
 
 from docparse import page_ranges
 from docparse.v1 import reading_package_pb2 as rp
-
-
-def restricted(package: rp.ReadingPackage, selection: page_ranges.Selection) -> rp.ReadingPackage:
-    """`package` with only the selected pages and the records of the assets they show; sheets,
-    slides and attachments (not pages) left out; document-wide fields kept."""
-    pages = [page for page in package.pages if page_ranges.selects(selection, page.number)]
-    shown = {image.asset_id for page in pages for image in page.images}
-    assets = [asset for asset in package.assets if asset.asset_id in shown]
-    for name in ("pages", "assets", "sheets", "slides", "attachments"):
-        package.ClearField(name)
-    package.pages.extend(pages)
-    package.assets.extend(assets)
-    return package
 
 
 def joined(parts: Iterable[bytes]) -> rp.ReadingPackage:
@@ -88,10 +77,11 @@ def _fields(data: memoryview) -> list[tuple[int, int, int, int]]:
 
 
 def cut_serialized(data: bytes, selection: page_ranges.Selection) -> bytes:
-    """`restricted` on the serialized package, without decoding what it drops: only each page
-    and asset record is decoded (a workbook's megabytes of sheets are skipped, not parsed).
-    For a package serialized deterministically, the bytes are those of
-    `restricted(...).SerializeToString(deterministic=True)`."""
+    """The serialized package with only the selected pages and the records of the assets they
+    show; sheets, slides and attachments left out, every other field kept. Nothing it drops is
+    decoded: only each page and asset record is (a workbook's megabytes of sheets are skipped,
+    not parsed). For a package serialized deterministically, the bytes are those of the
+    package so restricted, serialized deterministically (tests/docparse/test_package_pages.py)."""
     view = memoryview(data)
     kept: list[tuple[memoryview, str | None]] = []
     shown: set[str] = set()

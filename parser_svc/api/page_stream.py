@@ -132,8 +132,8 @@ class PageStream:
             for wait in waits:
                 wait.cancel()  # a get that was not done leaves its item in the queue
         record, page = (w.result() if w.done() and not w.cancelled() else None for w in waits)
-        while not pages.empty():  # one read of the moves covers every wake so far
-            page = pages.get_nowait() if not isinstance(page, Ending) else page
+        while not isinstance(page, Ending) and not pages.empty():
+            page = pages.get_nowait()  # one read of the moves covers every wake so far
         if isinstance(page, Ending):
             raise page.error()
         if record is None:

@@ -18,8 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from docparse.errors import DocparseError
-from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.child.draft_pages import draft_path, page_part
+from parser_svc.child.draft_pages import draft_path
 from parser_svc.state.page_parts import PageParts, PartKind, PutResult
 from parser_svc.work.blobs import BlobStore
 
@@ -49,13 +48,6 @@ class PagePublisher:
         """Stores the part `data` of page `number` and points the page at it."""
         sha256 = await asyncio.to_thread(self._store, data)
         return await self.parts.put(self.job_id, self.fence, self.attempt, number, sha256, kind)
-
-    async def publish_final(self, package: rp.ReadingPackage) -> list[PutResult]:
-        """Every page of the package the job ends with, in order, as finals."""
-        return [
-            await self.publish(page.number, page_part(package, page), "final")
-            for page in package.pages
-        ]
 
     def _store_drafts(self, scratch: Path, drafts: list[Draft]) -> list[tuple[int, str]]:
         """Stores these drafts (their bytes, or the file the child wrote): (page, sha256) each.

@@ -9,8 +9,22 @@ import random
 import pytest
 
 from docparse import page_ranges
-from docparse.package_pages import TruncatedPackage, cut_serialized, joined, restricted
+from docparse.package_pages import TruncatedPackage, cut_serialized, joined
 from docparse.v1 import reading_package_pb2 as rp
+
+
+def restricted(package: rp.ReadingPackage, selection: page_ranges.Selection) -> rp.ReadingPackage:
+    """The oracle cut_serialized is held to: the decoded `package` with only the selected
+    pages and the records of the assets they show; sheets, slides and attachments left out;
+    document-wide fields kept."""
+    pages = [page for page in package.pages if page_ranges.selects(selection, page.number)]
+    shown = {image.asset_id for page in pages for image in page.images}
+    assets = [asset for asset in package.assets if asset.asset_id in shown]
+    for name in ("pages", "assets", "sheets", "slides", "attachments"):
+        package.ClearField(name)
+    package.pages.extend(pages)
+    package.assets.extend(assets)
+    return package
 
 
 def _package(pages: int, seed: int) -> rp.ReadingPackage:

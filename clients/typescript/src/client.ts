@@ -11,16 +11,9 @@ import { ClientError, ContractError, DocparseError } from "./errors.js";
 import { failureOf, servedByOf } from "./failures.js";
 import { type Feed, jobFeed } from "./feeds.js";
 import type { Job, ResultRef } from "./gen/docparse/v1/job_pb.js";
-import { ParserService, type StreamResultResponse } from "./gen/docparse/v1/parser_service_pb.js";
+import { ParserService } from "./gen/docparse/v1/parser_service_pb.js";
 import { type ReadingPackage, ReadingPackageSchema } from "./gen/docparse/v1/reading_package_pb.js";
-import type {
-  Answer,
-  ClientOptions,
-  RetryEvent,
-  StreamPagesOptions,
-  SubmitOptions,
-  WatchOptions,
-} from "./options.js";
+import type { Answer, ClientOptions, RetryEvent, SubmitOptions, WatchOptions } from "./options.js";
 import { callbackField, parseOptionFields } from "./options.js";
 import { checkSubmitAnswer, ResultAssembler } from "./results.js";
 import {
@@ -36,11 +29,11 @@ export const DEFAULT_TARGET = "127.0.0.1:50050";
 /** The largest message the server accepts (a SubmitJob carries the whole document). */
 export const MESSAGE_LIMIT = 65 * 1024 * 1024;
 
-/** The client's core: jobs one by one (submit, wait, watch, results, pages, cancel) and the
- * plumbing the other calls share; DocparseClient (docparse_client.ts) is the whole SDK. */
 /** A GetResult answer, verified: with `pages`, `partial` and `draftPages` as it said. */
 type Downloaded = { data: Uint8Array; ref: ResultRef; partial: boolean; draftPages: number[] };
 
+/** The client's core: jobs one by one (submit, wait, watch, results, cancel) and the
+ * plumbing the other calls share; DocparseClient (docparse_client.ts) is the whole SDK. */
 export class BaseClient {
   readonly target: string;
   readonly policy: WaitPolicy;
@@ -274,70 +267,39 @@ export class BaseClient {
   /** GetResult, assembled and verified; a stream that breaks is read again from the start
    * (GetResult is idempotent), as the retry table allows. */
   protected async download(jobId: string, pages = ""): Promise<Downloaded> {
-    const retrier = new Retrier("GetResult", this.policy, Date.now());
-    for (;;) {
-      const assembler = new ResultAssembler(jobId);
-      try {
-        const stream = this.rpc.getResult(
-          { jobId, pages },
-          { timeoutMs: this.callTimeoutMs * 10, onTrailer: this.trailerSink("GetResult") },
-        );
-        for await (const message of stream) {
-          assembler.add(message);
-        }
-      } catch (err) {
-        if (err instanceof ClientError) {
-          throw err;
-        }
-        const error = failureOf(err, this.target);
-        const delayMs = retrier.onError(error, Date.now());
-        this.retried({ method: "GetResult", error, attempt: retrier.attempts, delayMs });
-        await sleep(delayMs);
-        continue;
-      }
-      const { partial, draftPages } = assembler;
-      return { ...assembler.verifiedBytes(), partial, draftPages };
-    }
+    const assembler = await this.collected(
+      "GetResult",
+      () => new ResultAssembler(jobId),
+      (options) => this.rpc.getResult({ jobId, pages }, options),
+    );
+    const { partial, draftPages } = assembler;
+    return { ...assembler.verifiedBytes(), partial, draftPages };
   }
 
-  /** The job's pages as they are read (drafts, `final` false), then its final package's pages
-   * (`final` true, byte for byte those of `result()`), then a last message with the terminal
-   * record (`job`) and no page: StreamResult. A stream that breaks with a retryable error
-   * (UNAVAILABLE, a server cutting old connections, ...) is opened again after the `cursor`
-   * of the last message yielded, on any replica, within the retry policy (renewed by any
-   * message). */
-  async *streamPages(
-    jobId: string,
-    options: StreamPagesOptions = {},
-  ): AsyncGenerator<StreamResultResponse, void, undefined> {
-    let cursor = options.cursor ?? "";
-    const { signal } = options;
-    let retrier = new Retrier("StreamResult", this.policy, Date.now());
+  /** A download with retries (docparse/operations.py's `collected`): the stream `open` gives
+   * read into a new collector each attempt (a broken download starts over). */
+  protected async collected<M, C extends { add(message: M): void }>(
+    method: string,
+    collector: () => C,
+    open: (options: { timeoutMs: number; onTrailer: (t: Headers) => void }) => AsyncIterable<M>,
+  ): Promise<C> {
+    const retrier = new Retrier(method, this.policy, Date.now());
     for (;;) {
-      let progressed = false;
+      const into = collector();
       try {
-        const stream = this.rpc.streamResult(
-          { jobId, cursor },
-          { timeoutMs: this.policy.timeoutMs, signal, onTrailer: this.trailerSink("StreamResult") },
-        );
-        for await (const message of stream) {
-          cursor = message.cursor;
-          progressed = true;
-          yield message;
+        const options = { timeoutMs: this.callTimeoutMs * 10, onTrailer: this.trailerSink(method) };
+        for await (const message of open(options)) {
+          into.add(message);
         }
-        return; // after the terminal record: the server ends the stream right after it
+        return into;
       } catch (err) {
-        signal?.throwIfAborted();
         if (err instanceof ClientError) {
           throw err;
         }
-        if (progressed) {
-          retrier = new Retrier("StreamResult", this.policy, Date.now());
-        }
         const error = failureOf(err, this.target);
         const delayMs = retrier.onError(error, Date.now());
-        this.retried({ method: "StreamResult", error, attempt: retrier.attempts, delayMs, cursor });
-        await sleep(delayMs, undefined, { signal });
+        this.retried({ method, error, attempt: retrier.attempts, delayMs });
+        await sleep(delayMs);
       }
     }
   }

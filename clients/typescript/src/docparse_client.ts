@@ -1,7 +1,7 @@
 // The whole SDK: BaseClient's jobs (client.ts), batches (batches.ts), and here the caller's
-// jobs page after page (ListJobs), a job's assets (GetAsset) and some of its pages also while
-// it runs (GetResult with `pages`), as the Python SDK's docparse/listing.py, `asset` and
-// docparse/page_reads.py.
+// jobs page after page (ListJobs), a job's assets (GetAsset) and its pages while it runs
+// (StreamResult, GetResult with `pages`), as the Python SDK's docparse/listing.py, `asset`,
+// `stream_pages` and docparse/page_reads.py.
 
 import { setTimeout as sleep } from "node:timers/promises";
 import { fromBinary } from "@bufbuild/protobuf";
@@ -9,13 +9,16 @@ import { BatchClient } from "./batches.js";
 import { ClientError } from "./errors.js";
 import { failureOf } from "./failures.js";
 import type { Job } from "./gen/docparse/v1/job_pb.js";
-import type { ListJobsResponse } from "./gen/docparse/v1/parser_service_pb.js";
+import type {
+  ListJobsResponse,
+  StreamResultResponse,
+} from "./gen/docparse/v1/parser_service_pb.js";
 import {
   type Asset,
   type ReadingPackage,
   ReadingPackageSchema,
 } from "./gen/docparse/v1/reading_package_pb.js";
-import type { ListJobsOptions } from "./options.js";
+import type { ListJobsOptions, StreamPagesOptions } from "./options.js";
 import { AssetChunks } from "./results.js";
 import { Retrier } from "./waiting.js";
 
@@ -106,28 +109,53 @@ export class DocparseClient extends BatchClient {
    * its record and bytes. A stream that breaks is read again from the start, as the retry
    * table allows (NOT_FOUND ASSET_NOT_FOUND / JOB_NOT_FOUND are final). */
   async getAsset(jobId: string, assetId: string): Promise<{ asset: Asset; data: Uint8Array }> {
-    const retrier = new Retrier("GetAsset", this.policy, Date.now());
+    const chunks = await this.collected(
+      "GetAsset",
+      () => new AssetChunks(assetId),
+      (options) => this.rpc.getAsset({ jobId, assetId }, options),
+    );
+    return chunks.verified();
+  }
+
+  /** The job's pages as they are read (drafts, `final` false), then its final package's pages
+   * (`final` true, byte for byte those of `result()`), then a last message with the terminal
+   * record (`job`) and no page: StreamResult. A stream that breaks with a retryable error
+   * (UNAVAILABLE, a server cutting old connections, ...) is opened again after the `cursor`
+   * of the last message yielded, on any replica, within the retry policy (renewed by any
+   * message). */
+  async *streamPages(
+    jobId: string,
+    options: StreamPagesOptions = {},
+  ): AsyncGenerator<StreamResultResponse, void, undefined> {
+    let cursor = options.cursor ?? "";
+    const { signal } = options;
+    let retrier = new Retrier("StreamResult", this.policy, Date.now());
     for (;;) {
-      const chunks = new AssetChunks(assetId);
+      let progressed = false;
       try {
-        const stream = this.rpc.getAsset(
-          { jobId, assetId },
-          { timeoutMs: this.callTimeoutMs * 10, onTrailer: this.trailerSink("GetAsset") },
+        const stream = this.rpc.streamResult(
+          { jobId, cursor },
+          { timeoutMs: this.policy.timeoutMs, signal, onTrailer: this.trailerSink("StreamResult") },
         );
         for await (const message of stream) {
-          chunks.add(message);
+          cursor = message.cursor;
+          progressed = true;
+          yield message;
         }
+        return; // after the terminal record: the server ends the stream right after it
       } catch (err) {
+        signal?.throwIfAborted();
         if (err instanceof ClientError) {
           throw err;
         }
+        if (progressed) {
+          retrier = new Retrier("StreamResult", this.policy, Date.now());
+        }
         const error = failureOf(err, this.target);
         const delayMs = retrier.onError(error, Date.now());
-        this.retried({ method: "GetAsset", error, attempt: retrier.attempts, delayMs });
-        await sleep(delayMs);
-        continue;
+        this.retried({ method: "StreamResult", error, attempt: retrier.attempts, delayMs, cursor });
+        await sleep(delayMs, undefined, { signal });
       }
-      return chunks.verified();
     }
   }
 
