@@ -9,15 +9,18 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import grpc
 import pymupdf
+from prometheus_client.parser import text_string_to_metric_families
 
 from docparse.client import Client
 from docparse.errors import DocparseError
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, parser_service_pb2_grpc
 from docparse.waiting import TERMINAL
 
@@ -214,3 +217,17 @@ def status_kb(pid: int, field: str) -> int:
         if line.startswith(f"{field}:"):
             return int(line.split()[1])
     raise AssertionError(f"no {field} for {pid}")
+
+
+def metric(stack: LocalStack, name: str) -> dict[str, float]:
+    """Samples of `name` on the stack's first replica, by their labels
+    ("cap=tenant,tenant=tenant-a")."""
+    url = f"http://{stack.parsers[0].metrics_address}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        text = reply.read().decode()
+    return {
+        ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    }

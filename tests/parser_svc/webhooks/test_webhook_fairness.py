@@ -10,19 +10,17 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.tenancy import key_digest
 from tests.conftest import auth_env, make_stack
-from tests.helpers import eventually, make_pdf, stub
+from tests.helpers import eventually, make_pdf, metric, stub
 from tests.parser_svc.webhooks.test_webhooks import RECEIVER_HOST, SECRET, Receiver
 
 TOKEN = "internal-secret-for-webhook-fairness"
@@ -79,19 +77,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     }
     with make_stack(root / "stack", replicas=1, gateways=1, extra_env=env) as running:
         yield running
-
-
-def metric(stack: LocalStack, name: str) -> dict[str, float]:
-    """Samples of `name` on the replica, by their labels ("cap=tenant,tenant=tenant-a")."""
-    url = f"http://{stack.parsers[0].metrics_address}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as reply:
-        text = reply.read().decode()
-    return {
-        ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name
-    }
 
 
 def submit_and_wait(stack: LocalStack, who: str, url: str, label: str) -> str:

@@ -16,7 +16,6 @@ the order jobs start in is what a user sees.
 
 from __future__ import annotations
 
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,6 @@ from typing import Any
 
 import grpc
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from docparse.errors import DocparseError
 from docparse.local.stack import LocalStack
@@ -33,7 +31,7 @@ from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.tenancy import key_digest
 from tests.conftest import auth_env, make_stack
 from tests.gateway.test_http import request
-from tests.helpers import eventually, make_pdf, rpc_error, stub
+from tests.helpers import eventually, make_pdf, metric, rpc_error, stub
 
 TOKEN = "internal-secret-for-fair-scheduling"
 KEYS: dict[str, object] = {
@@ -93,18 +91,6 @@ class Tenant:
 
     def queued(self, job_ids: list[str]) -> int:
         return sum(self.state(job_id) == job_pb2.STATE_QUEUED for job_id in job_ids)
-
-
-def metric(stack: LocalStack, name: str) -> dict[str, float]:
-    url = f"http://{stack.parsers[0].metrics_address}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as reply:
-        text = reply.read().decode()
-    return {
-        ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name
-    }
 
 
 def test_b_runs_before_a_s_backlog(stack: LocalStack) -> None:
