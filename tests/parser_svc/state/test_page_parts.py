@@ -9,15 +9,11 @@ from pathlib import Path
 
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import reading_package_pb2 as rp
-from parser_svc.child.draft_pages import page_part
-from parser_svc.parsers import ParseOptions
-from parser_svc.parsers.pdf import parse_pdf
 from parser_svc.settings import Settings
 from parser_svc.state.page_parts import PageParts, PagePointer
 from parser_svc.state.store import JobStore, connect
 from parser_svc.work.blobs import BlobStore
 from parser_svc.work.page_parts import PagePublisher
-from tests.helpers import make_pdf
 
 
 class Replica:
@@ -124,22 +120,3 @@ async def test_an_ended_jobs_pages_stay_as_they_were_and_outlive_its_record(
     # The sweeper's clean-up takes the parts too (the refused write's orphan among them).
     assert reader.blobs.delete_job(job_id) == 2
     assert not (tmp_path / reader.blobs.page_part_key(job_id, sha(part(1, "p1")))).parent.exists()
-
-
-async def test_final_parts_are_the_final_packages_pages_byte_for_byte(
-    redis_server: EmbeddedRedis, tmp_path: Path
-) -> None:
-    worker, reader = two_replicas(redis_server, tmp_path)
-    job_id = await running_job(worker, "w1")
-    package = parse_pdf(make_pdf(5, "streamed"), lambda *_: None, ParseOptions.defaults())
-    results = await worker.publisher(job_id, "w1", 1).publish_final(package)
-    assert [r.status for r in results] == ["OK"] * 5
-    pointers = await reader.parts.ready(job_id)
-    streamed = [
-        rp.ReadingPackage.FromString(reader.blobs.read_page_part(job_id, p.sha256)).pages[0]
-        for p in pointers
-    ]
-    assert [p.SerializeToString(deterministic=True) for p in streamed] == [
-        p.SerializeToString(deterministic=True) for p in package.pages
-    ]
-    assert [p.sha256 for p in pointers] == [sha(page_part(package, p)) for p in package.pages]

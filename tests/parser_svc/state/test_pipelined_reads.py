@@ -170,7 +170,8 @@ async def test_a_read_nobody_answers_fails_at_the_deadline_and_the_reads_behind_
         with pytest.raises(redis.TimeoutError) as late:
             await held
         waited = loop.time() - started
-        assert 0.5 <= waited < 2.0, waited
+        # the deadline's timer may fire a few microseconds before 0.5 s by this loop's clock
+        assert 0.495 <= waited < 2.0, waited
         assert is_unavailable(late.value)
         assert await asyncio.gather(*behind) == [made[key] for key in fine]
     finally:
