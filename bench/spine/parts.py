@@ -33,7 +33,7 @@ from docparse.v1 import parser_service_pb2
 from docparse_server import logs, loops, observability
 from docparse_server.serving import ErrorInterceptor, InterceptorChain, ServedByInterceptor
 from parser_svc.api.callers import CallerInterceptor
-from parser_svc.api.status_answers import EncodedStatus
+from parser_svc.api.status_answers import EncodedJobs
 from parser_svc.state.caller_scope import current_tenant
 from parser_svc.state.pipelined_reads import PipelinedReader
 from parser_svc.state.records import decode_hash, record_to_job
@@ -55,7 +55,7 @@ VARIANTS = {
     "read": "generic handler, request decoded, one pipelined HGETALL, fixed bytes",
     "read_timeout": "read, inside asyncio.timeout (a loop timer per call)",
     "read_built": "registered + read + record decoded, Job built and encoded per call",
-    "read_encoded": "read + EncodedStatus (parser_svc's handler without its layers)",
+    "read_encoded": "read + EncodedJobs (parser_svc's handler without its layers)",
     "layers": "read_encoded + parser_svc's interceptor chain, access line to a file",
     "layers_no_access": "layers with the access log off",
     "proxy": "forwards the bytes to `bare` over one grpc.aio channel (the gateway's floor)",
@@ -68,7 +68,7 @@ def _handler(variant: str, reads: PipelinedReader) -> tuple[Handler, bool]:
     """The variant's GetStatus and whether it is registered with the protobuf serializers."""
     fixed = parser_service_pb2.GetStatusResponse(job=record_to_job(RECORD))
     fixed_bytes = fixed.SerializeToString()
-    answers = EncodedStatus()
+    answers = EncodedJobs()
 
     async def bare(request: Any, context: Any) -> Any:
         return fixed_bytes
@@ -93,7 +93,7 @@ def _handler(variant: str, reads: PipelinedReader) -> tuple[Handler, bool]:
         return parser_service_pb2.GetStatusResponse(job=record_to_job(record))
 
     async def read_encoded(request: Any, context: Any) -> Any:
-        return answers.answer(request.job_id, await reads.hgetall(KEY))
+        return answers.status(request.job_id, await reads.hgetall(KEY))
 
     handlers: dict[str, tuple[Handler, bool]] = {
         "bare": (bare, False),

@@ -26,8 +26,13 @@ from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.errors import error
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.api.batches import batch_not_found
+from parser_svc.api.status_answers import (
+    JOB_FIELD,
+    PAGE_TOKEN_FIELD,
+    EncodedJobs,
+    length_delimited,
+)
 from parser_svc.settings import Settings
-from parser_svc.state.records import decode_hash, record_to_job
 from parser_svc.state.store import JobStore
 from parser_svc.state.tenant_index import Cursor, TenantIndex, Window, text
 
@@ -40,6 +45,7 @@ RECORDS_PER_READ = 25
 # Entries read at a time when filtering by state (their states first, then matching records).
 FILTERED_SLICE = 256
 MAX_TOKEN_CHARS = 512
+DEFAULT_TENANT_BYTES = DEFAULT_TENANT.encode()
 _STATE_NAMES: dict[int, str] = {
     int(value): name.removeprefix("STATE_")
     for name, value in job_pb2.State.items()
@@ -107,14 +113,24 @@ def page_size_of(requested: int) -> int:
 
 
 class JobListing:
-    def __init__(self, store: JobStore, settings: Settings) -> None:
+    def __init__(
+        self, store: JobStore, settings: Settings, encoded: EncodedJobs | None = None
+    ) -> None:
         self.store = store
         self.index = TenantIndex(store)
         self.tokens = PageTokens(settings)
+        self.encoded = encoded or EncodedJobs()
 
     async def page(
         self, tenant: str, request: parser_service_pb2.ListJobsRequest
     ) -> parser_service_pb2.ListJobsResponse:
+        return parser_service_pb2.ListJobsResponse.FromString(
+            await self.page_encoded(tenant, request)
+        )
+
+    async def page_encoded(self, tenant: str, request: parser_service_pb2.ListJobsRequest) -> bytes:
+        """The ListJobsResponse, encoded: its jobs' encodings (status_answers.EncodedJobs) put
+        together, each job encoded only when its record changed since this replica last did."""
         page_size = page_size_of(request.page_size)
         states = sorted({_state_name(value) for value in request.states})
         batch_id = request.batch_id
@@ -125,7 +141,7 @@ class JobListing:
             # A batch's files share its create time: only that moment of the index is read.
             created_ms = await self._batch_created_ms(tenant, batch_id)
             window = Window(created_ms, created_ms, f"{batch_id}-")
-        jobs: list[job_pb2.Job] = []
+        jobs: list[bytes] = []
         budget = SCAN_BUDGET
         ended = False
         wanted_states = set(states)
@@ -146,9 +162,10 @@ class JobListing:
                     entries = entries[:want]
                     cursor, ended = Cursor(entries[-1][1], entries[-1][0]), False
             jobs += await self._records(tenant, [job_id for job_id, _ in entries], wanted_states)
-        response = parser_service_pb2.ListJobsResponse(jobs=jobs)
+        response = b"".join(length_delimited(JOB_FIELD, job) for job in jobs)
         if not ended and cursor is not None:
-            response.next_page_token = self.tokens.make(scope, cursor)
+            token = self.tokens.make(scope, cursor).encode()
+            response += length_delimited(PAGE_TOKEN_FIELD, token)
         return response
 
     async def _batch_created_ms(self, tenant: str, batch_id: str) -> int:
@@ -179,27 +196,25 @@ class JobListing:
         await self.index.forget(tenant, gone)
         return kept
 
-    async def _records(
-        self, tenant: str, entries: list[str], states: set[str]
-    ) -> list[job_pb2.Job]:
-        """The jobs of `entries` in order, those in `states` (all if empty); entries whose
-        record is gone are removed from the index. Read and decoded a slice at a time, each
-        slice one pipeline: a whole page of 100 held the event loop ~4 ms, which every other
-        call on this replica (another tenant's GetStatus) waited behind; a slice ~1 ms."""
-        jobs: list[job_pb2.Job] = []
+    async def _records(self, tenant: str, entries: list[str], states: set[str]) -> list[bytes]:
+        """The encoded jobs of `entries` in order, those in `states` (all if empty); entries
+        whose record is gone are removed from the index. Read a slice at a time, so that no
+        slice holds the event loop long (every other call on this replica, another tenant's
+        GetStatus, waits behind it)."""
+        jobs: list[bytes] = []
         gone: list[str] = []
+        owner, wanted = tenant.encode(), {state.encode() for state in states}
         for start in range(0, len(entries), RECORDS_PER_READ):
             chunk = entries[start : start + RECORDS_PER_READ]
-            for job_id, raw in zip(chunk, await self.index.records(chunk), strict=True):
+            for job_id, raw in zip(chunk, await self.index.whole_records(chunk), strict=True):
                 if not raw:
                     gone.append(job_id)
                     continue
-                record = decode_hash(raw)
-                if (record.get("tenant") or DEFAULT_TENANT) != tenant:
+                if (raw.get(b"tenant") or DEFAULT_TENANT_BYTES) != owner:
                     continue  # never another tenant's, whatever the index says
-                if states and record.get("state", "") not in states:
+                if wanted and raw.get(b"state", b"") not in wanted:
                     continue
-                jobs.append(record_to_job(record))
+                jobs.append(self.encoded.job(job_id, raw))
         await self.index.forget(tenant, gone)
         return jobs
 

@@ -23,7 +23,7 @@ from parser_svc.api.listing import JobListing
 from parser_svc.api.page_stream import PageStream, parse_cursor
 from parser_svc.api.read_limits import ReadLimit
 from parser_svc.api.results import CHUNK_BYTES, Results
-from parser_svc.api.status_answers import EncodedStatus
+from parser_svc.api.status_answers import EncodedJobs
 from parser_svc.api.submit import Submitter
 from parser_svc.api.tenant_shares import tenant_shares
 from parser_svc.api.uploads import UPLOAD_ACCEPTED, receive_batch_upload
@@ -81,10 +81,10 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             reason=ErrorReason.TOO_MANY_UPLOADS,
             per_key=lambda limits: 0,  # no per-key override: the replica's memory is what it bounds
         )
-        self.listing = JobListing(store, settings)
+        self.encoded = EncodedJobs()
+        self.listing = JobListing(store, settings, self.encoded)
         self.results = Results(store, blobs)
         self.pages = PageStream(store, hub, blobs, self.results.package_bytes)
-        self.status_answers = EncodedStatus()
         wait_s = settings.read_limit_max_wait_s
         self.list_limit = ReadLimit(
             "ListJobs", settings.list_jobs_per_s, settings.list_jobs_burst, max_wait_s=wait_s
@@ -168,7 +168,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         registers this method with no response serializer (`parser_service_handlers`)."""
         _check_job_id(request.job_id)
         record = await self.store.get_record(request.job_id)
-        return self.status_answers.answer(request.job_id, record)
+        return self.encoded.status(request.job_id, record)
 
     async def WatchJob(
         self, request: parser_service_pb2.WatchJobRequest, context: Context
@@ -262,10 +262,18 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
     async def ListJobs(
         self, request: parser_service_pb2.ListJobsRequest, context: Context
     ) -> parser_service_pb2.ListJobsResponse:
-        """The caller's jobs, newest first, a page at a time (parser_svc/api/listing.py)."""
+        """The servicer interface's ListJobs; the server answers with `list_jobs_encoded`."""
+        encoded = await self.list_jobs_encoded(request, context)
+        return parser_service_pb2.ListJobsResponse.FromString(encoded)
+
+    async def list_jobs_encoded(
+        self, request: parser_service_pb2.ListJobsRequest, context: Context
+    ) -> bytes:
+        """The caller's jobs, newest first, a page at a time (parser_svc/api/listing.py),
+        already encoded as GetStatus's answer is."""
         tenant = current_tenant() or DEFAULT_TENANT
         await self.list_limit.take(tenant)
-        return await self.listing.page(tenant, request)
+        return await self.listing.page_encoded(tenant, request)
 
     async def GetTenantShares(
         self, request: parser_service_pb2.GetTenantSharesRequest, context: Context
@@ -353,8 +361,9 @@ _HANDLER_KINDS = {
 def parser_service_handlers(service: ParserService) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     """A handler for each method of the service in the proto, made as the generated
     registration makes it (its request decoded, its response encoded by the message classes of
-    parser_service_pb2), except GetStatus: it answers with the bytes `get_status_encoded`
-    returns, so its handler has no response serializer."""
+    parser_service_pb2), except GetStatus and ListJobs: they answer with the bytes
+    `get_status_encoded` and `list_jobs_encoded` return, so their handlers have no response
+    serializer."""
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for method in SERVICE.methods:
         request = getattr(parser_service_pb2, method.input_type.name)
@@ -368,6 +377,10 @@ def parser_service_handlers(service: ParserService) -> dict[str, grpc.RpcMethodH
     handlers["GetStatus"] = grpc.unary_unary_rpc_method_handler(
         service.get_status_encoded,
         request_deserializer=parser_service_pb2.GetStatusRequest.FromString,
+    )
+    handlers["ListJobs"] = grpc.unary_unary_rpc_method_handler(
+        service.list_jobs_encoded,
+        request_deserializer=parser_service_pb2.ListJobsRequest.FromString,
     )
     return handlers
 

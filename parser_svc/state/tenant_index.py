@@ -93,6 +93,16 @@ class TenantIndex:
 
         return await self.store.call(read)
 
+    async def whole_records(self, job_ids: Sequence[str]) -> list[dict[bytes, bytes]]:
+        """The records of `job_ids` as Redis holds them, in order ({} when gone): sent at once
+        on the store's pipelined reader where it has one (parser_svc/state/pipelined_reads.py),
+        else in one pipeline."""
+        reads = self.store._reads
+        if reads is None:
+            return await self.records(job_ids)
+        keys = [self.store.keys.job(job_id) for job_id in job_ids]
+        return await self.store.call(lambda: reads.hgetall_many(keys), timed=False)
+
     async def forget(self, tenant: str, gone: Sequence[str]) -> None:
         """Drops entries whose record is gone."""
         if gone:

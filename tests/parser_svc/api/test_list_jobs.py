@@ -18,14 +18,23 @@ from parser_svc.api.listing import JobListing
 from parser_svc.settings import Settings
 from parser_svc.state.keys import batch_file_id
 from parser_svc.state.lifetimes import Lifetimes, now_ms
+from parser_svc.state.pipelined_reads import PipelinedReader
 from parser_svc.state.store import JobStore, connect
 
 ListJobsRequest = parser_service_pb2.ListJobsRequest
 
 
-def new_store(redis_server: EmbeddedRedis) -> tuple[JobStore, JobListing]:
+@pytest.fixture(params=["pipelined", "pool"])
+def reads(request: pytest.FixtureRequest) -> str:
+    """How the listing reads its records: on the pipelined reader's connections (one Redis) or
+    through redis-py's pool (Sentinel, Cluster)."""
+    return str(request.param)
+
+
+def new_store(redis_server: EmbeddedRedis, reads: str = "pool") -> tuple[JobStore, JobListing]:
     settings = Settings(redis_url=redis_server.url, env=f"t{uuid.uuid4().hex[:8]}")
-    store = JobStore(connect(settings), settings)
+    reader = PipelinedReader.of(settings) if reads == "pipelined" else None
+    store = JobStore(connect(settings), settings, reader)
     return store, JobListing(store, settings)
 
 
@@ -77,8 +86,8 @@ def error_of(exc: pytest.ExceptionInfo[DocparseError]) -> tuple[grpc.StatusCode,
     return exc.value.code, exc.value.reason
 
 
-async def test_pages_of_one_tenant_newest_first(redis_server: EmbeddedRedis) -> None:
-    store, listing = new_store(redis_server)
+async def test_pages_of_one_tenant_newest_first(redis_server: EmbeddedRedis, reads: str) -> None:
+    store, listing = new_store(redis_server, reads)
     ours = [await create(store, "a", f"a{i}.pdf") for i in range(250)]
     theirs = {await create(store, "b", f"b{i}.pdf") for i in range(30)}
     pages = await all_pages(listing, "a", ListJobsRequest(page_size=100))
@@ -93,9 +102,9 @@ async def test_pages_of_one_tenant_newest_first(redis_server: EmbeddedRedis) -> 
     assert {job.job_id for job in b_pages[0]} == theirs
 
 
-async def test_ties_of_a_batch_page_without_gaps(redis_server: EmbeddedRedis) -> None:
+async def test_ties_of_a_batch_page_without_gaps(redis_server: EmbeddedRedis, reads: str) -> None:
     """A batch's files share one create time: pages of 7 walk them by job id."""
-    store, listing = new_store(redis_server)
+    store, listing = new_store(redis_server, reads)
     before = await create(store, "a", "before.pdf")
     batch_id = uuid.uuid4().hex
     files = [upload("a", f"f{i}.pdf") for i in range(30)]
@@ -114,8 +123,8 @@ async def test_ties_of_a_batch_page_without_gaps(redis_server: EmbeddedRedis) ->
     assert error_of(exc) == (grpc.StatusCode.NOT_FOUND, "BATCH_NOT_FOUND")
 
 
-async def test_state_filter(redis_server: EmbeddedRedis) -> None:
-    store, listing = new_store(redis_server)
+async def test_state_filter(redis_server: EmbeddedRedis, reads: str) -> None:
+    store, listing = new_store(redis_server, reads)
     ids = [await create(store, "a", f"{i}.pdf") for i in range(12)]
     for job_id in ids[::3]:  # 0, 3, 6, 9 end SUCCEEDED; 1 is running
         assert (await store.claim(job_id, "fence")).ok
@@ -135,8 +144,10 @@ async def test_state_filter(redis_server: EmbeddedRedis) -> None:
     assert error_of(exc) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_STATE")
 
 
-async def test_page_tokens_are_bound_to_tenant_and_filters(redis_server: EmbeddedRedis) -> None:
-    store, listing = new_store(redis_server)
+async def test_page_tokens_are_bound_to_tenant_and_filters(
+    redis_server: EmbeddedRedis, reads: str
+) -> None:
+    store, listing = new_store(redis_server, reads)
     for i in range(5):
         await create(store, "a", f"a{i}.pdf")
         await create(store, "b", f"b{i}.pdf")
@@ -160,8 +171,8 @@ async def test_page_tokens_are_bound_to_tenant_and_filters(redis_server: Embedde
     assert len((await listing.page("a", ListJobsRequest(page_size=3, page_token=token))).jobs) == 3
 
 
-async def test_page_size_bounds(redis_server: EmbeddedRedis) -> None:
-    store, listing = new_store(redis_server)
+async def test_page_size_bounds(redis_server: EmbeddedRedis, reads: str) -> None:
+    store, listing = new_store(redis_server, reads)
     for i in range(520):
         await create(store, "a", f"{i}.pdf")
     assert len((await listing.page("a", ListJobsRequest())).jobs) == 50
@@ -171,8 +182,8 @@ async def test_page_size_bounds(redis_server: EmbeddedRedis) -> None:
     assert error_of(exc) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_SIZE")
 
 
-async def test_expired_jobs_leave_the_index(redis_server: EmbeddedRedis) -> None:
-    store, listing = new_store(redis_server)
+async def test_expired_jobs_leave_the_index(redis_server: EmbeddedRedis, reads: str) -> None:
+    store, listing = new_store(redis_server, reads)
     ids = [await create(store, "a", f"{i}.pdf") for i in range(6)]
     index = store.keys.tenant_jobs("a")
     for job_id in ids[:3]:  # as if their retention ran out

@@ -1,5 +1,6 @@
-"""GetStatus answers are encoded once per state of a job's record (parser_svc/api/status_answers.py)
-and never differ from the record Redis holds at the time of the call."""
+"""GetStatus answers and ListJobs pages are encoded once per state of a job's record
+(parser_svc/api/status_answers.py) and never differ from the record Redis holds at the time of
+the call: byte for byte what encoding the messages would give."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import redis
 from docparse.local.stack import LocalStack
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
 from parser_svc.api.service import ParserService, parser_service_handlers
-from parser_svc.api.status_answers import EncodedStatus
+from parser_svc.api.status_answers import EncodedJobs, length_delimited, varint
 from parser_svc.state.keys import Keys
 from parser_svc.state.records import decode_hash, record_to_job
 from tests.helpers import make_pdf, stub, submit, wait_terminal
@@ -28,19 +29,30 @@ def _record(job_id: str, version: int, **fields: str) -> dict[bytes, bytes]:
 
 
 def test_an_answer_is_reused_only_for_the_same_record_and_the_memory_is_bounded() -> None:
-    answers = EncodedStatus(capacity=8)
+    answers = EncodedJobs(capacity=8)
     first = _record("a", 3)
-    assert answers.answer("a", first) == _encoded(first)
-    assert answers.answer("a", dict(first)) is answers.answer("a", first)  # equal: reused
+    assert answers.status("a", first) == _encoded(first)
+    assert answers.status("a", dict(first)) is answers.status("a", first)  # equal: reused
+    assert answers.job("a", first) == record_to_job(decode_hash(first)).SerializeToString()
     # A field changed without a new version (no writer of ours does that) is still seen.
     moved = _record("a", 3, done="2")
-    assert answers.answer("a", moved) == _encoded(moved) != _encoded(first)
+    assert answers.status("a", moved) == _encoded(moved) != _encoded(first)
+    assert answers.job("a", moved) == record_to_job(decode_hash(moved)).SerializeToString()
     for n in range(20):
         record = _record(f"job{n}", n)
-        assert answers.answer(f"job{n}", record) == _encoded(record)
+        assert answers.status(f"job{n}", record) == _encoded(record)
         assert len(answers) <= 8
     assert len(answers) == 8
-    assert answers.answer("a", moved) == _encoded(moved)  # evicted long ago: made again
+    assert answers.status("a", moved) == _encoded(moved)  # evicted long ago: made again
+
+
+def test_fields_put_together_are_what_protobuf_encodes() -> None:
+    """Lengths across the varint boundaries (127/128, 16383/16384)."""
+    for size in (1, 127, 128, 300, 16_383, 16_384, 70_000):
+        token = "t" * size
+        expected = parser_service_pb2.ListJobsResponse(next_page_token=token).SerializeToString()
+        assert length_delimited(2, token.encode()) == expected
+    assert varint(0) == b"\x00" and varint(300) == b"\xac\x02"
 
 
 class _Recorder:
@@ -55,7 +67,7 @@ class _Recorder:
         self.handlers = handlers
 
 
-def test_the_handlers_are_the_generated_ones_but_get_status_answers_bytes() -> None:
+def test_the_handlers_are_the_generated_ones_but_two_answer_bytes() -> None:
     service = ParserService.__new__(ParserService)  # its methods only: nothing is called
     recorder = _Recorder()
     parser_service_pb2_grpc.add_ParserServiceServicer_to_server(
@@ -72,9 +84,10 @@ def test_the_handlers_are_the_generated_ones_but_get_status_answers_bytes() -> N
             "stream" if s else "unary"
             for s in (handler.request_streaming, handler.response_streaming)
         )
-        if name == "GetStatus":
+        if name in ("GetStatus", "ListJobs"):
             assert handler.response_serializer is None
-            assert handler.unary_unary == service.get_status_encoded
+            encoded = "get_status_encoded" if name == "GetStatus" else "list_jobs_encoded"
+            assert handler.unary_unary == getattr(service, encoded)
         else:
             assert handler.response_serializer == generated.response_serializer, name
             assert getattr(handler, behaviour) == getattr(generated, behaviour), name
@@ -98,3 +111,38 @@ def test_get_status_answers_the_record_redis_holds_at_each_call(big_stack: Local
                 assert answer.job.version == done.version
             admin.hset(key, "file_name", "renamed.pdf")
             assert s.GetStatus(request, timeout=10).job.file_name == "renamed.pdf"
+
+
+def test_list_jobs_answers_the_records_redis_holds_at_each_call(big_stack: LocalStack) -> None:
+    """Through a replica, as a tenant's UI lists: the page is byte for byte the records read
+    from Redis (newest first), listed twice (the second from the kept encodings), again after a
+    record is changed behind the service's back, and with a next_page_token when cut short."""
+    address = big_stack.parser_addresses[0]
+    jobs = [submit(address, make_pdf(1), f"listed{i}.pdf").job_id for i in range(3)]
+    for job_id in jobs:
+        wait_terminal(address, job_id)
+    keys = Keys("test")
+    with redis.Redis.from_url(big_stack.redis_url) as admin:
+        channel, s = stub(big_stack.parser_addresses[1])
+        with channel:
+
+            def expected(listed: list[str]) -> list[bytes]:
+                records = [admin.hgetall(keys.job(job_id)) for job_id in listed]
+                return [record_to_job(decode_hash(r)).SerializeToString() for r in records]
+
+            for _ in range(2):
+                page = s.ListJobs(parser_service_pb2.ListJobsRequest(page_size=500), timeout=10)
+                listed = [job.job_id for job in page.jobs]
+                assert set(jobs) <= set(listed)
+                assert [job.SerializeToString() for job in page.jobs] == expected(listed)
+            admin.hset(keys.job(jobs[1]), "file_name", "renamed.pdf")
+            page = s.ListJobs(parser_service_pb2.ListJobsRequest(page_size=500), timeout=10)
+            assert {j.job_id: j.file_name for j in page.jobs}[jobs[1]] == "renamed.pdf"
+            short = s.ListJobs(parser_service_pb2.ListJobsRequest(page_size=2), timeout=10)
+            assert len(short.jobs) == 2 and short.next_page_token
+            rest = s.ListJobs(
+                parser_service_pb2.ListJobsRequest(page_size=500, page_token=short.next_page_token),
+                timeout=10,
+            )
+            walked = [j.job_id for j in [*short.jobs, *rest.jobs]]
+            assert walked[: len(page.jobs)] == [j.job_id for j in page.jobs]

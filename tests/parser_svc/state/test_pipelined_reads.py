@@ -73,6 +73,43 @@ async def test_concurrent_reads_each_get_their_own_record(redis_server: Embedded
     assert got == [made.get(key, {}) for key in keys]
 
 
+async def test_reads_sent_at_once_each_get_their_own_record(
+    isolated_proxy: FaultProxy, isolated_redis: EmbeddedRedis
+) -> None:
+    """hgetall_many (ListJobs' records): 60 keys written at once, a missing one among them, and
+    single reads interleaved on the same connections: each in its place. A cut while they wait:
+    sent once more and answered. A key of another type: the call fails with Redis's error, and
+    the replies behind it on the connection still reach their own callers."""
+    made = records(isolated_redis.url, 60)
+    keys = [*[*made][:30], f"reads:missing:{uuid.uuid4().hex}", *[*made][30:]]
+    reads = reader(isolated_proxy.url, connections=2)
+    try:
+        many, singles = await asyncio.gather(
+            reads.hgetall_many(keys), asyncio.gather(*(reads.hgetall(key) for key in made))
+        )
+        assert many == [made.get(key, {}) for key in keys]
+        assert singles == list(made.values())
+        isolated_proxy.arm("delay", hgetall(keys[5]), delay_s=5.0)
+        sent = isolated_proxy.commands["HGETALL"] + len(keys)
+        waiting = asyncio.ensure_future(reads.hgetall_many(keys))
+        await asyncio.to_thread(
+            eventually,
+            lambda: isolated_proxy.commands["HGETALL"] >= sent,
+            5,
+            "the batch on the wire, held behind its sixth reply",
+        )
+        isolated_proxy.sever_all()
+        assert await waiting == [made.get(key, {}) for key in keys]
+        with redis.Redis.from_url(isolated_redis.url) as client:
+            client.set("reads:a-string", "x")
+        with pytest.raises(ResponseError, match="WRONGTYPE"):
+            await reads.hgetall_many([keys[0], "reads:a-string", keys[1]])
+        behind = await asyncio.gather(*(reads.hgetall(key) for key in keys[:4]))
+        assert behind == [made[key] for key in keys[:4]]
+    finally:
+        await reads.aclose()
+
+
 async def test_a_read_given_up_on_keeps_the_replies_behind_it_in_order(
     isolated_proxy: FaultProxy, isolated_redis: EmbeddedRedis
 ) -> None:
