@@ -5,7 +5,8 @@ A tenant flooding ListJobs made every other tenant's GetStatus wait behind its R
 encoding (B's GetStatus p99 went from 8.5 ms to 511 ms). Each replica keeps a token bucket per
 tenant and kind of read, in memory: a refill and a comparison per call, no Redis round trip, so
 a refusal costs next to nothing and GetStatus (never limited: it is the cheap poll the SDK
-waits with, parser_svc/api/status_answers.py) keeps its speed. Beyond the rate:
+waits with, parser_svc/api/status_answers.py) keeps its speed; an allowed ListJobs page is
+itself cheap (its records read at once, its jobs' encodings kept, the same module). Beyond the rate:
 RESOURCE_EXHAUSTED RATE_LIMITED with `retry_after_s` (and RetryInfo) for when the next token
 is due. The rate is per replica: a deployment of N replicas lets a tenant N times as much.
 
