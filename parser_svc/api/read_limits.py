@@ -6,9 +6,10 @@ encoding (B's GetStatus p99 went from 8.5 ms to 511 ms). Each replica keeps a to
 tenant and kind of read, in memory: a refill and a comparison per call, no Redis round trip, so
 a refusal costs next to nothing and GetStatus (never limited: it is the cheap poll the SDK
 waits with, parser_svc/api/status_answers.py) keeps its speed; an allowed ListJobs page is
-itself cheap (its records read at once, its jobs' encodings kept, the same module). Beyond the rate:
-RESOURCE_EXHAUSTED RATE_LIMITED with `retry_after_s` (and RetryInfo) for when the next token
-is due. The rate is per replica: a deployment of N replicas lets a tenant N times as much.
+itself cheap (its records read at once, its jobs' encodings kept, the same module). Beyond
+the rate: RESOURCE_EXHAUSTED RATE_LIMITED with `retry_after_s` (and RetryInfo) for when the
+next token is due. The rate is per replica: a deployment of N replicas lets a tenant N times
+as much.
 
 A call whose token is due within `max_wait_s` waits for it (`take`) instead of being refused,
 as nginx's limit_req queues a burst: the token is promised to it at once, so at most rate x
