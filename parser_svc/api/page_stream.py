@@ -26,12 +26,14 @@ from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from docparse_server.errors import error
 from parser_svc.child.draft_pages import page_part
 from parser_svc.state.events import RESYNC, Ending, Event, EventHub
-from parser_svc.state.page_parts import PageParts
+from parser_svc.state.page_parts import PageParts, PagePointer
 from parser_svc.state.records import is_terminal, record_to_job
 from parser_svc.state.store import JobStore
 from parser_svc.work.blobs import BlobStore
 
 Response = parser_service_pb2.StreamResultResponse
+# Parts read from the blob store in one trip to a thread (and held at once) by a stream.
+PARTS_PER_READ = 32
 _CURSOR = re.compile(r"(?:d([0-9]{1,15})|f([0-9]{1,9}))?")
 
 
@@ -88,19 +90,14 @@ class PageStream:
         yield Response(job=job, cursor=end)
 
     async def _drafts(self, job_id: str, after_seq: int) -> AsyncGenerator[Response, None]:
-        for pointer in await self.parts.moves(job_id, after_seq):
-            try:
-                data = await asyncio.to_thread(self.blobs.read_page_part, job_id, pointer.sha256)
-            except OSError:  # gone with the job's retention: nothing to send
-                continue
-            yield Response(
-                page_part=data,
-                page_number=pointer.page,
-                final=pointer.kind == "final",
-                sha256=pointer.sha256,
-                attempt=pointer.attempt,
-                cursor=f"d{pointer.seq}",
-            )
+        moves = await self.parts.moves(job_id, after_seq)
+        for start in range(0, len(moves), PARTS_PER_READ):
+            pointers = moves[start : start + PARTS_PER_READ]
+            shas = [pointer.sha256 for pointer in pointers]
+            datas = await asyncio.to_thread(self.blobs.read_page_parts, job_id, shas)
+            for pointer, data in zip(pointers, datas, strict=True):
+                if data is not None:  # None: gone with the job's retention, nothing to send
+                    yield _draft(pointer, data)
 
     async def _finals(self, job: job_pb2.Job, sent: int) -> AsyncGenerator[Response, None]:
         package = reading_package_pb2.ReadingPackage.FromString(await self.read_package(job))
@@ -145,3 +142,14 @@ class PageStream:
             return await self.store.get(job_id)
         newer = record_to_job(event)  # type: ignore[arg-type]
         return newer if newer.version > job.version else job
+
+
+def _draft(pointer: PagePointer, data: bytes) -> Response:
+    return Response(
+        page_part=data,
+        page_number=pointer.page,
+        final=pointer.kind == "final",
+        sha256=pointer.sha256,
+        attempt=pointer.attempt,
+        cursor=f"d{pointer.seq}",
+    )

@@ -78,12 +78,31 @@ class PageParts:
     ) -> PutResult:
         """Points `page` at the part whose sha256 is `sha256` (stored before this call), if
         `fence` still owns the running job."""
+        return (await self.put_many(job_id, fence, attempt, [(page, sha256)], kind))[0]
+
+    async def put_many(
+        self,
+        job_id: str,
+        fence: str,
+        attempt: int,
+        parts: list[tuple[int, str]],
+        kind: PartKind,
+    ) -> list[PutResult]:
+        """`put` for each (page, sha256) of `parts`, in one step (one script, one wake of the
+        job's streams): a result per part, or one for all when the job is not `fence`'s to
+        write (NOT_FOUND, TERMINAL, FENCED)."""
         keys = [self.keys.job(job_id), self.keys.page_parts(job_id), self.keys.page_log(job_id)]
         extra_ms = self.store.settings.retention_s * 1000
         channel = self.keys.page_channel(job_id)
-        args: list[str | bytes | int] = [fence, attempt, page, sha256, kind, extra_ms, channel]
+        pages = ",".join(str(page) for page, _ in parts)
+        shas = ",".join(sha256 for _, sha256 in parts)
+        args: list[str | bytes | int] = [fence, attempt, pages, shas, kind, extra_ms, channel]
         reply = await self.store.call(lambda: PUT_PAGE_PART(self.store._redis, keys, args))
-        return PutResult(cast(PutStatus, _text(reply[0])), int(reply[1]))
+        results = [
+            PutResult(cast(PutStatus, _text(reply[i])), int(reply[i + 1]))
+            for i in range(0, len(reply), 2)
+        ]
+        return results if len(results) == len(parts) else results[:1] * len(parts)
 
     async def ready(self, job_id: str, after_seq: int = 0) -> list[PagePointer]:
         """The job's page pointers written after `after_seq`, in the order they were written

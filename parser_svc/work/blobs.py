@@ -63,14 +63,7 @@ class BlobStore:
     def _write(self, key: str, data: bytes) -> str:
         target = self.path(key)
         self._make_dir(target.parent)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        _write_file(target, data)
         return key
 
     def open_input(self, job_id: str) -> BinaryIO:
@@ -204,8 +197,56 @@ class BlobStore:
         return f"{self.env}/pages/{job_id}/{sha256}.pb"
 
     def put_page_part(self, job_id: str, sha256: str, data: bytes) -> str:
-        key = self.page_part_key(job_id, sha256)
-        return key if self.path(key).exists() else self._write(key, data)
+        self.put_page_parts(job_id, [(sha256, data)])
+        return self.page_part_key(job_id, sha256)
 
     def read_page_part(self, job_id: str, sha256: str) -> bytes:
-        return self.path(self.page_part_key(job_id, sha256)).read_bytes()
+        return self._page_folder(job_id).joinpath(_part_name(sha256)).read_bytes()
+
+    def put_page_parts(self, job_id: str, parts: Iterable[tuple[str, bytes]]) -> None:
+        """Stores parts of one job, each (its sha256, its bytes) unless already there. The
+        folder is resolved and checked once for all of them: a part costs a stat and its write
+        (a draft of every page of a long document, on the worker's cores beside the parse)."""
+        folder = self._page_folder(job_id)
+        self._make_dir(folder)
+        for sha256, data in parts:
+            target = folder / _part_name(sha256)
+            if not target.exists():
+                _write_file(target, data)
+
+    def read_page_parts(self, job_id: str, sha256s: Iterable[str]) -> list[bytes | None]:
+        """The parts of one job named by these sha256s, in order; None for one that is gone
+        (with the job's retention)."""
+        folder = self._page_folder(job_id)
+        found: list[bytes | None] = []
+        for sha256 in sha256s:
+            try:
+                found.append(folder.joinpath(_part_name(sha256)).read_bytes())
+            except OSError:
+                found.append(None)
+        return found
+
+    def _page_folder(self, job_id: str) -> Path:
+        return self.path(f"{self.env}/pages/{job_id}")
+
+
+def _part_name(sha256: str) -> str:
+    """A page part's file name; only a sha256 names one (nothing else can leave the folder)."""
+    if len(sha256) != 64 or not all(c in _HEX for c in sha256):
+        raise ValueError(f"not a sha256: {sha256[:80]!r}")
+    return f"{sha256}.pb"
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _write_file(target: Path, data: bytes) -> None:
+    """`data` at `target`, whole or not at all (a temporary file beside it, renamed)."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

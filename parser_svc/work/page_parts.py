@@ -51,30 +51,39 @@ class PagePublisher:
 
     def _store_drafts(self, scratch: Path, drafts: list[Draft]) -> list[tuple[int, str]]:
         """Stores these drafts (their bytes, or the file the child wrote): (page, sha256) each.
-        One trip to a thread for all of them."""
-        stored = []
+        One trip to a thread for all of them, one folder for the job."""
+        stored, parts = [], []
         for number, data in drafts:
             try:
                 part = data if data is not None else draft_path(scratch, number).read_bytes()
-                stored.append((number, self._store(part)))
             except OSError as err:
                 log.info("job %s: draft of page %d skipped: %s", self.job_id, number, err)
+                continue
+            sha256 = hashlib.sha256(part).hexdigest()
+            stored.append((number, sha256))
+            parts.append((sha256, part))
+        try:
+            self.blobs.put_page_parts(self.job_id, parts)
+        except OSError as err:
+            log.info("job %s: %d drafts skipped: %s", self.job_id, len(parts), err)
+            return []
         return stored
 
     async def publish_drafts(self, scratch: Path, drafts: list[Draft]) -> None:
-        """These drafts, until the job is no longer this execution's or the publisher is
-        stopped (the parse ended: the finals are as near)."""
+        """These drafts, unless the job is no longer this execution's or the publisher is
+        stopped (the parse ended: the finals are as near): stored, then pointed at in one
+        step."""
         stored = await asyncio.to_thread(self._store_drafts, scratch, drafts)
-        for number, sha256 in stored:
-            if self.stopped:
-                return
-            try:
-                result = await self.parts.put(
-                    self.job_id, self.fence, self.attempt, number, sha256, "draft"
-                )
-            except DocparseError as err:
-                log.info("job %s: draft of page %d skipped: %s", self.job_id, number, err)
-                continue
+        if self.stopped or not stored:
+            return
+        try:
+            results = await self.parts.put_many(
+                self.job_id, self.fence, self.attempt, stored, "draft"
+            )
+        except DocparseError as err:
+            log.info("job %s: %d drafts skipped: %s", self.job_id, len(stored), err)
+            return
+        for (number, _), result in zip(stored, results, strict=True):
             self.stopped = self.stopped or not result.ok
             if result.ok:
                 self.ready.add(number)

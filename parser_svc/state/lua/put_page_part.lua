@@ -1,5 +1,6 @@
--- Points page ARGV[3] of a running job at its stored part (content-addressed: ARGV[4] is the
--- sha256 of the serialized part, whose blob the caller stored first). A part is a 'draft'
+-- Points pages of a running job at their stored parts (content-addressed: each page's sha256
+-- is that of its serialized part, whose blob the caller stored first): ARGV[3] the pages and
+-- ARGV[4] their sha256s, comma-separated, in the same order (a batch of drafts in one step). A part is a 'draft'
 -- (the page as read, before the passes that need every page: headings, furniture, tables
 -- continued across pages) or 'final' (the page as the package has it). One atomic step:
 --   1. only the job's current owner writes (fence ARGV[1], as update_job.lua), and only while
@@ -18,44 +19,63 @@
 --   7. each move is appended to the list KEYS[3] ('<page>:<seq>:<attempt>:<kind>:<sha256>:'
 --      and, when REPLACED, the first final's sha256): entry i is the move numbered i + 1, so a
 --      stream reads only the moves after its cursor, not the whole hash each time;
---   8. a moved pointer's number is published on the channel ARGV[7] (the job's page channel:
---      open StreamResults wake on it instead of polling).
+--   8. the last moved pointer's number is published on the channel ARGV[7], once per call (the
+--      job's page channel: open StreamResults wake on it instead of polling, and read every
+--      move after their cursor).
 -- KEYS[1] job record, KEYS[2] the job's page pointers (hash), KEYS[3] the moves (list)
--- ARGV[1] fencing token  ARGV[2] attempt  ARGV[3] page number  ARGV[4] sha256
+-- ARGV[1] fencing token  ARGV[2] attempt  ARGV[3] page numbers  ARGV[4] sha256s
 -- ARGV[5] 'draft' | 'final'  ARGV[6] extra ms  ARGV[7] the job's page channel
 -- Loaded after lib/publish.lua (PUBLISH_COMMAND: PUBLISH, or SPUBLISH on Redis Cluster).
 -- Field '<page>' = '<seq>:<attempt>:<kind>:<sha256>'.
--- Returns {status, seq}: OK | SAME | KEPT | REPLACED | NOT_FOUND | TERMINAL | FENCED.
+-- Returns {status, seq} per page, flat: OK | SAME | KEPT | REPLACED; or one {status, 0} for
+-- the whole call: NOT_FOUND | TERMINAL | FENCED.
 local cur = redis.call('HMGET', KEYS[1], 'state', 'fence')
 if not cur[1] then return {'NOT_FOUND', 0} end
 if cur[1] == 'SUCCEEDED' or cur[1] == 'FAILED' or cur[1] == 'CANCELLED' then
   return {'TERMINAL', 0}
 end
 if cur[1] ~= 'RUNNING' or cur[2] ~= ARGV[1] then return {'FENCED', 0} end
-local page, kind = ARGV[3], ARGV[5]
-local before = redis.call('HGET', KEYS[2], page)
-local status = 'OK'
-local first_final = ''
-if before then
-  local seq, _attempt, was, sha = string.match(before, '^(%d+):(%d+):(%a+):(%x+)$')
-  if sha == ARGV[4] and was == kind then return {'SAME', tonumber(seq)} end
-  if was == 'final' and kind == 'draft' then return {'KEPT', tonumber(seq)} end
-  if was == 'final' then
-    status = 'REPLACED'
-    if redis.call('HEXISTS', KEYS[2], 'r:' .. page) == 0 then
-      redis.call('HSET', KEYS[2], 'r:' .. page, before)
+local kind = ARGV[5]
+
+local function put(page, sha256)
+  local before = redis.call('HGET', KEYS[2], page)
+  local status = 'OK'
+  local first_final = ''
+  if before then
+    local seq, _attempt, was, sha = string.match(before, '^(%d+):(%d+):(%a+):(%x+)$')
+    if sha == sha256 and was == kind then return 'SAME', tonumber(seq), false end
+    if was == 'final' and kind == 'draft' then return 'KEPT', tonumber(seq), false end
+    if was == 'final' then
+      status = 'REPLACED'
+      if redis.call('HEXISTS', KEYS[2], 'r:' .. page) == 0 then
+        redis.call('HSET', KEYS[2], 'r:' .. page, before)
+      end
+      first_final = string.match(redis.call('HGET', KEYS[2], 'r:' .. page), '(%x+)$')
     end
-    first_final = string.match(redis.call('HGET', KEYS[2], 'r:' .. page), '(%x+)$')
   end
+  local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
+  local pointer = seq .. ':' .. ARGV[2] .. ':' .. kind .. ':' .. sha256
+  redis.call('HSET', KEYS[2], page, pointer)
+  redis.call('RPUSH', KEYS[3], page .. ':' .. pointer .. ':' .. first_final)
+  return status, seq, true
 end
-local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
-local pointer = seq .. ':' .. ARGV[2] .. ':' .. kind .. ':' .. ARGV[4]
-redis.call('HSET', KEYS[2], page, pointer)
-redis.call('RPUSH', KEYS[3], page .. ':' .. pointer .. ':' .. first_final)
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[2], ttl + tonumber(ARGV[6]))
-  redis.call('PEXPIRE', KEYS[3], ttl + tonumber(ARGV[6]))
+
+local shas = {}
+for sha256 in string.gmatch(ARGV[4], '[^,]+') do shas[#shas + 1] = sha256 end
+local out, moved, n = {}, nil, 0
+for page in string.gmatch(ARGV[3], '[^,]+') do
+  n = n + 1
+  local status, seq, did = put(page, shas[n])
+  out[#out + 1] = status
+  out[#out + 1] = seq
+  if did then moved = seq end
 end
-redis.call(PUBLISH_COMMAND, ARGV[7], tostring(seq))
-return {status, seq}
+if moved then
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[2], ttl + tonumber(ARGV[6]))
+    redis.call('PEXPIRE', KEYS[3], ttl + tonumber(ARGV[6]))
+  end
+  redis.call(PUBLISH_COMMAND, ARGV[7], tostring(moved))
+end
+return out

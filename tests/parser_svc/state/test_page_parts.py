@@ -7,6 +7,9 @@ import hashlib
 import uuid
 from pathlib import Path
 
+import pytest
+import redis
+
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.settings import Settings
@@ -120,3 +123,63 @@ async def test_an_ended_jobs_pages_stay_as_they_were_and_outlive_its_record(
     # The sweeper's clean-up takes the parts too (the refused write's orphan among them).
     assert reader.blobs.delete_job(job_id) == 2
     assert not (tmp_path / reader.blobs.page_part_key(job_id, sha(part(1, "p1")))).parent.exists()
+
+
+async def test_a_batch_of_drafts_is_pointed_at_in_one_step_with_one_wake(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """A worker's batch of drafts: one script call, a result per page (a new pointer, the same
+    bytes again, a draft after the page's final), one message on the page channel naming the
+    last move; a batch from a worker that lost the job: refused whole, nothing moved."""
+    worker, reader = two_replicas(redis_server, tmp_path)
+    job_id = await running_job(worker, "w1")
+    assert (await worker.publisher(job_id, "w1", 1).publish(3, part(3, "f"), "final")).ok
+    datas = {n: part(n, f"draft {n}") for n in (1, 2, 3)}
+    batch = [(n, sha(d)) for n, d in datas.items()]
+    worker.blobs.put_page_parts(job_id, [(s, datas[n]) for n, s in batch])
+    channel = worker.store.keys.page_channel(job_id)
+    with redis.Redis.from_url(redis_server.url) as client, client.pubsub() as pubsub:
+        pubsub.subscribe(channel)
+        assert pubsub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
+        results = await worker.parts.put_many(job_id, "w1", 1, [*batch, batch[0]], "draft")
+        assert [r.status for r in results] == ["OK", "OK", "KEPT", "SAME"]
+        woken = [pubsub.get_message(timeout=1) for _ in range(2)]
+    assert [w["data"] for w in woken if w] == [str(results[1].seq).encode()]
+    moved = await pointers(reader.parts, job_id, after_seq=1)
+    assert [(p.page, p.kind, p.sha256) for p in moved] == [
+        (1, "draft", batch[0][1]),
+        (2, "draft", batch[1][1]),
+    ]
+    assert (await reader.store.claim(job_id, "w2")).ok
+    late = await worker.parts.put_many(
+        job_id, "w1", 1, [(4, batch[0][1]), (5, batch[1][1])], "draft"
+    )
+    assert [r.status for r in late] == ["FENCED", "FENCED"]
+    assert await pointers(reader.parts, job_id, after_seq=moved[-1].seq) == []
+
+
+def test_parts_are_stored_once_by_their_sha256_and_nothing_else_names_a_file(
+    tmp_path: Path,
+) -> None:
+    """The blob store's page parts, stored and read a batch at a time: each under its sha256,
+    an existing part left as it is (the same bytes by its name), a part gone reads as None,
+    and a name that is not a sha256 (a path that would leave the job's folder) is refused."""
+    blobs = BlobStore(tmp_path, "t")
+    job_id = uuid.uuid4().hex
+    datas = [part(n, f"page {n}") for n in range(1, 6)]
+    blobs.put_page_parts(job_id, [(sha(d), d) for d in datas])
+    folder = tmp_path / "t" / "pages" / job_id
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{sha(d)}.pb" for d in datas)
+    first = folder / f"{sha(datas[0])}.pb"
+    before = first.stat().st_ino
+    blobs.put_page_parts(job_id, [(sha(datas[0]), datas[0])])
+    assert first.stat().st_ino == before  # not written again
+    first.unlink()
+    assert blobs.read_page_parts(job_id, [sha(d) for d in datas]) == [None, *datas[1:]]
+    assert blobs.read_page_part(job_id, sha(datas[1])) == datas[1]
+    for name in ("../" * 4 + "etc/passwd", "A" * 64, sha(datas[1])[:63], ""):
+        with pytest.raises(ValueError, match="not a sha256"):
+            blobs.read_page_parts(job_id, [name])
+        with pytest.raises(ValueError, match="not a sha256"):
+            blobs.put_page_parts(job_id, [(name, b"x")])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{sha(d)}.pb" for d in datas[1:])
