@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,32 +43,62 @@ def draft_path(scratch: Path, number: int) -> Path:
     return scratch / "pages" / f"{number}.pb"
 
 
+# While a PDF's drafts are written: how a draft read by a sibling process (its page number and
+# part, which page_siblings.Sibling receives on its pipe) reaches the worker.
+relay: Callable[[int, bytes], None] | None = None
+
+
 @contextlib.contextmanager
 def writing_drafts(scratch: Path, emit: Callable[..., None]) -> Iterator[None]:
     """Meanwhile, each page this process adds to a PDF's package of more than one page is
-    written as a draft under `scratch` and announced with `emit` (the child's event line).
-    Sibling processes (page_siblings.py) inherit the hook but write nothing: their pages are
-    told when the child adds their range. The PDF parser is imported here, not with this
-    module: the parse child's imports are what a child's memory limit is counted from
-    (zygote.py), and only a PDF's parse needs it."""
+    written as a draft under `scratch` and announced with `emit` (the child's event line), and
+    so is each page a sibling process (page_siblings.py) reads, as it reads it (`relay`): a
+    sibling's range is readable while the child still reads its own, not only once the child
+    adds it. A page is announced again only if its part differs from the one already sent (the
+    child adds a sibling's pages as they were read; it reads a range again itself only when
+    the sibling's cannot be added, which may read a page otherwise). The PDF parser is
+    imported here, not with this module: the parse child's imports are what a child's memory
+    limit is counted from (zygote.py), and only a PDF's parse needs it."""
     from parser_svc.parsers import pdf_pages
 
+    global relay
     owner = os.getpid()
+    sent: dict[int, bytes] = {}  # page number -> digest of the part announced
 
-    def added(package: rp.ReadingPackage, page: rp.Page, total: int) -> None:
-        if total <= 1 or os.getpid() != owner:
+    def send(number: int, data: bytes) -> None:
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        if sent.get(number) == digest:
             return
-        data = page_part(package, page)
+        sent[number] = digest
         if len(data) <= INLINE_MAX_BYTES:
-            emit(event="page", number=page.number, part=base64.b64encode(data).decode())
+            emit(event="page", number=number, part=base64.b64encode(data).decode())
             return
-        target = draft_path(scratch, page.number)
+        target = draft_path(scratch, number)
         target.parent.mkdir(exist_ok=True)
         target.write_bytes(data)  # whole before the event that names it
-        emit(event="page", number=page.number)
+        emit(event="page", number=number)
 
-    pdf_pages.page_added = added
+    def added(package: rp.ReadingPackage, page: rp.Page, total: int) -> None:
+        if total > 1 and os.getpid() == owner:  # a sibling's own hook is sibling_drafts
+            send(page.number, page_part(package, page))
+
+    pdf_pages.page_added, relay = added, send
     try:
         yield
     finally:
-        pdf_pages.page_added = None
+        pdf_pages.page_added, relay = None, None
+
+
+def sibling_drafts(send: Callable[[int, bytes], None]) -> None:
+    """In a sibling process: each page it adds is sent as a draft part with `send` (to the
+    child, which relays it), when the child writes drafts (its hook is set)."""
+    from parser_svc.parsers import pdf_pages
+
+    if pdf_pages.page_added is None:
+        return
+
+    def added(package: rp.ReadingPackage, page: rp.Page, total: int) -> None:
+        if total > 1:
+            send(page.number, page_part(package, page))
+
+    pdf_pages.page_added = added

@@ -3,7 +3,8 @@
 range, a part and a re-read are).
 
 `fork_sibling` forks once the document is open; the sibling reads its range with the parser's
-`read_range` and sends its Part back on a pipe, with its progress on the way. A sibling killed
+`read_range` and sends its Part back on a pipe, with its progress and each page's draft part
+on the way (the child relays the drafts whenever it polls: draft_pages.py). A sibling killed
 by a signal (a crash in C, its CPU limit) raises `SiblingCrashed`, which the parse child turns
 into the same signal on itself, so the worker reports it as it reports the child's own
 (PARSER_CRASHED, TIMEOUT).
@@ -34,6 +35,7 @@ from typing import Any
 
 from docparse.reasons import ErrorReason
 from docparse.v1 import reading_package_pb2 as rp
+from parser_svc.child import draft_pages
 from parser_svc.child.confinement import MEMORY_HIGH_FRACTION, die_with_parent, vm_size_kb
 from parser_svc.parsers import ParseFailure
 from parser_svc.parsers.pdf_split import Part, ReadRange
@@ -54,7 +56,7 @@ class SiblingCrashed(Exception):
 MEMORY_WATCH = "sibling-memory-watch"
 
 
-# kind (P progress, M memory high, R result, F failure, E error), length
+# kind (P progress, D a page's draft part, M memory high, R result, F failure, E error), length
 _HEADER = struct.Struct("!cI")
 
 
@@ -90,6 +92,9 @@ class Sibling:
             del self._buffer[: _HEADER.size + length]
             if kind == b"P":
                 self.done = max(self.done, int(body))
+            elif kind == b"D":
+                if draft_pages.relay is not None:
+                    draft_pages.relay(struct.unpack_from("!I", body)[0], body[4:])
             elif kind == b"M":
                 self.memory_high_mb = int(body)
             else:
@@ -149,6 +154,7 @@ def _sibling_main(fd: int, pages: range, read_range: ReadRange) -> None:
             threading.Thread(
                 target=_watch_memory, args=(limit, send), name=MEMORY_WATCH, daemon=True
             ).start()
+        draft_pages.sibling_drafts(lambda number, part: send(b"D", struct.pack("!I", number), part))
         _read_and_send(pages, read_range, send)
     except BaseException:
         code = 1

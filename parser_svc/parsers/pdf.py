@@ -292,6 +292,7 @@ def _range_reader(reading: Reading) -> ReadRange:
     def read_range(pages: range, report: ProgressFn) -> pdf_split.Part:
         pymupdf.TOOLS.mupdf_warnings(reset=True)  # the open's warnings are the child's
         part = pdf_split.Part()
+        part.package.content_type = reading.package.content_type  # its pages' draft parts say it
         mine = Reading.of(reading.doc, part.package, reading.options)
         read_pages(mine, pages, report)
         state = mine.state

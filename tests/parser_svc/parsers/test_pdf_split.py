@@ -16,6 +16,7 @@ import resource
 import signal
 import threading
 import time
+from base64 import b64decode
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,7 +26,8 @@ import pytest
 from docparse.client import Client
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
-from parser_svc.child import page_siblings
+from parser_svc.child import page_siblings, parse_child
+from parser_svc.child.draft_pages import draft_path, writing_drafts
 from parser_svc.child.page_siblings import SiblingCrashed
 from parser_svc.child.parse_child import parse
 from parser_svc.parsers import (
@@ -39,6 +41,7 @@ from tests import fixtures
 from tests.conftest import make_stack
 from tests.docparse_server.test_observability import scrape, total
 from tests.fixtures.drawings import drawing_zoo_pdf
+from tests.helpers import eventually
 
 CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus"
 
@@ -194,6 +197,54 @@ def test_sibling_crash_is_raised_with_its_signal(
     with pytest.raises(SiblingCrashed) as caught:
         _read(mixed_long_pdf(), tmp_path, 2)
     assert caught.value.signum == signal.SIGSEGV
+
+
+def _drafts(data: bytes, tmp: Path, processes: int) -> list[tuple[int, bytes]]:
+    """The draft parts a parse child announces, in order: (page number, part)."""
+    scratch = tmp / f"scratch-{processes}-{time.monotonic_ns()}"
+    scratch.mkdir()
+    events: list[dict[str, object]] = []
+    options = ParseOptions.defaults(
+        assets_dir=scratch / "assets", page_processes=processes, pdf_split_min_pages=4
+    )
+    with writing_drafts(scratch, lambda **event: events.append(event)):
+        parse("pdf", data, lambda *_: None, options)
+    drafts = []
+    for event in events:
+        number = int(str(event["number"]))
+        inline = event.get("part")
+        part = (
+            draft_path(scratch, number).read_bytes() if inline is None else b64decode(str(inline))
+        )
+        drafts.append((number, part))
+    return drafts
+
+
+def test_a_siblings_pages_are_drafts_as_it_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each page a sibling reads is a draft the moment it is read (relayed by the child when it
+    next polls), not only once the child adds the range after its own: here the child waits
+    until the sibling has read its whole range before reading page 1, and the sibling's drafts
+    come first. Every page is drafted once, and each draft is the part one process drafts."""
+    data = mixed_long_pdf()
+
+    def fork_and_wait(pages: range, read_range: pdf_split.ReadRange) -> page_siblings.Sibling:
+        sibling = page_siblings.fork_sibling(pages, read_range)
+
+        def read_all() -> bool:
+            sibling.poll()
+            return sibling.done >= len(pages)
+
+        eventually(read_all, 30, "the sibling read its range")
+        return sibling
+
+    one = _drafts(data, tmp_path, 1)
+    assert [number for number, _ in one] == list(range(1, 25))
+    monkeypatch.setattr(parse_child, "fork_sibling", fork_and_wait)
+    two = _drafts(data, tmp_path, 2)
+    assert [number for number, _ in two] == [*range(13, 25), *range(1, 13)]
+    assert sorted(two) == one
 
 
 def _alive(pid: int) -> bool:
