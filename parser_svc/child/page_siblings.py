@@ -2,9 +2,9 @@
 `ForkRange` the parse child hands the PDF parser (parser_svc/parsers/pdf_split.py says what a
 range, a part and a re-read are).
 
-`fork_sibling` forks once the document is open; the sibling reads its range with the parser's
-`read_range` and sends its Part back on a pipe, with its progress and each page's draft part
-on the way (the child relays the drafts whenever it polls: draft_pages.py). A sibling killed
+`fork_sibling` forks once the document is open; the sibling reads its chunks with the parser's
+`read_range` and sends a Part back on a pipe for each, with its progress and each page's draft
+part on the way (the child relays the drafts whenever it polls: draft_pages.py). A sibling killed
 by a signal (a crash in C, its CPU limit) raises `SiblingCrashed`, which the parse child turns
 into the same signal on itself, so the worker reports it as it reports the child's own
 (PARSER_CRASHED, TIMEOUT).
@@ -29,6 +29,7 @@ import threading
 import time
 import traceback
 import warnings
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -61,28 +62,29 @@ _HEADER = struct.Struct("!cI")
 
 
 class Sibling:
-    """A forked process reading one range; the child reads its progress and its part."""
+    """A forked process reading chunks; the child reads its progress, drafts and parts."""
 
-    def __init__(self, pid: int, fd: int, pages: range) -> None:
+    def __init__(self, pid: int, fd: int, chunks: list[range]) -> None:
         self.pid = pid
-        self.pages = pages
+        self.chunks = chunks
         self.done = 0
         self.memory_high_mb = 0  # the sibling passed 75 % of its memory limit at this size
         self._file = os.fdopen(fd, "rb", buffering=0)
         self._buffer = bytearray()
-        self._message: tuple[bytes, bytes] | None = None
+        self._messages: deque[tuple[bytes, bytes]] = deque()  # parts and failures, in order
+        self._ended = False  # its end of the pipe is closed: nothing more comes
         self._reaped = False
 
     def poll(self) -> None:
-        """Reads whatever progress has arrived, without waiting."""
-        while self._message is None and select.select([self._file], [], [], 0)[0]:
-            if not self._read_some():
-                break
+        """Reads whatever has arrived, without waiting."""
+        while not self._ended and select.select([self._file], [], [], 0)[0]:
+            self._read_some()
 
-    def _read_some(self) -> bool:
+    def _read_some(self) -> None:
         chunk = self._file.read(1 << 16)
         if not chunk:
-            return False
+            self._ended = True
+            return
         self._buffer += chunk  # amortized: a part of some MB arrives in 64 KB reads
         while len(self._buffer) >= _HEADER.size:
             kind, length = _HEADER.unpack_from(self._buffer)
@@ -98,21 +100,32 @@ class Sibling:
             elif kind == b"M":
                 self.memory_high_mb = int(body)
             else:
-                self._message = (kind, body)
-        return True
+                self._messages.append((kind, body))
 
-    def finish(self, on_progress: Callable[[], None]) -> Part | None:
-        """Waits for the sibling's end, relaying its progress: its Part, or None when the
-        range must be read again by the child (`outcome`); raises SiblingCrashed when a signal
-        killed it, and the document's own failure."""
+    def next_part(self, on_progress: Callable[[], None]) -> Part | None:
+        """Waits for the part of its next chunk, relaying its progress: the Part, or None when
+        the chunk must be read by the child (`outcome`; so must every later one, since the
+        sibling stopped); raises SiblingCrashed when a signal killed it, and the document's own
+        failure."""
+        while not self._messages and not self._ended:
+            self._read_some()
+            on_progress()
+        if self._messages:
+            return outcome(self._messages.popleft())
+        self.finish()
+        return None
+
+    def finish(self) -> None:
+        """Waits for the sibling's end: raises SiblingCrashed when a signal killed it."""
+        while not self._ended:
+            self._read_some()
+        if self._reaped:
+            return
         with self._file:
-            while self._message is None and self._read_some():
-                on_progress()
-        _, status = os.waitpid(self.pid, 0)
+            _, status = os.waitpid(self.pid, 0)
         self._reaped = True
         if os.WIFSIGNALED(status):
             raise SiblingCrashed(os.WTERMSIG(status), self.memory_high_mb)
-        return outcome(self._message)
 
     def kill(self) -> None:
         if not self._reaped:  # a reaped pid may be another process's by now
@@ -123,21 +136,22 @@ class Sibling:
         self._file.close()
 
 
-def fork_sibling(pages: range, read_range: ReadRange) -> Sibling:
-    """Forks a process that reads `pages` with `read_range` and sends back its Part."""
+def fork_sibling(chunks: list[range], read_range: ReadRange) -> Sibling:
+    """Forks a process that reads `chunks` with `read_range`, in order, and sends back a Part
+    for each."""
     read_fd, write_fd = os.pipe()
     with warnings.catch_warnings():  # Python 3.12+ warns of fork with threads (see module doc)
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid:
         os.close(write_fd)
-        return Sibling(pid, read_fd, pages)
+        return Sibling(pid, read_fd, chunks)
     os.close(read_fd)
-    _sibling_main(write_fd, pages, read_range)
+    _sibling_main(write_fd, chunks, read_range)
     raise AssertionError("unreachable")  # _sibling_main never returns
 
 
-def _sibling_main(fd: int, pages: range, read_range: ReadRange) -> None:
+def _sibling_main(fd: int, chunks: list[range], read_range: ReadRange) -> None:
     code = 0
     try:
         die_with_parent()
@@ -155,7 +169,7 @@ def _sibling_main(fd: int, pages: range, read_range: ReadRange) -> None:
                 target=_watch_memory, args=(limit, send), name=MEMORY_WATCH, daemon=True
             ).start()
         draft_pages.sibling_drafts(lambda number, part: send(b"D", struct.pack("!I", number), part))
-        _read_and_send(pages, read_range, send)
+        _read_and_send(chunks, read_range, send)
     except BaseException:
         code = 1
     finally:
@@ -188,26 +202,33 @@ def _watch_memory(limit: int, send: _Sender) -> None:
     send(b"M", str(vm_size_kb() // 1024).encode())
 
 
-def _read_and_send(pages: range, read_range: ReadRange, send: _Sender) -> None:
-    """Reads the range and sends its Part, or why there is none."""
+def _read_and_send(chunks: list[range], read_range: ReadRange, send: _Sender) -> None:
+    """Reads the chunks and sends a Part for each, or why there is none (and stops there: the
+    child reads that chunk and the later ones itself)."""
+    before = 0  # pages of the chunks already read
 
     def progress(done: int, total: int, stage: str) -> None:
-        send(b"P", str(done).encode())
+        send(b"P", str(before + done).encode())
 
-    try:
-        part = read_range(pages, progress)
-        meta = asdict(part)
-        del meta["package"]
-        package = part.package.SerializeToString()
-        head = json.dumps(meta).encode()
-        send(b"R", struct.pack("!I", len(head)), head, package)
-    except ParseFailure as failure:
-        send(b"F", json.dumps([failure.reason, failure.message]).encode())
-    except MemoryError:
-        send(b"F", json.dumps(["", "memory"]).encode())
-    except Exception:
-        traceback.print_exc()  # to the worker's log: the child reads the range again
-        send(b"E", traceback.format_exc().encode(errors="replace"))
+    for pages in chunks:
+        try:
+            part = read_range(pages, progress)
+            meta = asdict(part)
+            del meta["package"]
+            package = part.package.SerializeToString()
+            head = json.dumps(meta).encode()
+            send(b"R", struct.pack("!I", len(head)), head, package)
+        except ParseFailure as failure:
+            send(b"F", json.dumps([failure.reason, failure.message]).encode())
+            return
+        except MemoryError:
+            send(b"F", json.dumps(["", "memory"]).encode())
+            return
+        except Exception:
+            traceback.print_exc()  # to the worker's log: the child reads the chunks again
+            send(b"E", traceback.format_exc().encode(errors="replace"))
+            return
+        before += len(pages)
 
 
 def decode_part(body: bytes) -> Part:

@@ -228,60 +228,67 @@ def _selected(pages: str, total: int) -> list[range]:
     return page_ranges.indexes(selection, total)
 
 
-def _cut(reading: Reading, wanted: list[range], fork: ForkRange | None) -> list[range]:
-    """The ranges to read, in order. One wanted range (every page, or one range asked) is cut
-    for the free cores (pdf_split.py: the first here, the others by siblings); several asked
-    ranges are all read here, one after the other (`_all_pages`)."""
+def _plan(reading: Reading, wanted: list[range], fork: ForkRange | None) -> list[tuple[range, int]]:
+    """The chunks to read, in page order, each with the process that reads it (0: here). One
+    wanted range (every page, or one range asked) is dealt out to the free cores
+    (pdf_split.plan); several asked ranges are all read here, one after the other."""
     options = reading.options
     if len(wanted) > 1 or options.page_delay_ms or fork is None:
-        return wanted  # no siblings, or the test hook pacing one process
+        return [(pages, 0) for pages in wanted]  # no siblings, or the test hook pacing one
     start, count = wanted[0].start, len(wanted[0])
-    cut = pdf_split.ranges(count, options.page_processes, options.pdf_split_min_pages)
-    return [range(start + r.start, start + r.stop) for r in cut]
+    plan = pdf_split.plan(count, options.page_processes, options.pdf_split_min_pages)
+    return [(range(start + r.start, start + r.stop), owner) for r, owner in plan]
 
 
 def _all_pages(
     reading: Reading, wanted: list[range], progress: ProgressFn, fork: ForkRange | None
 ) -> None:
-    """The pages asked (`wanted`), in order: the first range here, the others by sibling
-    processes (`fork`) when the document is long and cores are free (pdf_split.py), each added
-    as this process would have read it, or read here again when it cannot be."""
+    """The pages asked (`wanted`), in order: this process's chunks read here, the others by
+    sibling processes (`fork`) when the document is long and cores are free (pdf_split.py),
+    each added as this process would have read it, or read here again when it cannot be."""
     options, package = reading.options, reading.package
     total = sum(len(pages) for pages in wanted)
-    cut = _cut(reading, wanted, fork)
-    if len(wanted) > 1:  # several asked ranges: all read here
-        for pages in cut[:-1]:
-            read_pages(reading, pages, lambda done, _t, stage: progress(done, total, stage))
-        cut = cut[-1:]
-    if len(cut) > 1:  # the OCR threads are shared out among the processes
-        threads = max(1, options.ocr_page_threads // len(cut))
+    plan = _plan(reading, wanted, fork)
+    processes = 1 + max(owner for _, owner in plan)
+    if processes > 1:  # the OCR threads are shared out among the processes
+        threads = max(1, options.ocr_page_threads // processes)
         reading.options = replace(options, ocr_page_threads=threads)
     read_range = _range_reader(reading)
-    siblings = [fork(pages, read_range) for pages in cut[1:]] if fork is not None else []
-    shown = 0
-    pdf_split.last_processes = 1
+    siblings = [
+        fork([pages for pages, owner in plan if owner == sibling], read_range)
+        for sibling in range(1, processes)
+        if fork is not None
+    ]
+    shown = merged = 0
+    accepted: set[int] = set()
 
-    def report(done: int, _total: int, stage: str) -> None:
+    def report(_done: int, _total: int, stage: str) -> None:
         nonlocal shown
         for sibling in siblings:
             sibling.poll()
-        shown = max(shown, min(total, done + sum(sibling.done for sibling in siblings)))
+        read_here = len(package.pages) - merged  # pages added from parts are the siblings'
+        shown = max(shown, min(total, read_here + sum(sibling.done for sibling in siblings)))
         progress(shown, total, stage)
 
     try:
-        read_pages(reading, cut[0], report)
-        while siblings:
-            sibling = siblings[0]
-            part = sibling.finish(lambda: report(len(package.pages), total, "text"))
-            siblings.pop(0)
+        for pages, owner in plan:
+            if owner == 0:
+                read_pages(reading, pages, report)
+                continue
+            sibling = siblings[owner - 1]
+            part = sibling.next_part(lambda: report(0, total, "text"))
             if part is not None and _add_part(part, reading):
-                pdf_split.last_processes += 1
+                accepted.add(owner)
+                merged += len(part.package.pages)
             else:
-                read_pages(reading, sibling.pages, report)
+                read_pages(reading, pages, report)
                 _drop_unlisted_assets(reading)  # what the sibling stored and this did not
+        for sibling in siblings:
+            sibling.finish()  # its end: a crash after its last part is still its crash
     finally:
         for sibling in siblings:
             sibling.kill()
+    pdf_split.last_processes = 1 + len(accepted)
     # Headings, title and page furniture: once every page is in, whatever process read it.
     mark_structure(package, reading.state.looks, _outline(reading.doc, package))
 

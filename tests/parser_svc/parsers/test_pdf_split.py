@@ -92,17 +92,25 @@ def _read(data: bytes, tmp: Path, processes: int, **overrides: object) -> tuple[
     return hashlib.sha256(package.SerializeToString(deterministic=True)).hexdigest(), files
 
 
-def test_ranges_cut_pages_contiguously_and_only_long_documents() -> None:
-    assert pdf_split.ranges(100, 1, 24) == [range(100)]
-    assert pdf_split.ranges(100, 4, 0) == [range(100)]
-    assert pdf_split.ranges(47, 2, 24) == [range(47)]  # two ranges would be under 24 pages
-    assert pdf_split.ranges(48, 2, 24) == [range(0, 24), range(24, 48)]
-    assert pdf_split.ranges(100, 3, 24) == [range(0, 33), range(33, 66), range(66, 100)]
+def test_chunks_are_dealt_out_in_turn_and_only_for_long_documents() -> None:
+    assert pdf_split.plan(100, 1, 24) == [(range(100), 0)]
+    assert pdf_split.plan(100, 4, 0) == [(range(100), 0)]
+    assert pdf_split.plan(47, 2, 24) == [(range(47), 0)]  # two would have under 24 pages each
+    assert pdf_split.plan(48, 2, 24) == [
+        (range(i, i + 8), n % 2) for n, i in enumerate(range(0, 48, 8))
+    ]
+    three = pdf_split.plan(100, 3, 24)
+    assert [owner for _, owner in three] == [0, 1, 2] * 4 + [0]
+    assert [page for pages, _ in three for page in pages] == list(range(100))
+    assert pdf_split.plan(20, 4, 4) == [(range(i, i + 5), i // 5) for i in range(0, 20, 5)]
 
 
-@pytest.mark.parametrize("processes", [2, 3])
-def test_split_package_is_the_single_process_package(tmp_path: Path, processes: int) -> None:
-    data = mixed_long_pdf()
+@pytest.mark.parametrize(("processes", "pages"), [(2, 24), (3, 24), (2, 60), (3, 60)])
+def test_split_package_is_the_single_process_package(
+    tmp_path: Path, processes: int, pages: int
+) -> None:
+    """24 pages: a chunk for each process; 60: several for each, dealt out in turn."""
+    data = mixed_long_pdf(pages)
     one = _read(data, tmp_path, 1)
     assert len(one[1]) == 4  # the three images and the scanned page, each stored once
     assert _read(data, tmp_path, processes) == one
@@ -174,6 +182,25 @@ def test_sibling_unexpected_error_reads_the_range_here(
     assert _read(data, tmp_path, 2) == one
 
 
+def test_sibling_error_in_a_later_chunk_reads_that_one_and_the_rest_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """60 pages, chunks of 8 in turn: the sibling's first chunk (pages 9-16) is added as read,
+    its second (25-32) fails, and the child reads that one and the sibling's later ones."""
+    data = mixed_long_pdf(60)
+    one = _read(data, tmp_path, 1)
+    me, real = os.getpid(), pdf_pages._page
+
+    def page(doc, index, options, assets, state):  # type: ignore[no-untyped-def]
+        if os.getpid() != me and index >= 24:
+            raise RuntimeError("a bug the sibling meets in its second chunk")
+        return real(doc, index, options, assets, state)
+
+    monkeypatch.setattr(pdf_pages, "_page", page)
+    assert _read(data, tmp_path, 2) == one
+    assert pdf_split.last_processes == 2  # its first chunk was taken
+
+
 def test_sibling_document_failure_fails_the_parse(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -224,26 +251,28 @@ def test_a_siblings_pages_are_drafts_as_it_reads_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each page a sibling reads is a draft the moment it is read (relayed by the child when it
-    next polls), not only once the child adds the range after its own: here the child waits
-    until the sibling has read its whole range before reading page 1, and the sibling's drafts
+    next polls), not only once the child adds its chunk: here the child waits until the
+    sibling has read its chunk (pages 9-16) before reading page 1, and the sibling's drafts
     come first. Every page is drafted once, and each draft is the part one process drafts."""
     data = mixed_long_pdf()
 
-    def fork_and_wait(pages: range, read_range: pdf_split.ReadRange) -> page_siblings.Sibling:
-        sibling = page_siblings.fork_sibling(pages, read_range)
+    def fork_and_wait(
+        chunks: list[range], read_range: pdf_split.ReadRange
+    ) -> page_siblings.Sibling:
+        sibling = page_siblings.fork_sibling(chunks, read_range)
 
         def read_all() -> bool:
             sibling.poll()
-            return sibling.done >= len(pages)
+            return sibling.done >= sum(len(pages) for pages in chunks)
 
-        eventually(read_all, 30, "the sibling read its range")
+        eventually(read_all, 30, "the sibling read its chunks")
         return sibling
 
     one = _drafts(data, tmp_path, 1)
     assert [number for number, _ in one] == list(range(1, 25))
     monkeypatch.setattr(parse_child, "fork_sibling", fork_and_wait)
     two = _drafts(data, tmp_path, 2)
-    assert [number for number, _ in two] == [*range(13, 25), *range(1, 13)]
+    assert [number for number, _ in two] == [*range(9, 17), *range(1, 9), *range(17, 25)]
     assert sorted(two) == one
 
 
@@ -269,7 +298,7 @@ def test_sibling_dies_with_the_child(tmp_path: Path) -> None:
                 time.sleep(60)
                 return pdf_split.Part()
 
-            sibling = page_siblings.fork_sibling(range(10, 20), slow)
+            sibling = page_siblings.fork_sibling([range(10, 20)], slow)
             os.write(write, f"{sibling.pid}\n".encode())
             time.sleep(60)
         finally:
