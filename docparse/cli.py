@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from docparse.cli_list import cmd_list
+from docparse.cli_list import cmd_list, cmd_tenants
 from docparse.cli_output import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR,
@@ -252,6 +252,7 @@ CLIENT_COMMANDS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
     "cancel": cmd_cancel,
     "batch": cmd_batch,
     "list": cmd_list,
+    "tenants": cmd_tenants,
 }
 
 

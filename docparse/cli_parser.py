@@ -10,6 +10,7 @@
     docparse cancel JOB_ID           cancel a job that has not ended
     docparse batch BATCH_ID          a batch's files and counters
     docparse list                    your jobs, newest first (--state, --batch, --limit)
+    docparse tenants                 operators: each tenant's share of the parse slots now
     docparse --version               this package's version
 
 Exit codes: 0 success; 1 a job ended FAILED or CANCELLED; 2 a call failed, or the command
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     client_command(add, "cancel", "cancel a job that has not ended").add_argument("job_id")
     client_command(add, "batch", "a batch's state").add_argument("batch_id")
     _add_list(add)
+    client_command(add, "tenants", "operators (an admin key): each tenant's share of the slots")
     return parser
 
 

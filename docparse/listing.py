@@ -1,7 +1,8 @@
 """The caller's jobs (ListJobs), for both clients: one page (`list_jobs`), every page in turn
 (`iter_job_pages`) or every job across the pages (`iter_jobs`), newest first, batch files
-included; only some states or one batch's files. Each call is retried and its errors are
-mapped as every other call's (docparse.operations.call).
+included; only some states or one batch's files; and, for an operator's key, every tenant's
+share of the parse slots (`tenant_shares`). Each call is retried and its errors are mapped as
+every other call's (docparse.operations.call).
 
     with Client() as client:
         for job in client.iter_jobs(states=[job_pb2.STATE_FAILED]):
@@ -81,6 +82,20 @@ class JobListing(BaseClient[TransportT, SleepT]):
         """Every job of the caller (in `states`, of `batch_id`), newest first, page after
         page (`page_size` jobs a call) from `page_token` on; at most `limit` when not 0."""
         yield from _walk(self, states, batch_id, page_size, page_token, limit, jobs=True)
+
+
+class TenantShares(JobListing[TransportT, SleepT]):
+    """And, for operators, the share of parse slots each tenant has now."""
+
+    @answering
+    def tenant_shares(self) -> Plan[parser_service_pb2.GetTenantSharesResponse]:
+        """Each tenant with jobs queued or running (or limits configured): its weight, jobs
+        queued and running, and the lanes' caps (GetTenantShares; `GET /v1/admin/tenants` over
+        HTTP). Only for an API key marked `"admin": true` in the gateway's keys file: any other
+        raises DocparseError PERMISSION_DENIED / ADMIN_ONLY (not retried)."""
+        request = parser_service_pb2.GetTenantSharesRequest()
+        response, _ = yield from call(self, "GetTenantShares", request)
+        return response  # type: ignore[no-any-return]
 
 
 def _walk(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from docparse.effects import Plan
-from docparse.listing import JobListing
+from docparse.listing import TenantShares
 from docparse.operations import collected
 from docparse.results import ResultAssembler
 from docparse.shells import answering
@@ -37,7 +37,7 @@ class PageRead:
     draft_pages: tuple[int, ...]
 
 
-class PageReads(JobListing[TransportT, SleepT]):
+class PageReads(TenantShares[TransportT, SleepT]):
     """The listing operations and `read_pages` (docparse.client.Client and
     docparse.aio.AsyncClient are this, in their shells)."""
 

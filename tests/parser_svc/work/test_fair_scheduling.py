@@ -16,6 +16,10 @@ the order jobs start in is what a user sees.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +28,8 @@ from typing import Any
 import grpc
 import pytest
 
+from docparse.aio import AsyncClient
+from docparse.client import Client
 from docparse.errors import DocparseError
 from docparse.local.stack import LocalStack
 from docparse.reasons import ErrorReason
@@ -221,3 +227,42 @@ def test_the_admin_read_is_for_admin_keys_only(stack: LocalStack) -> None:
     )
     status, _ = admin_read(stack, "not-a-key")
     assert status == 401
+
+
+def test_the_sdks_and_the_cli_read_the_shares_with_an_admin_key(stack: LocalStack) -> None:
+    """`Client.tenant_shares()` (and the asyncio client's), `docparse tenants`: the lanes' caps
+    as configured; a tenant's key: PERMISSION_DENIED ADMIN_ONLY, not retried, and exit 2
+    naming it."""
+    gateway = stack.gateway_addresses[0]
+
+    async def read_async() -> parser_service_pb2.GetTenantSharesResponse:
+        async with AsyncClient(gateway, api_key="key-of-ops") as ops_aio:
+            return await ops_aio.tenant_shares()
+
+    with Client(gateway, api_key="key-of-ops") as ops:
+        shares = ops.tenant_shares()
+    shares_aio = asyncio.run(read_async())
+    for answer in (shares, shares_aio):
+        assert (answer.bulk_slots, answer.interactive_reserve, answer.fair_admission) == (
+            1,
+            1,
+            True,
+        )
+    with Client(gateway, api_key="key-of-a") as a, pytest.raises(DocparseError) as refused:
+        a.tenant_shares()
+    assert (refused.value.code, refused.value.reason) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        ErrorReason.ADMIN_ONLY,
+    )
+    cli = [sys.executable, "-m", "docparse", "tenants", "--target", gateway]
+    table = subprocess.run([*cli, "--api-key", "key-of-ops"], capture_output=True, text=True)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[0].split() == [
+        "tenant", "weight", "queued", "interactive", "bulk", "running"
+    ]  # fmt: skip
+    assert "fair admission" in table.stdout.splitlines()[-1]
+    as_json = subprocess.run([*cli, "--api-key", "key-of-ops", "--json"], capture_output=True)
+    assert json.loads(as_json.stdout)["bulk_slots"] == 1
+    denied = subprocess.run([*cli, "--api-key", "key-of-a"], capture_output=True, text=True)
+    assert denied.returncode == 2
+    assert "PERMISSION_DENIED ADMIN_ONLY" in denied.stderr
