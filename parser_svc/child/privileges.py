@@ -21,20 +21,22 @@ webhook-secret files: the blob store writes its files owner-only (0600, work/blo
   neither `ps` nor /proc shows the name.
 
 Where the server does not run as root (a Kubernetes pod with a non-root uid), no process may
-change its uid: children keep the server's, scratch directories are private to it as before,
-and the server says so once at start (`ChildScratch`).
+change its uid: children keep the server's, scratch directories are private to it (0700, in
+the same room), and the server says so once at start (`ChildScratch`). Either way a worker
+killed mid-parse leaves its room behind, which the next worker to start on the host removes
+(scratch_rooms.py).
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import logging
 import os
 import secrets
 import sys
 import tempfile
 from pathlib import Path
+
+from parser_svc.child.scratch_rooms import ScratchRoom, sweep_rooms
 
 log = logging.getLogger(__name__)
 
@@ -134,10 +136,14 @@ class ChildScratch:
     a private temporary directory as before (not root, or `uid` 0)."""
 
     _said = False
+    _swept = False
 
     def __init__(self, uid: int, gid: int) -> None:
         self.owner = (uid, gid) if uid > 0 and can_drop() else None
-        self._room: Path | None = None
+        self._room = ScratchRoom()
+        if not ChildScratch._swept:
+            ChildScratch._swept = True
+            sweep_rooms()  # what workers killed on this host left
         if not ChildScratch._said:
             ChildScratch._said = True
             if self.owner is not None:
@@ -158,21 +164,13 @@ class ChildScratch:
         return {"child_uid": uid, "child_gid": gid}
 
     def room(self) -> Path:
-        if self._room is None:
-            room = Path(tempfile.mkdtemp(prefix="docparse-children-"))
-            room.chmod(0o711)  # crossed by the children, listed by nobody but root
-            atexit.register(_remove_room, room)
-            self._room = room
-        return self._room
+        """This process's scratch room (scratch_rooms.py: a killed worker's is swept by the
+        next one to start)."""
+        return self._room.path()
 
     def make(self) -> tempfile.TemporaryDirectory[str]:
-        if self.owner is None:
-            return tempfile.TemporaryDirectory(prefix="docparse-")
+        """A job's scratch directory in the room: a random name, 0700, the child's own."""
         scratch = tempfile.TemporaryDirectory(prefix=secrets.token_hex(16), dir=self.room())
-        os.chown(scratch.name, *self.owner)
+        if self.owner is not None:
+            os.chown(scratch.name, *self.owner)
         return scratch
-
-
-def _remove_room(room: Path) -> None:
-    with contextlib.suppress(OSError):
-        room.rmdir()  # empty once every job's directory is gone
