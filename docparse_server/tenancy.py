@@ -46,6 +46,9 @@ class Limits:
     max_queued_jobs: int = 0
     # The tenant's share of parse slots against other tenants with queued jobs (0 = 1).
     weight: int = 0
+    # Its jobs in flight (admitted to the queue, running, or waiting for a retry) at once; more
+    # wait on its pending list however many slots are free (0 = no cap).
+    max_running_jobs: int = 0
 
     def to_header(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -68,6 +71,7 @@ _LIMIT_FIELDS = (
     "max_streams",
     "max_queued_jobs",
     "weight",
+    "max_running_jobs",
 )
 
 
@@ -84,7 +88,7 @@ class ApiKeys:
     """API key digests → tenant and limits. Loaded from JSON:
     {"keys": [{"sha256": "<hex>", "tenant": "acme", "max_upload_bytes": 0,
                "submits_per_minute": 0, "max_streams": 0, "max_queued_jobs": 0,
-               "weight": 1, "admin": false}, ...]}"""
+               "weight": 1, "max_running_jobs": 0, "admin": false}, ...]}"""
 
     def __len__(self) -> int:
         return len(self._by_digest)

@@ -4,8 +4,8 @@ The numbers live in Redis, which only parser_svc reads, so this is the GetTenant
 upstream (with the caller's identity, as every route's call): parser_svc answers it for a key
 marked `"admin": true` in the keys file only (PERMISSION_DENIED ADMIN_ONLY, 403, for any other
 key, and in dev mode). To its answer the gateway adds what only the keys file knows: each
-tenant's `max_queued_jobs` (0: no limit), and the configured tenants that have no job queued or
-running now (zeros, their key's weight). Tenants by name.
+tenant's `max_queued_jobs` and `max_running_jobs` (0: no limit), and the configured tenants
+that have no job queued or running now (zeros, their key's weight). Tenants by name.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ PATH = "/v1/admin/tenants"
 
 def _with_keys(answer: dict[str, Any], configured: dict[str, Limits]) -> dict[str, Any]:
     """`answer` (GetTenantSharesResponse as JSON) with every configured tenant listed and
-    each tenant's `max_queued_jobs`."""
+    each tenant's `max_queued_jobs` and `max_running_jobs`."""
     tenants = {str(row["tenant"]): row for row in answer.get("tenants", [])}
     for tenant, limits in configured.items():
         tenants.setdefault(
@@ -40,7 +40,9 @@ def _with_keys(answer: dict[str, Any], configured: dict[str, Limits]) -> dict[st
             },
         )
     for tenant, row in tenants.items():
-        row["max_queued_jobs"] = configured.get(tenant, Limits()).max_queued_jobs
+        limits = configured.get(tenant, Limits())
+        row["max_queued_jobs"] = limits.max_queued_jobs
+        row["max_running_jobs"] = limits.max_running_jobs
     answer["tenants"] = [tenants[name] for name in sorted(tenants)]
     return answer
 

@@ -1,6 +1,7 @@
 """The operators' read in the OpenAPI document (gateway.http.openapi): GET /v1/admin/tenants
 (gateway.http.admin) and its body, the TenantShares schema: the GetTenantSharesResponse
-message's schema with each tenant's `max_queued_jobs` from the keys file."""
+message's schema with each tenant's `max_queued_jobs` and `max_running_jobs` from the keys
+file."""
 
 from __future__ import annotations
 
@@ -16,13 +17,18 @@ def tenant_shares_schema(response: Schema, share: Schema) -> Schema:
     and TenantShare messages."""
     limit: Schema = {
         "type": "object",
-        "required": ["max_queued_jobs"],
+        "required": ["max_queued_jobs", "max_running_jobs"],
         "properties": {
             "max_queued_jobs": {
                 "type": "integer",
                 "minimum": 0,
                 "description": "the tenant's key's max_queued_jobs in the keys file (0: none)",
-            }
+            },
+            "max_running_jobs": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "the tenant's key's max_running_jobs in the keys file (0: none)",
+            },
         },
     }
     tenants: Schema = {
@@ -40,7 +46,7 @@ def tenant_shares_path() -> Schema:
         "get": {
             "operationId": "getTenantShares",
             "summary": "For operators (an API key marked admin in the keys file; others: 403 "
-            "ADMIN_ONLY): every tenant's jobs queued and running, weight and max_queued_jobs, "
+            "ADMIN_ONLY): every tenant's jobs queued and running, weight and limits, "
             "and the parse lanes' caps",
             "responses": {"200": answer, **ERRORS},
         }

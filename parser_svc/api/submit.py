@@ -378,9 +378,10 @@ class Submitter:
         caller = current_caller.get()
         tenant = caller.tenant if caller else DEFAULT_TENANT
         weight = float(caller.limits.weight or 1) if caller else 1.0
+        cap = caller.limits.max_running_jobs if caller else 0
         for job_id in job_ids:
             try:
-                await self.queue.enqueue(job_id, Push(job_id, tenant, lane, weight))
+                await self.queue.enqueue(job_id, Push(job_id, tenant, lane, weight, cap))
             except DocparseError as err:
                 log.warning(
                     "enqueue of job %s failed (%s); the sweeper will enqueue it",

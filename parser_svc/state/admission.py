@@ -44,6 +44,9 @@ class Push:
     lane: Lane = "bulk"
     # The tenant's weight (its key's); None leaves the one its last push set (the sweeper's).
     weight: float | None = None
+    # The tenant's cap on jobs in flight (its key's max_running_jobs; 0: none); None leaves
+    # the one its last push set.
+    cap: int | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ class Admission:
             name,
             slots,
             now_ms() + ttl_ms,
+            "" if push is None or push.cap is None else max(push.cap, 0),
         ]
         reply = await self._call(lambda: FAIR_ADMIT(self._redis, self._keys, args))
         ids = [str(item) for item in reply[1:]]

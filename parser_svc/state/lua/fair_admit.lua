@@ -20,7 +20,13 @@
 -- BullMQ at most), ARGV[3] K, ARGV[4] now (ms), ARGV[5] the job to push ('' none), ARGV[6]
 -- its tenant, ARGV[7] its lane, ARGV[8] its tenant's weight ('' keeps the last), ARGV[9] the prefix of BullMQ's
 -- job hashes, ARGV[10] ids claimed (space-separated, '' none), ARGV[11] a worker replica
--- registering its bulk slots ('' none), ARGV[12] how many (0: it leaves), ARGV[13] until (ms).
+-- registering its bulk slots ('' none), ARGV[12] how many (0: it leaves), ARGV[13] until (ms),
+-- ARGV[14] the pushed job's tenant's cap on jobs in flight ('' keeps the last, '0' none).
+--
+-- A tenant with a cap (its key's max_running_jobs) is passed over, keeping its place, while its
+-- jobs in flight reach it: admitted and not yet claimed (the admitting set), or claimed and not
+-- finished (the running index: running, or waiting for a retry). Admission runs again at each
+-- claim and each job's end (and on the sweeper's tick), so its next job goes in then.
 -- Replies {pushed (1, or 0 when the job was queued already), id, lane, id, lane...}: the jobs
 -- admitted now, each also in the admitting set (the sweeper adds those a caller did not).
 -- A claimed job moves from the queued index to the running one (hash: job id -> tenant), which
@@ -28,7 +34,7 @@
 -- it once BullMQ has finished or removed it.
 local P, queued = ARGV[1], KEYS[1]
 local counts, state, weights, admitting = P .. 'counts', P .. 'state', P .. 'weights', P .. 'admitting'
-local running_jobs = P .. 'running'
+local running_jobs, caps = P .. 'running', P .. 'caps'
 -- backlog: one element per job on a pending list (its length is the backlog an autoscaler reads)
 local slots, backlog = P .. 'slots', P .. 'backlog'
 local function list(lane, tenant) return P .. 'list:' .. lane .. ':' .. tenant end
@@ -52,6 +58,13 @@ if job ~= '' and redis.call('HEXISTS', queued, job) == 0
   redis.call('HSET', queued, job, lane .. ' ' .. tenant)
   redis.call('HINCRBY', counts, tenant, 1)
   if ARGV[8] ~= '' then redis.call('HSET', weights, tenant, ARGV[8]) end
+  if ARGV[14] ~= '' then
+    if tonumber(ARGV[14]) > 0 then
+      redis.call('HSET', caps, tenant, ARGV[14])
+    else
+      redis.call('HDEL', caps, tenant)
+    end
+  end
   redis.call('RPUSH', backlog, 1)
   if redis.call('RPUSH', list(lane, tenant), job) == 1 then
     local vt = tonumber(redis.call('HGET', state, 'vt:' .. lane) or '0')
@@ -82,20 +95,60 @@ end
 local window = tonumber(ARGV[2])
 if bulk_slots == 0 then bulk_slots = window end
 
--- The lane of the next admission, or nil: none may be admitted now.
-local function pick_lane(k, waiting, running)
-  local interactive = redis.call('ZCARD', tenants('interactive')) > 0 and waiting < window
-  local bulk_waits = redis.call('ZCARD', tenants('bulk')) > 0
-  local bulk = bulk_waits and waiting + running < bulk_slots
-  local streak = tonumber(redis.call('HGET', state, 'streak') or '0')
-  if bulk_waits and streak >= k then interactive = false end
-  if interactive then
-    redis.call('HSET', state, 'streak', bulk_waits and streak + 1 or 0)
-    return 'interactive'
+-- Jobs in flight per tenant (counted once per call, when a capped tenant is first met).
+local in_flight = nil
+local function flight()
+  if in_flight then return in_flight end
+  in_flight = {}
+  local entries = redis.call('HGETALL', running_jobs)
+  for i = 1, #entries, 2 do
+    local hash = ARGV[9] .. entries[i]
+    if redis.call('EXISTS', hash) == 1 and redis.call('HEXISTS', hash, 'finishedOn') == 0 then
+      in_flight[entries[i + 1]] = (in_flight[entries[i + 1]] or 0) + 1
+    end
   end
-  if bulk then
+  for _, id in ipairs(redis.call('ZRANGE', admitting, 0, -1)) do
+    local entry = redis.call('HGET', queued, id)
+    if entry then
+      local tenant = string.match(entry, '^%S+ (.*)$')
+      in_flight[tenant] = (in_flight[tenant] or 0) + 1
+    end
+  end
+  return in_flight
+end
+
+local function under_cap(tenant)
+  local cap = tonumber(redis.call('HGET', caps, tenant) or '0')
+  return cap <= 0 or (flight()[tenant] or 0) < cap
+end
+
+-- The lane's next tenant (lowest virtual start time) not at its cap, and its score; or nil.
+local function next_tenant(lane)
+  local top = redis.call('ZRANGE', tenants(lane), 0, 0, 'WITHSCORES')
+  if #top == 0 then return nil end
+  if under_cap(top[1]) then return top[1], tonumber(top[2]) end
+  local rest = redis.call('ZRANGE', tenants(lane), 1, -1, 'WITHSCORES')
+  for i = 1, #rest, 2 do
+    if under_cap(rest[i]) then return rest[i], tonumber(rest[i + 1]) end
+  end
+  return nil
+end
+
+-- The lane of the next admission with its tenant and score, or nil: none may be admitted now.
+local function pick(k, waiting, running)
+  local bulk_tenant, bulk_score = next_tenant('bulk')
+  local bulk_waits = bulk_tenant ~= nil
+  local tenant, score = nil, nil
+  if waiting < window then tenant, score = next_tenant('interactive') end
+  local streak = tonumber(redis.call('HGET', state, 'streak') or '0')
+  if bulk_waits and streak >= k then tenant = nil end
+  if tenant then
+    redis.call('HSET', state, 'streak', bulk_waits and streak + 1 or 0)
+    return 'interactive', tenant, score
+  end
+  if bulk_waits and waiting + running < bulk_slots then
     redis.call('HSET', state, 'streak', 0)
-    return 'bulk'
+    return 'bulk', bulk_tenant, bulk_score
   end
   return nil
 end
@@ -105,10 +158,8 @@ local waiting = redis.call('LLEN', KEYS[2]) + redis.call('ZCARD', KEYS[3])
 local running = redis.call('LLEN', KEYS[4])
 local k = tonumber(ARGV[3])
 while true do
-  local lane = pick_lane(k, waiting, running)
+  local lane, tenant, score = pick(k, waiting, running)
   if not lane then break end
-  local top = redis.call('ZRANGE', tenants(lane), 0, 0, 'WITHSCORES')
-  local tenant, score = top[1], tonumber(top[2])
   local admitted = redis.call('LPOP', list(lane, tenant))
   redis.call('HSET', state, 'vt:' .. lane, score)
   local after = score + 1 / tonumber(redis.call('HGET', weights, tenant) or '1')
@@ -124,6 +175,7 @@ while true do
     out[#out + 1] = admitted
     out[#out + 1] = lane
     waiting = waiting + 1
+    if in_flight then in_flight[tenant] = (in_flight[tenant] or 0) + 1 end
   end
 end
 return out

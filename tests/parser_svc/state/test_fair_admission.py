@@ -186,13 +186,57 @@ async def test_the_sweeper_queues_a_job_whose_admitter_died(
         await store.aclose()
 
 
-def test_a_keys_weight_and_queue_limit_reach_parser_svc() -> None:
-    """The keys file's `weight` and `max_queued_jobs` travel in the identity the gateway
-    forwards (docparse_server/tenancy.py), where submit.py reads them."""
-    keys = ApiKeys([{"sha256": key_digest("k"), "tenant": "t", "weight": 3, "max_queued_jobs": 7}])
+def test_a_keys_weight_and_queue_limits_reach_parser_svc() -> None:
+    """The keys file's `weight`, `max_queued_jobs` and `max_running_jobs` travel in the
+    identity the gateway forwards (docparse_server/tenancy.py), where submit.py reads them."""
+    entry = {"sha256": key_digest("k"), "tenant": "t", "weight": 3, "max_queued_jobs": 7}
+    keys = ApiKeys([{**entry, "max_running_jobs": 2}])
     caller = keys.identify([("x-api-key", "k")])
-    forwarded = caller_from_metadata(identity_metadata(caller, "token"), "token")
-    assert (forwarded.limits.weight, forwarded.limits.max_queued_jobs) == (3, 7)
+    limits = caller_from_metadata(identity_metadata(caller, "token"), "token").limits
+    assert (limits.weight, limits.max_queued_jobs, limits.max_running_jobs) == (3, 7, 2)
+
+
+async def test_a_capped_tenant_waits_at_its_cap_and_keeps_its_turn(
+    redis_server: EmbeddedRedis,
+) -> None:
+    """Room for ten (nothing binds but the cap): A's key caps it at 2 jobs in flight. Of A's 5,
+    two are admitted, B's one beside them; A's third goes in when one of its two is finished
+    by BullMQ, not when it is claimed, nor when it waits for a retry (still in flight). A push
+    with no cap lifts it."""
+    slots = Slots(redis_server, admit_window=10)
+    admission, redis = slots.admission, slots.redis
+    active = admission._keys[3]
+    admitted: list[str] = []
+
+    async def push(job_id: str, tenant: str, cap: int | None) -> None:
+        _, now = await admission.run(Push(job_id, tenant, "bulk", 1.0, cap))
+        admitted.extend(job for job, _ in now)
+
+    async def claim(job_id: str) -> None:
+        await redis.hset(admission._jobs + job_id, "data", "{}")
+        await redis.lpush(active, job_id)
+        _, now = await admission.run(claimed=[job_id])
+        admitted.extend(job for job, _ in now)
+
+    try:
+        for n in range(1, 6):
+            await push(f"a{n}", "a", 2)
+        await push("b1", "b", None)
+        assert admitted == ["a1", "a2", "b1"]
+        assert await admission.backlog() == 3
+        await claim("a1")
+        assert admitted == ["a1", "a2", "b1"]  # a1 runs, a2 admitted: two in flight
+        await redis.lrem(active, 0, "a1")  # released for a retry: still A's, in flight
+        _, now = await admission.run()
+        assert now == []
+        await redis.hset(admission._jobs + "a1", "finishedOn", "1")  # BullMQ finished it
+        _, now = await admission.run()
+        assert now == [("a3", "bulk")]
+        await push("a6", "a", 0)  # the key's cap was lifted
+        assert admitted[-3:] == ["a4", "a5", "a6"]
+        assert await admission.backlog() == 0
+    finally:
+        await redis.aclose()
 
 
 async def test_a_claimed_job_counts_as_running_while_the_queue_has_it_active(

@@ -12,6 +12,8 @@ the order jobs start in is what a user sees.
   counted per tenant (docparse_submits_throttled_total).
 - While B's job runs and A's wait, the per-tenant gauges and the admin read
   (GET /v1/admin/tenants, an admin key's only) say so.
+- A key's `max_running_jobs` holds its tenant's jobs in flight to it with slots free, and
+  another tenant's job takes the slot it leaves.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ KEYS: dict[str, object] = {
         {"sha256": key_digest("key-of-c"), "tenant": "tenant-c", "max_queued_jobs": 3},
         {"sha256": key_digest("key-of-d"), "tenant": "tenant-d", "max_queued_jobs": 2},
         {"sha256": key_digest("key-of-ops"), "tenant": "ops", "admin": True},
+        {"sha256": key_digest("key-of-e"), "tenant": "tenant-e", "max_running_jobs": 1},
     ]
 }
 A_PAGES = 2
@@ -113,6 +116,42 @@ def test_b_runs_before_a_s_backlog(stack: LocalStack) -> None:
         lambda: metric(stack, "docparse_tenant_queued_jobs").get("tenant=tenant-a", 0) >= 10,
         what="A's queued jobs on the per-tenant gauge",
     )
+
+
+@pytest.fixture(scope="module")
+def two_slots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A replica with two parse slots (no reserve), slow pages."""
+    env = {
+        **auth_env(KEYS, TOKEN),
+        "DOCPARSE_WORKER_CONCURRENCY": "2",
+        "DOCPARSE_PARSE_PAGE_DELAY_MS": "150",
+    }
+    root = tmp_path_factory.mktemp("fair-two")
+    with make_stack(root / "stack", replicas=1, gateways=1, extra_env=env) as running:
+        yield running
+
+
+def test_a_tenant_capped_at_one_running_job_leaves_the_other_slot(two_slots: LocalStack) -> None:
+    """E's key caps it at one job in flight: of its three 8-page jobs (~1.2 s each) never two
+    run at once although two slots are free, B's job runs on the other slot while E's wait, and
+    E's all end (each next one let in at the end of the one before)."""
+    e, b = Tenant(two_slots, "e"), Tenant(two_slots, "b")
+    jobs = [e.submit(8).job_id for _ in range(3)]
+    eventually(lambda: e.state(jobs[0]) == job_pb2.STATE_RUNNING, what="E's first job")
+    job_b = b.submit(1).job_id
+    most_running = 0
+
+    def b_done() -> bool:
+        nonlocal most_running
+        states = [e.state(job_id) for job_id in jobs]
+        most_running = max(most_running, states.count(job_pb2.STATE_RUNNING))
+        return b.state(job_b) == job_pb2.STATE_SUCCEEDED
+
+    eventually(b_done, 60, "B's job on the free slot")
+    assert e.queued(jobs) >= 1  # E's still wait their turn behind its cap
+    ended = [e.ended(job_id).state for job_id in jobs]
+    assert ended == [job_pb2.STATE_SUCCEEDED] * 3
+    assert most_running == 1
 
 
 def test_a_server_wait_jumps_the_bulk_backlog(stack: LocalStack) -> None:
