@@ -31,7 +31,13 @@ REPO = Path(__file__).resolve().parents[2]
 SDK = REPO / "clients" / "typescript"
 GENERATED = SDK / "src" / "gen"
 KEY = "key-of-the-typescript-tests"
-KEYS: dict[str, object] = {"keys": [{"sha256": key_digest(KEY), "tenant": "typescript"}]}
+ADMIN_KEY = "admin-key-of-the-typescript-tests"  # an operator's: GetTenantShares
+KEYS: dict[str, object] = {
+    "keys": [
+        {"sha256": key_digest(KEY), "tenant": "typescript"},
+        {"sha256": key_digest(ADMIN_KEY), "tenant": "typescript-ops", "admin": True},
+    ]
+}
 TOKEN = "internal-secret-for-the-typescript-tests"
 WEBHOOK_SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
 
@@ -133,6 +139,7 @@ def live(node: str, name: str, stack: LocalStack, documents: Path, cert: Path) -
     env = {
         "DOCPARSE_TARGET": stack.gateway_addresses[0],
         "DOCPARSE_API_KEY": KEY,
+        "DOCPARSE_TEST_ADMIN_API_KEY": ADMIN_KEY,
         "DOCPARSE_TLS_CA": str(cert),
         "DOCPARSE_TEST_FILES": str(documents),
         "DOCPARSE_TEST_WEBHOOK_SECRET": WEBHOOK_SECRET,
@@ -195,6 +202,13 @@ def test_listing_pages_and_limits(run_live: Callable[[str], str]) -> None:
     """listJobs / iterJobPages / iterJobs: every job once, newest first, pages no larger than
     asked, a limit that leaves the token right after it; a bad token is final."""
     run_live("listing.test.js")
+
+
+def test_tenant_shares_for_admin_keys_only(run_live: Callable[[str], str]) -> None:
+    """tenantShares with the admin key: fair admission on, the replicas' bulk slots, a running
+    job of the test's tenant counted; with the tenant's key PERMISSION_DENIED ADMIN_ONLY, at
+    once."""
+    run_live("shares.test.js")
 
 
 def test_batches_created_read_and_watched(run_live: Callable[[str], str]) -> None:

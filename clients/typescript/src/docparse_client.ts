@@ -1,7 +1,7 @@
 // The whole SDK: BaseClient's jobs (client.ts), batches (batches.ts), and here the caller's
-// jobs page after page (ListJobs), a job's assets (GetAsset) and its pages while it runs
-// (StreamResult, GetResult with `pages`), as the Python SDK's docparse/listing.py, `asset`,
-// `stream_pages` and docparse/page_reads.py.
+// jobs page after page (ListJobs), the tenants' shares for operators (GetTenantShares), a
+// job's assets (GetAsset) and its pages while it runs (StreamResult, GetResult with `pages`),
+// as the Python SDK's docparse/listing.py, `asset`, `stream_pages` and docparse/page_reads.py.
 
 import { setTimeout as sleep } from "node:timers/promises";
 import { fromBinary } from "@bufbuild/protobuf";
@@ -10,6 +10,7 @@ import { ClientError } from "./errors.js";
 import { failureOf } from "./failures.js";
 import type { Job } from "./gen/docparse/v1/job_pb.js";
 import type {
+  GetTenantSharesResponse,
   ListJobsResponse,
   StreamResultResponse,
 } from "./gen/docparse/v1/parser_service_pb.js";
@@ -103,6 +104,18 @@ export class DocparseClient extends BatchClient {
     for await (const page of this.iterJobPages(options)) {
       yield* page.jobs;
     }
+  }
+
+  /** For operators: each tenant with jobs queued or running (its weight, jobs queued, pending
+   * per lane and running) and the lanes' caps (`bulkSlots`, `interactiveWindow`, `bulkEvery`,
+   * `interactiveReserve`; all 0 when `fairAdmission` is off): GetTenantShares, `GET
+   * /v1/admin/tenants` over HTTP. Only for an API key marked `"admin": true` in the gateway's
+   * keys file; any other key gets PERMISSION_DENIED ADMIN_ONLY, never retried. */
+  async tenantShares(): Promise<GetTenantSharesResponse> {
+    const answer = await this.retrying("GetTenantShares", (onTrailer) =>
+      this.rpc.getTenantShares({}, { timeoutMs: this.callTimeoutMs, onTrailer }),
+    );
+    return answer.response;
   }
 
   /** One asset (an image) of a SUCCEEDED job's package, checked against its size and sha256:
