@@ -49,6 +49,9 @@ class Limits:
     # Its jobs in flight (admitted to the queue, running, or waiting for a retry) at once; more
     # wait on its pending list however many slots are free (0 = no cap).
     max_running_jobs: int = 0
+    # Pages (slides, sheets' pages, a TIFF's frames) a document of its may have: a job over it
+    # ends FAILED DOCUMENT_TOO_LARGE naming it (0, or above the deployment's: the deployment's).
+    max_pages: int = 0
 
     def to_header(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -72,6 +75,7 @@ _LIMIT_FIELDS = (
     "max_queued_jobs",
     "weight",
     "max_running_jobs",
+    "max_pages",
 )
 
 
@@ -88,7 +92,7 @@ class ApiKeys:
     """API key digests → tenant and limits. Loaded from JSON:
     {"keys": [{"sha256": "<hex>", "tenant": "acme", "max_upload_bytes": 0,
                "submits_per_minute": 0, "max_streams": 0, "max_queued_jobs": 0,
-               "weight": 1, "max_running_jobs": 0, "admin": false}, ...]}"""
+               "weight": 1, "max_running_jobs": 0, "max_pages": 0, "admin": false}, ...]}"""
 
     def __len__(self) -> int:
         return len(self._by_digest)

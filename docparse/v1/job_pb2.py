@@ -25,21 +25,21 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x64ocparse/v1/job.proto\x12\x0b\x64ocparse.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"K\n\x08Progress\x12\x0c\n\x04\x64one\x18\x01 \x01(\r\x12\r\n\x05total\x18\x02 \x01(\r\x12\r\n\x05stage\x18\x03 \x01(\t\x12\x13\n\x0bready_pages\x18\x04 \x01(\t\"+\n\x08JobError\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xac\x01\n\tResultRef\x12\x12\n\nsize_bytes\x18\x01 \x01(\x04\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12+\n\x07storage\x18\x03 \x01(\x0e\x32\x1a.docparse.v1.ResultStorage\x12\x10\n\x08\x62lob_key\x18\x04 \x01(\t\x12\x14\n\x0c\x63ontent_type\x18\x05 \x01(\t\x12\x12\n\npage_count\x18\x06 \x01(\r\x12\x12\n\nchar_count\x18\x07 \x01(\x04\"\xce\x04\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12!\n\x05state\x18\x02 \x01(\x0e\x32\x12.docparse.v1.State\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\'\n\x08progress\x18\x04 \x01(\x0b\x32\x15.docparse.v1.Progress\x12$\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x15.docparse.v1.JobError\x12&\n\x06result\x18\x06 \x01(\x0b\x32\x16.docparse.v1.ResultRef\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\r\x12\x10\n\x08\x62\x61tch_id\x18\x08 \x01(\t\x12\x11\n\tfile_name\x18\t \x01(\t\x12\x16\n\x0e\x63ontent_sha256\x18\n \x01(\t\x12\x14\n\x0c\x63ontent_type\x18\x0b \x01(\t\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nsize_bytes\x18\x0f \x01(\x04\x12\x11\n\tlanguages\x18\x10 \x03(\t\x12\r\n\x05pages\x18\x11 \x01(\t\x12&\n\x06images\x18\x12 \x01(\x0e\x32\x16.docparse.v1.ImageMode\x12&\n\x08ocr_mode\x18\x13 \x01(\x0e\x32\x14.docparse.v1.OcrMode\x12\x0f\n\x07ocr_dpi\x18\x14 \x01(\r*\x7f\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSTATE_QUEUED\x10\x01\x12\x11\n\rSTATE_RUNNING\x10\x02\x12\x13\n\x0fSTATE_SUCCEEDED\x10\x03\x12\x10\n\x0cSTATE_FAILED\x10\x04\x12\x13\n\x0fSTATE_CANCELLED\x10\x05*k\n\tImageMode\x12\x1a\n\x16IMAGE_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fIMAGE_MODE_NONE\x10\x01\x12\x19\n\x15IMAGE_MODE_REFERENCED\x10\x02\x12\x12\n\x0eIMAGE_MODE_ALL\x10\x03*\\\n\x07OcrMode\x12\x18\n\x14OCR_MODE_UNSPECIFIED\x10\x00\x12\x11\n\rOCR_MODE_AUTO\x10\x01\x12\x12\n\x0eOCR_MODE_FORCE\x10\x02\x12\x10\n\x0cOCR_MODE_OFF\x10\x03*c\n\rResultStorage\x12\x1e\n\x1aRESULT_STORAGE_UNSPECIFIED\x10\x00\x12\x19\n\x15RESULT_STORAGE_INLINE\x10\x01\x12\x17\n\x13RESULT_STORAGE_BLOB\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x64ocparse/v1/job.proto\x12\x0b\x64ocparse.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"K\n\x08Progress\x12\x0c\n\x04\x64one\x18\x01 \x01(\r\x12\r\n\x05total\x18\x02 \x01(\r\x12\r\n\x05stage\x18\x03 \x01(\t\x12\x13\n\x0bready_pages\x18\x04 \x01(\t\"+\n\x08JobError\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xac\x01\n\tResultRef\x12\x12\n\nsize_bytes\x18\x01 \x01(\x04\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12+\n\x07storage\x18\x03 \x01(\x0e\x32\x1a.docparse.v1.ResultStorage\x12\x10\n\x08\x62lob_key\x18\x04 \x01(\t\x12\x14\n\x0c\x63ontent_type\x18\x05 \x01(\t\x12\x12\n\npage_count\x18\x06 \x01(\r\x12\x12\n\nchar_count\x18\x07 \x01(\x04\"\xe1\x04\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12!\n\x05state\x18\x02 \x01(\x0e\x32\x12.docparse.v1.State\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\'\n\x08progress\x18\x04 \x01(\x0b\x32\x15.docparse.v1.Progress\x12$\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x15.docparse.v1.JobError\x12&\n\x06result\x18\x06 \x01(\x0b\x32\x16.docparse.v1.ResultRef\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\r\x12\x10\n\x08\x62\x61tch_id\x18\x08 \x01(\t\x12\x11\n\tfile_name\x18\t \x01(\t\x12\x16\n\x0e\x63ontent_sha256\x18\n \x01(\t\x12\x14\n\x0c\x63ontent_type\x18\x0b \x01(\t\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nsize_bytes\x18\x0f \x01(\x04\x12\x11\n\tlanguages\x18\x10 \x03(\t\x12\r\n\x05pages\x18\x11 \x01(\t\x12&\n\x06images\x18\x12 \x01(\x0e\x32\x16.docparse.v1.ImageMode\x12&\n\x08ocr_mode\x18\x13 \x01(\x0e\x32\x14.docparse.v1.OcrMode\x12\x0f\n\x07ocr_dpi\x18\x14 \x01(\r\x12\x11\n\tmax_pages\x18\x15 \x01(\r*\x7f\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSTATE_QUEUED\x10\x01\x12\x11\n\rSTATE_RUNNING\x10\x02\x12\x13\n\x0fSTATE_SUCCEEDED\x10\x03\x12\x10\n\x0cSTATE_FAILED\x10\x04\x12\x13\n\x0fSTATE_CANCELLED\x10\x05*k\n\tImageMode\x12\x1a\n\x16IMAGE_MODE_UNSPECIFIED\x10\x00\x12\x13\n\x0fIMAGE_MODE_NONE\x10\x01\x12\x19\n\x15IMAGE_MODE_REFERENCED\x10\x02\x12\x12\n\x0eIMAGE_MODE_ALL\x10\x03*\\\n\x07OcrMode\x12\x18\n\x14OCR_MODE_UNSPECIFIED\x10\x00\x12\x11\n\rOCR_MODE_AUTO\x10\x01\x12\x12\n\x0eOCR_MODE_FORCE\x10\x02\x12\x10\n\x0cOCR_MODE_OFF\x10\x03*c\n\rResultStorage\x12\x1e\n\x1aRESULT_STORAGE_UNSPECIFIED\x10\x00\x12\x19\n\x15RESULT_STORAGE_INLINE\x10\x01\x12\x17\n\x13RESULT_STORAGE_BLOB\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'docparse.v1.job_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STATE']._serialized_start=961
-  _globals['_STATE']._serialized_end=1088
-  _globals['_IMAGEMODE']._serialized_start=1090
-  _globals['_IMAGEMODE']._serialized_end=1197
-  _globals['_OCRMODE']._serialized_start=1199
-  _globals['_OCRMODE']._serialized_end=1291
-  _globals['_RESULTSTORAGE']._serialized_start=1293
-  _globals['_RESULTSTORAGE']._serialized_end=1392
+  _globals['_STATE']._serialized_start=980
+  _globals['_STATE']._serialized_end=1107
+  _globals['_IMAGEMODE']._serialized_start=1109
+  _globals['_IMAGEMODE']._serialized_end=1216
+  _globals['_OCRMODE']._serialized_start=1218
+  _globals['_OCRMODE']._serialized_end=1310
+  _globals['_RESULTSTORAGE']._serialized_start=1312
+  _globals['_RESULTSTORAGE']._serialized_end=1411
   _globals['_PROGRESS']._serialized_start=71
   _globals['_PROGRESS']._serialized_end=146
   _globals['_JOBERROR']._serialized_start=148
@@ -47,5 +47,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RESULTREF']._serialized_start=194
   _globals['_RESULTREF']._serialized_end=366
   _globals['_JOB']._serialized_start=369
-  _globals['_JOB']._serialized_end=959
+  _globals['_JOB']._serialized_end=978
 # @@protoc_insertion_point(module_scope)

@@ -293,6 +293,7 @@ class Job(_message.Message):
     IMAGES_FIELD_NUMBER: _builtins.int
     OCR_MODE_FIELD_NUMBER: _builtins.int
     OCR_DPI_FIELD_NUMBER: _builtins.int
+    MAX_PAGES_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     state: Global___State.ValueType
     version: _builtins.int
@@ -316,6 +317,10 @@ class Job(_message.Message):
     """The OCR mode the job runs with (never OCR_MODE_UNSPECIFIED for a job created with it)."""
     ocr_dpi: _builtins.int
     """The resolution OCR renders pages at, in dots per inch (the deployment's when not asked)."""
+    max_pages: _builtins.int
+    """The most pages its document may have when its API key's `max_pages` is below the
+    deployment's limit (a plan's cap); 0 = the deployment's. Over it: FAILED DOCUMENT_TOO_LARGE.
+    """
     @_builtins.property
     def progress(self) -> Global___Progress: ...
     @_builtins.property
@@ -361,10 +366,11 @@ class Job(_message.Message):
         images: Global___ImageMode.ValueType = ...,
         ocr_mode: Global___OcrMode.ValueType = ...,
         ocr_dpi: _builtins.int = ...,
+        max_pages: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "error", b"error", "expire_time", b"expire_time", "progress", b"progress", "result", b"result", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "batch_id", b"batch_id", "content_sha256", b"content_sha256", "content_type", b"content_type", "create_time", b"create_time", "error", b"error", "expire_time", b"expire_time", "file_name", b"file_name", "images", b"images", "job_id", b"job_id", "languages", b"languages", "ocr_dpi", b"ocr_dpi", "ocr_mode", b"ocr_mode", "pages", b"pages", "progress", b"progress", "result", b"result", "size_bytes", b"size_bytes", "state", b"state", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "batch_id", b"batch_id", "content_sha256", b"content_sha256", "content_type", b"content_type", "create_time", b"create_time", "error", b"error", "expire_time", b"expire_time", "file_name", b"file_name", "images", b"images", "job_id", b"job_id", "languages", b"languages", "max_pages", b"max_pages", "ocr_dpi", b"ocr_dpi", "ocr_mode", b"ocr_mode", "pages", b"pages", "progress", b"progress", "result", b"result", "size_bytes", b"size_bytes", "state", b"state", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -4,7 +4,7 @@ The numbers live in Redis, which only parser_svc reads, so this is the GetTenant
 upstream (with the caller's identity, as every route's call): parser_svc answers it for a key
 marked `"admin": true` in the keys file only (PERMISSION_DENIED ADMIN_ONLY, 403, for any other
 key, and in dev mode). To its answer the gateway adds what only the keys file knows: each
-tenant's `max_queued_jobs` and `max_running_jobs` (0: no limit), and the configured tenants
+tenant's `max_queued_jobs`, `max_running_jobs` and `max_pages` (0: none), and the configured tenants
 that have no job queued or running now (zeros, their key's weight). Tenants by name.
 """
 
@@ -25,7 +25,7 @@ PATH = "/v1/admin/tenants"
 
 def _with_keys(answer: dict[str, Any], configured: dict[str, Limits]) -> dict[str, Any]:
     """`answer` (GetTenantSharesResponse as JSON) with every configured tenant listed and
-    each tenant's `max_queued_jobs` and `max_running_jobs`."""
+    each tenant's `max_queued_jobs`, `max_running_jobs` and `max_pages`."""
     tenants = {str(row["tenant"]): row for row in answer.get("tenants", [])}
     for tenant, limits in configured.items():
         tenants.setdefault(
@@ -43,6 +43,7 @@ def _with_keys(answer: dict[str, Any], configured: dict[str, Limits]) -> dict[st
         limits = configured.get(tenant, Limits())
         row["max_queued_jobs"] = limits.max_queued_jobs
         row["max_running_jobs"] = limits.max_running_jobs
+        row["max_pages"] = limits.max_pages
     answer["tenants"] = [tenants[name] for name in sorted(tenants)]
     return answer
 

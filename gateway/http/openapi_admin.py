@@ -1,7 +1,7 @@
 """The operators' read in the OpenAPI document (gateway.http.openapi): GET /v1/admin/tenants
 (gateway.http.admin) and its body, the TenantShares schema: the GetTenantSharesResponse
-message's schema with each tenant's `max_queued_jobs` and `max_running_jobs` from the keys
-file."""
+message's schema with each tenant's `max_queued_jobs`, `max_running_jobs` and `max_pages` from
+the keys file."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def tenant_shares_schema(response: Schema, share: Schema) -> Schema:
     and TenantShare messages."""
     limit: Schema = {
         "type": "object",
-        "required": ["max_queued_jobs", "max_running_jobs"],
+        "required": ["max_queued_jobs", "max_running_jobs", "max_pages"],
         "properties": {
             "max_queued_jobs": {
                 "type": "integer",
@@ -28,6 +28,11 @@ def tenant_shares_schema(response: Schema, share: Schema) -> Schema:
                 "type": "integer",
                 "minimum": 0,
                 "description": "the tenant's key's max_running_jobs in the keys file (0: none)",
+            },
+            "max_pages": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "the tenant's key's max_pages in the keys file (0: none)",
             },
         },
     }

@@ -21,6 +21,7 @@ from docparse_server.errors import cursor_ahead, error
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc import observability
 from parser_svc.api.batch_watch import BatchFollowers, RawBatch
+from parser_svc.api.job_options import page_cap
 from parser_svc.api.submit import Submitter, check_languages, unsupported
 from parser_svc.api.uploads import (
     MAX_FILES,
@@ -218,6 +219,8 @@ class Batches:
                     "languages": item.languages,
                 }
             )
+            if cap := page_cap(self.submitter.settings.parse_max_pages):
+                records[-1]["max_pages"] = str(cap)
         return records
 
     async def get(self, batch_id: str) -> parser_service_pb2.Batch:

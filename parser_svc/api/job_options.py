@@ -18,6 +18,7 @@ from parser_svc.parsers import (
     OCR_AUTO,
     page_ranges,
 )
+from parser_svc.state.caller_scope import current_caller
 from parser_svc.state.records import IMAGE_MODES, OCR_MODES
 
 # Formats whose package has pages a selection can name.
@@ -92,3 +93,12 @@ def check_options(
         ocr_mode=ocr_mode or OCR_AUTO,
         ocr_dpi=0 if dpi == deployment_dpi else dpi,
     )
+
+
+def page_cap(deployment_max_pages: int) -> int:
+    """The caller's key's `max_pages` when it is below the deployment's: its jobs' records keep
+    it (`max_pages`), the worker's parse is held to it and it is part of their identity; 0
+    otherwise."""
+    caller = current_caller.get()
+    cap = caller.limits.max_pages if caller else 0
+    return cap if 0 < cap < deployment_max_pages else 0

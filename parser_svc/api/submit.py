@@ -26,7 +26,7 @@ from docparse_server import tracing
 from docparse_server.errors import error
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc import PARSER_VERSION, observability
-from parser_svc.api.job_options import JobOptions, check_options, of_job
+from parser_svc.api.job_options import JobOptions, check_options, of_job, page_cap
 from parser_svc.parsers import ocr
 from parser_svc.parsers.detect import sniff
 from parser_svc.settings import Settings
@@ -251,11 +251,12 @@ class Submitter:
         # Other language hints, pages, image or OCR modes are another parse.
         hints = ",".join(languages)
         identity = f"{PARSER_VERSION}\0{content_type}\0{sha256}" + (f"\0{hints}" if hints else "")
-        identity += options.identity()
+        cap = page_cap(self.settings.parse_max_pages)
+        identity += options.identity() + (f"\0m={cap}" if cap else "")
         # The request_id's match: the bytes, and the options when they are not the defaults.
         fingerprint = sha256
-        if hints or options.identity():
-            extra = f"{hints}{options.identity()}"
+        if hints or options.identity() or cap:
+            extra = f"{hints}{options.identity()}" + (f"\0m={cap}" if cap else "")
             fingerprint = hashlib.sha256(f"{sha256}\0{extra}".encode()).hexdigest()
         # Redis Cluster: the job's cell follows its upload, so the same bytes meet their running
         # job there and a retry (same request_id, same bytes) finds its first job there. One
@@ -276,6 +277,8 @@ class Submitter:
         if hints:
             fields["languages"] = hints
         fields.update(options.fields())
+        if cap:
+            fields["max_pages"] = str(cap)
         fields.update(tracing.current_carrier())  # a worker continues this trace (worker.py)
         return _Plan(
             tenant, sha256, cell, request_key, dedupe_key, fields, callback, fingerprint, options

@@ -54,6 +54,8 @@ def parse_overrides(job: job_pb2.Job) -> dict[str, object]:
         overrides["ocr_mode"] = ocr_mode
     if job.ocr_dpi:
         overrides["ocr_dpi"] = job.ocr_dpi
+    if job.max_pages:
+        overrides["max_pages"] = job.max_pages
     return overrides
 
 
@@ -94,6 +96,7 @@ def record_to_job(rec: Mapping[str, str]) -> job_pb2.Job:
         images=IMAGE_MODES.get(rec.get("images", ""), job_pb2.IMAGE_MODE_UNSPECIFIED),
         ocr_mode=OCR_MODES.get(rec.get("ocr_mode", ""), job_pb2.OCR_MODE_UNSPECIFIED),
         ocr_dpi=num("ocr_dpi"),
+        max_pages=num("max_pages"),
     )
     job.create_time.FromMilliseconds(num("create_ms"))
     job.update_time.FromMilliseconds(num("update_ms"))

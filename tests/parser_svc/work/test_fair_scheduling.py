@@ -13,7 +13,7 @@ the order jobs start in is what a user sees.
 - While B's job runs and A's wait, the per-tenant gauges and the admin read
   (GET /v1/admin/tenants, an admin key's only) say so.
 - A key's `max_running_jobs` holds its tenant's jobs in flight to it with slots free, and
-  another tenant's job takes the slot it leaves.
+  another tenant's job takes the slot it leaves; its `max_pages` holds its documents to it.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ KEYS: dict[str, object] = {
         {"sha256": key_digest("key-of-d"), "tenant": "tenant-d", "max_queued_jobs": 2},
         {"sha256": key_digest("key-of-ops"), "tenant": "ops", "admin": True},
         {"sha256": key_digest("key-of-e"), "tenant": "tenant-e", "max_running_jobs": 1},
+        {"sha256": key_digest("key-of-f"), "tenant": "tenant-f", "max_pages": 2},
     ]
 }
 A_PAGES = 2
@@ -152,6 +153,24 @@ def test_a_tenant_capped_at_one_running_job_leaves_the_other_slot(two_slots: Loc
     ended = [e.ended(job_id).state for job_id in jobs]
     assert ended == [job_pb2.STATE_SUCCEEDED] * 3
     assert most_running == 1
+
+
+def test_a_keys_max_pages_holds_its_documents_to_it(stack: LocalStack) -> None:
+    """F's key allows 2 pages a document (its plan's cap, below the deployment's): its 3-page
+    PDF ends FAILED DOCUMENT_TOO_LARGE naming the 2, its 2-page one succeeds, and the record
+    says the cap; B's 3-page PDF (no cap) succeeds."""
+    f, b = Tenant(stack, "f"), Tenant(stack, "b")
+    over, under, other = f.submit(3), f.submit(2), b.submit(3)
+    failed = f.ended(over.job_id)
+    assert (failed.state, failed.error.reason) == (
+        job_pb2.STATE_FAILED,
+        ErrorReason.DOCUMENT_TOO_LARGE,
+    )
+    assert "the limit is 2" in failed.error.message
+    assert (over.max_pages, failed.max_pages) == (2, 2)
+    assert f.ended(under.job_id).state == job_pb2.STATE_SUCCEEDED
+    done = b.ended(other.job_id)
+    assert (done.state, done.max_pages) == (job_pb2.STATE_SUCCEEDED, 0)
 
 
 def test_a_server_wait_jumps_the_bulk_backlog(stack: LocalStack) -> None:
