@@ -46,7 +46,8 @@ class BatchRecords:
         """Creates the batch meta record and one QUEUED record per file in one step, or answers
         with the batch an earlier request with the same request key made (REPLAY, or CONFLICT
         for other content). Each file dict holds file_name, content_sha256, content_type and
-        size_bytes, and may hold languages (OCR hints, comma separated)."""
+        size_bytes, and may hold languages (OCR hints, comma separated) and max_pages (the
+        tenant's page cap)."""
         ttl = self.ttl
         args: list[str | bytes | int] = [
             now_ms(),
@@ -63,7 +64,7 @@ class BatchRecords:
         ]
         for item in files:
             args += [item["file_name"], item["content_sha256"], item["content_type"]]
-            args += [item["size_bytes"], item.get("languages", "")]
+            args += [item["size_bytes"], item.get("languages", ""), item.get("max_pages", "")]
         args.append(ttl.listed_ms)  # the last argument, after the files
         index = self.keys.tenant_jobs(tenant)
         keys = [

@@ -10,7 +10,8 @@
 -- ARGV[5] request_id TTL (ms), ARGV[6] digest of the batch's content (names and sha256s)
 -- ARGV[7] key prefix of the batch's files ('...:job:{batch}-'), ARGV[8] the batch id
 -- ARGV[9] batch meta key prefix ('...:batch:'), ARGV[10] tenant, ARGV[11] number of files
--- ARGV[12..] per file: file_name, content_sha256, content_type, size_bytes, languages ('' = none)
+-- ARGV[12..] per file: file_name, content_sha256, content_type, size_bytes, languages ('' = none),
+-- max_pages (the tenant's page cap, '' = none)
 -- ARGV[#ARGV] (the last, after the files) how long the tenant's job index must keep a new entry
 -- (ms, lifetimes.py: the longest a record can live)
 -- Returns {status, batch_id}: OK | EXISTS | REPLAY (first batch) | CONFLICT (first batch).
@@ -35,7 +36,7 @@ redis.call('HSET', K[1], 'batch_id', batch_id, 'tenant', tenant, 'total', n,
   'version', n)
 redis.call('PEXPIRE', K[1], queued_ttl + retention)
 for i = 0, n - 1 do
-  local at = 12 + i * 5
+  local at = 12 + i * 6
   local job_id = batch_id .. '-' .. i
   local key = ARGV[7] .. i
   redis.call('HSET', key, 'job_id', job_id, 'file_name', ARGV[at], 'content_sha256',
@@ -44,6 +45,7 @@ for i = 0, n - 1 do
     'stage', 'queued', 'attempt', '0', 'fence', '', 'create_ms', ARGV[1],
     'update_ms', ARGV[1], 'expire_ms', tostring(now + queued_ttl), 'dedupe_key', '')
   if ARGV[at + 4] ~= '' then redis.call('HSET', key, 'languages', ARGV[at + 4]) end
+  if ARGV[at + 5] ~= '' then redis.call('HSET', key, 'max_pages', ARGV[at + 5]) end
   redis.call('PEXPIRE', key, queued_ttl)
   redis.call('SET', key .. ':tomb', tostring(now + queued_ttl) .. ':' .. tenant, 'PX',
     queued_ttl + tomb_extra)

@@ -171,6 +171,15 @@ def test_a_keys_max_pages_holds_its_documents_to_it(stack: LocalStack) -> None:
     assert f.ended(under.job_id).state == job_pb2.STATE_SUCCEEDED
     done = b.ended(other.job_id)
     assert (done.state, done.max_pages) == (job_pb2.STATE_SUCCEEDED, 0)
+    batch = f.stub.CreateBatch(
+        parser_service_pb2.CreateBatchRequest(
+            files=[parser_service_pb2.BatchFile(file_name="long.pdf", content=make_pdf(3, "f"))]
+        ),
+        metadata=f.metadata,
+        timeout=30,
+    ).batch
+    in_batch = f.ended(batch.jobs[0].job_id)
+    assert (in_batch.error.reason, in_batch.max_pages) == (ErrorReason.DOCUMENT_TOO_LARGE, 2)
 
 
 def test_a_server_wait_jumps_the_bulk_backlog(stack: LocalStack) -> None:
