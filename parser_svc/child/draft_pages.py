@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -62,7 +61,6 @@ def writing_drafts(scratch: Path, emit: Callable[..., None]) -> Iterator[None]:
     from parser_svc.parsers import pdf_pages
 
     global relay
-    owner = os.getpid()
     sent: dict[int, bytes] = {}  # page number -> digest of the part announced
 
     def send(number: int, data: bytes) -> None:
@@ -79,7 +77,7 @@ def writing_drafts(scratch: Path, emit: Callable[..., None]) -> Iterator[None]:
         emit(event="page", number=number)
 
     def added(package: rp.ReadingPackage, page: rp.Page, total: int) -> None:
-        if total > 1 and os.getpid() == owner:  # a sibling's own hook is sibling_drafts
+        if total > 1:  # a sibling replaces this hook with its own (sibling_drafts)
             send(page.number, page_part(package, page))
 
     pdf_pages.page_added, relay = added, send

@@ -103,17 +103,7 @@ class _Connection(asyncio.Protocol):
     def send(self, command: bytes) -> asyncio.Future[Any]:
         """The reply's future; resolved by the reader, failed when the connection breaks or
         when the read has waited the deadline."""
-        loop = self.loop
-        future: asyncio.Future[Any] = loop.create_future()
-        if self._broken is not None or self._transport is None:
-            future.set_exception(RedisConnectionError(str(self._broken or "not connected")))
-            return future
-        sent = loop.time()  # nondecreasing along the line: its head is the oldest read
-        self._waiting.append((future, sent))
-        self._transport.write(command)
-        if self._timer is None:
-            self._timer = loop.call_at(sent + self._deadline_s, self._at_deadline)
-        return future
+        return self.send_many((command,))[0]
 
     def send_many(self, commands: Sequence[bytes]) -> list[asyncio.Future[Any]]:
         """`send` for each of `commands`, written to the socket at once."""
@@ -123,7 +113,7 @@ class _Connection(asyncio.Protocol):
             for future in futures:
                 future.set_exception(RedisConnectionError(str(self._broken or "not connected")))
             return futures
-        sent = loop.time()
+        sent = loop.time()  # nondecreasing along the line: its head is the oldest read
         self._waiting.extend((future, sent) for future in futures)
         self._transport.write(b"".join(commands))
         if self._timer is None:

@@ -102,18 +102,7 @@ class BlobStore:
         return f"{self.env}/inputs/{job_id}.secret"
 
     def put_secret(self, job_id: str, secret: str) -> str:
-        key = self.secret_key(job_id)
-        target = self.path(key)
-        self._make_dir(target.parent)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")  # mode 0600
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(secret.encode("utf-8"))
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return key
+        return self._write(self.secret_key(job_id), secret.encode("utf-8"))  # mode 0600
 
     def read_secret(self, job_id: str) -> str:
         """The stored password of a job, "" when there is none."""
