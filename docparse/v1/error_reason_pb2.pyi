@@ -105,8 +105,9 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     PAGE_RANGE_NOT_SUPPORTED: _ErrorReason.ValueType  # 121
     """SubmitJob `pages` for a format without pages (DOCX, DOC, XLSX, XLS, PPTX)."""
     PAGE_RANGE_PAST_END: _ErrorReason.ValueType  # 122
-    """A job FAILED (also INVALID_ARGUMENT where an RPC says it): `pages` names a page past the
-    document's last one; the message names the page count.
+    """SubmitJob `pages` names a page past the PDF's last one: INVALID_ARGUMENT at submit
+    (metadata `page_count`, `pages`), or a job FAILED when only the parse could count the
+    pages (a damaged PDF); the message names the page count.
     """
     INVALID_OCR_DPI: _ErrorReason.ValueType  # 123
     """SubmitJob `ocr_dpi` outside 72..400."""
@@ -330,8 +331,9 @@ whose end is before its start, over 64 parts or 256 characters.
 PAGE_RANGE_NOT_SUPPORTED: ErrorReason.ValueType  # 121
 """SubmitJob `pages` for a format without pages (DOCX, DOC, XLSX, XLS, PPTX)."""
 PAGE_RANGE_PAST_END: ErrorReason.ValueType  # 122
-"""A job FAILED (also INVALID_ARGUMENT where an RPC says it): `pages` names a page past the
-document's last one; the message names the page count.
+"""SubmitJob `pages` names a page past the PDF's last one: INVALID_ARGUMENT at submit
+(metadata `page_count`, `pages`), or a job FAILED when only the parse could count the
+pages (a damaged PDF); the message names the page count.
 """
 INVALID_OCR_DPI: ErrorReason.ValueType  # 123
 """SubmitJob `ocr_dpi` outside 72..400."""

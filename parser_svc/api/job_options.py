@@ -17,6 +17,7 @@ from parser_svc.parsers import (
     MIN_JOB_OCR_DPI,
     OCR_AUTO,
     page_ranges,
+    pdf_page_count,
 )
 from parser_svc.state.caller_scope import current_caller
 from parser_svc.state.records import IMAGE_MODES, OCR_MODES
@@ -68,7 +69,8 @@ def of_job(job: job_pb2.Job) -> JobOptions:
 def check_options(
     request: parser_service_pb2.SubmitJobRequest, content_type: str, deployment_dpi: int
 ) -> JobOptions:
-    """The request's options, checked (INVALID_ARGUMENT with a reason) and normalised."""
+    """The request's options, checked (INVALID_ARGUMENT with a reason; a page past the end
+    where the count is read at submit: check_page_count) and normalised."""
     try:
         pages = page_ranges.normalised(request.pages)
     except page_ranges.PageRangeError as err:
@@ -87,12 +89,34 @@ def check_options(
             f"ocr_dpi is {dpi}; it must be {MIN_JOB_OCR_DPI} to {MAX_JOB_OCR_DPI} (0: the "
             f"deployment's, {deployment_dpi})",
         )
-    return JobOptions(
+    options = JobOptions(
         pages=pages,
         images=images or IMAGES_REFERENCED,
         ocr_mode=ocr_mode or OCR_AUTO,
         ocr_dpi=0 if dpi == deployment_dpi else dpi,
     )
+    check_page_count(options, request.content)
+    return options
+
+
+def check_page_count(options: JobOptions, content: bytes) -> None:
+    """PAGE_RANGE_PAST_END (INVALID_ARGUMENT, the message and `page_count` naming the
+    document's pages) when the selection names a page past the last of a PDF whose page count
+    is read without opening it (parsers/pdf_page_count.py: an undamaged PDF, a few ms at most);
+    for one it cannot read that way, the parse checks and the job ends FAILED with the same
+    reason."""
+    if not options.pages:
+        return
+    count = pdf_page_count.page_count(content)
+    if count is None:
+        return
+    beyond = page_ranges.past_end(page_ranges.parse(options.pages), count)
+    if beyond:
+        raise error(
+            ErrorReason.PAGE_RANGE_PAST_END,
+            page_ranges.past_end_message(options.pages, beyond, count),
+            {"page_count": str(count), "pages": options.pages},
+        )
 
 
 def page_cap(deployment_max_pages: int) -> int:

@@ -29,6 +29,7 @@ __all__ = [
     "normalised",
     "parse",
     "past_end",
+    "past_end_message",
     "render",
 ]
 
@@ -39,6 +40,11 @@ def past_end(selection: Selection, page_count: int) -> int:
     beyond = [max(first, last or 0) for first, last in selection]
     worst = max(beyond, default=0)
     return worst if worst > page_count else 0
+
+
+def past_end_message(pages: str, beyond: int, page_count: int) -> str:
+    """PAGE_RANGE_PAST_END's message, the same at submit and in the parse."""
+    return f"pages {pages!r} names page {beyond}, but the document has {page_count} pages"
 
 
 def indexes(selection: Selection, page_count: int) -> list[range]:

@@ -223,7 +223,7 @@ def _selected(pages: str, total: int) -> list[range]:
     if beyond:
         raise ParseFailure(
             ErrorReason.PAGE_RANGE_PAST_END,
-            f"pages {pages!r} names page {beyond}, but the document has {total} pages",
+            page_ranges.past_end_message(pages, beyond, total),
         )
     return page_ranges.indexes(selection, total)
 

@@ -54,7 +54,8 @@ export interface SubmitOptions {
   /** How long the server may wait for the job to end before answering (the sync answer). */
   waitTimeoutMs?: number;
   /** PDF pages to read, 1-based: "1-5,10,20-" (default: every page). A page past the last one
-   * ends the job FAILED with PAGE_RANGE_PAST_END naming the page count. */
+   * is refused at submit, INVALID_ARGUMENT PAGE_RANGE_PAST_END naming the page count (a
+   * damaged PDF only the parse can count: the job ends FAILED with that reason). */
   pages?: string;
   /** Images in the package: "none"; "referenced" (the server's default: every image listed, its
    * bytes stored when the document keeps them as JPEG); "all" (every image stored, re-encoded

@@ -1,13 +1,14 @@
 """SubmitJob's per-job parse options through a running stack (gateway → replica → worker →
 parse child): pages, images, ocr_mode and ocr_dpi travel from the SDK, the CLI's client and
 HTTP to the parse and are echoed on the job; bad values are refused at submit with a reason; a
-page past the end fails the job naming the page count; the options are part of content dedupe
-and of request-id idempotency."""
+page past the end is refused naming the page count (at submit, or by the parse for a PDF
+only mupdf can count); the options are part of content dedupe and of request-id idempotency."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -109,8 +110,28 @@ def test_the_ocr_mode_reaches_the_parse(client: Client) -> None:
     assert page.ocr and "forced" in page.text
 
 
-def test_a_page_past_the_end_fails_the_job_naming_the_page_count(client: Client) -> None:
-    answer = client.submit("short.pdf", make_pdf(3), pages="2-7")
+def test_a_page_past_the_end_is_refused_at_submit_naming_the_page_count(
+    client: Client, stack: LocalStack
+) -> None:
+    err = refused(lambda: client.submit("short.pdf", make_pdf(3), pages="2-7"))
+    assert err.code.name == "INVALID_ARGUMENT"
+    assert err.reason == ErrorReason.PAGE_RANGE_PAST_END
+    assert "page 7" in str(err) and "3 pages" in str(err)
+    assert err.metadata["page_count"] == "3" and err.metadata["pages"] == "2-7"
+    # An open end is never past it; the last page is not.
+    assert client.parse(make_pdf(3), pages="3-").state == job_pb2.STATE_SUCCEEDED
+    http = stack.http_addresses[0]
+    reply = request(http, "POST", "/v1/jobs?file_name=s.pdf&pages=9", make_pdf(2))
+    assert reply.status == 400 and b"PAGE_RANGE_PAST_END" in reply.body
+    assert b"the document has 2 pages" in reply.body
+
+
+def test_a_page_past_the_end_of_a_pdf_only_the_parse_can_count_fails_the_job(
+    client: Client,
+) -> None:
+    # startxref points nowhere: mupdf repairs the file, the submit's reader does not.
+    damaged = re.sub(rb"startxref\s+\d+", b"startxref\n7", make_pdf(3))
+    answer = client.submit("damaged.pdf", damaged, pages="2-7")
     job = wait_terminal(client.target, answer.job.job_id)
     assert job.state == job_pb2.STATE_FAILED
     assert job.error.reason == ErrorReason.PAGE_RANGE_PAST_END

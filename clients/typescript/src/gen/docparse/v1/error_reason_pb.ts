@@ -287,8 +287,9 @@ export enum ErrorReason {
   PAGE_RANGE_NOT_SUPPORTED = 121,
 
   /**
-   * A job FAILED (also INVALID_ARGUMENT where an RPC says it): `pages` names a page past the
-   * document's last one; the message names the page count.
+   * SubmitJob `pages` names a page past the PDF's last one: INVALID_ARGUMENT at submit
+   * (metadata `page_count`, `pages`), or a job FAILED when only the parse could count the
+   * pages (a damaged PDF); the message names the page count.
    *
    * @generated from enum value: PAGE_RANGE_PAST_END = 122;
    */

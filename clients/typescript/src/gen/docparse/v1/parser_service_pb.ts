@@ -85,9 +85,11 @@ export type SubmitJobRequest = Message<"docparse.v1.SubmitJobRequest"> & {
    * order, each once). Empty: every page. At most 64 parts and 256 characters. Checked at
    * submit: bad syntax (or a descending or zero page) answers INVALID_ARGUMENT with
    * INVALID_PAGE_RANGE; a format without pages (DOCX, XLSX, XLS, PPTX, DOC) with
-   * PAGE_RANGE_NOT_SUPPORTED. The page count is known only once the parse opens the document:
-   * a page past the last one (an open end never is) ends the job FAILED with
-   * PAGE_RANGE_PAST_END, its message naming the document's page count. Only the pages asked
+   * PAGE_RANGE_NOT_SUPPORTED; a page past the last one (an open end never is) with
+   * PAGE_RANGE_PAST_END, the message and ErrorInfo metadata `page_count` naming the document's
+   * page count: read at submit from the PDF's cross-reference without opening it. A PDF it
+   * cannot be read from that way (damaged: only the parse's repair finds its pages) is counted
+   * when the parse opens it, and the job ends FAILED with the same reason. Only the pages asked
    * are read: the package holds those (ReadingPackage.pages, `page_selection`) and says how
    * many the document has (`document_page_count`).
    *
