@@ -223,9 +223,10 @@ def find_stream_tables(
     # Lines of prose (a column of text beside a table would join its rows) are left out;
     # a table with one inside its box is no table found here.
     everything = segments
-    prose = [seg for seg in segments if _prose_line(seg)]
+    is_prose = [_prose_line(seg) for seg in segments]
+    prose = [seg for seg, flag in zip(segments, is_prose, strict=True) if flag]
     if prose:
-        segments = [seg for seg in segments if not _prose_line(seg)]
+        segments = [seg for seg, flag in zip(segments, is_prose, strict=True) if not flag]
     # Two columns of prose: each column's tables apart (rows beside each other are no one row).
     tables = []
     for part in _page_columns(prose, segments):
@@ -266,16 +267,21 @@ def _gutter(prose: list[_Segment], others: list[_Segment], least: int) -> float 
     that no other segment of text their size crosses; None on a page of one column."""
     if len(prose) < 2 * least:
         return None
-    for x in sorted({seg[2] for seg in prose}):
-        left = sum(1 for seg in prose if seg[2] <= x)
-        right = [seg[0] for seg in prose if seg[0] > x]
-        across = len(prose) - left - len(right)  # a page footer, a full-width line
-        if min(left, len(right)) < max(least, 3 * across):
+    # Counted by bisection in the sorted edges: a page's lines, not their square.
+    ends = sorted(seg[2] for seg in prose)
+    starts = sorted(seg[0] for seg in prose)
+    for x in sorted(set(ends)):
+        left = bisect_right(ends, x)
+        first_right = bisect_right(starts, x)
+        right = len(prose) - first_right
+        across = len(prose) - left - right  # a page footer, a full-width line
+        if min(left, right) < max(least, 3 * across):
             continue
         height = median(seg[3] - seg[1] for seg in prose)
-        if min(right) - x < GUTTER_EMS * height:
+        nearest = starts[first_right]
+        if nearest - x < GUTTER_EMS * height:
             return None
-        gap = (x + min(right)) / 2  # a title in larger type may stand across it
+        gap = (x + nearest) / 2  # a title in larger type may stand across it
         small = [seg for seg in others if seg[3] - seg[1] <= TALLER * height]
         return None if any(seg[0] < gap < seg[2] for seg in small) else gap
     return None
