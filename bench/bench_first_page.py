@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -26,6 +27,7 @@ import pymupdf
 
 from bench.harness.documents import book_pdf
 from bench.harness.output import ROOT, log, write_text
+from bench.harness.procfs import cpu_seconds, descendants, reaped_children_cpu_seconds
 from bench.harness.stacks import bench_stack, running
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.v1 import reading_package_pb2 as rp
@@ -64,15 +66,39 @@ def _page(part: bytes) -> bytes:
     return rp.ReadingPackage.FromString(part).pages[0].SerializeToString(deterministic=True)
 
 
-def through_gateway(address: str, data: bytes) -> dict[str, float]:
+# What each kind of the stack's processes is, by its command line (a parse child's siblings
+# are forked from it and share it).
+KINDS = (("parse_child", "parse"), ("-m gateway", "gateway"), ("redis-server", "redis"))
+
+
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds so far of this process (the client) and of the stack under it, by kind: a
+    parse child counts the siblings it reaped."""
+    out = {"client": cpu_seconds(os.getpid()), "parse": 0.0, "replica": 0.0}
+    for pid, line in descendants(os.getpid()).items():
+        kind = next((name for key, name in KINDS if key in line), "replica")
+        spent = cpu_seconds(pid)
+        if kind == "parse":
+            spent += reaped_children_cpu_seconds(pid)
+        if spent == spent:  # gone meanwhile: nan
+            out[kind] = out.get(kind, 0.0) + spent
+    return out
+
+
+def through_gateway(address: str, data: bytes, pages: int) -> dict[str, float]:
     """Seconds from submit to the first page part, to page 1's, to each page's first part
     ("page_<k>_s") and to the end; drafts equal to their final page ("same_drafts", of
-    "drafts")."""
+    "drafts"); and from the submit to the last of the `pages` drafts ("last_draft_s"), the CPU
+    time each kind of process spent, per page ("cpu_<kind>_ms_per_page": the stack's cost of
+    a page while pages stream, before the passes of the end)."""
     channel, s = stub(address)
     times: dict[str, float] = {}
+    # Parts kept as sent and compared after the end: the client's own work during the stream
+    # is no more than a reader's (one parse a part), not a comparison's.
     drafts: dict[int, bytes] = {}
-    same = 0
+    finals: dict[int, bytes] = {}
     with channel:
+        before = cpu_by_kind()
         started = time.perf_counter()
         request = parser_service_pb2.SubmitJobRequest(file_name="book.pdf", content=data)
         job = s.SubmitJob(request, timeout=60).job
@@ -82,13 +108,19 @@ def through_gateway(address: str, data: bytes) -> dict[str, float]:
             times.setdefault("first_part_s", now)
             if message.page_part:
                 times.setdefault(f"page_{message.page_number}_s", now)
-                if not message.final:
-                    drafts[message.page_number] = _page(message.page_part)
-                elif message.page_number in drafts:
-                    same += drafts[message.page_number] == _page(message.page_part)
+                rp.ReadingPackage.FromString(message.page_part)  # what a reader does
+                (finals if message.final else drafts)[message.page_number] = message.page_part
+                if len(drafts) == pages and "last_draft_s" not in times:
+                    times["last_draft_s"] = now
+                    after = cpu_by_kind()
+                    for kind, spent in after.items():
+                        times[f"cpu_{kind}_ms_per_page"] = (
+                            (spent - before.get(kind, 0.0)) * 1000 / pages
+                        )
             if message.HasField("job"):
                 assert message.job.state == job_pb2.STATE_SUCCEEDED, message.job.error
                 times["end_s"] = now
+    same = sum(_page(part) == _page(finals[n]) for n, part in drafts.items() if n in finals)
     times["drafts"], times["same_drafts"] = len(drafts), same
     return times
 
@@ -98,21 +130,40 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=352)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the stack's servers (DOCPARSE_PDF_SPLIT_MIN_PAGES=0: one process a "
+        "parse); may repeat",
+    )
     args = parser.parse_args()
     book = book_pdf(args.pages)
     runs: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="bench-first-page-") as folder:
-        stack = bench_stack(Path(folder), replicas=args.replicas)
+        env = dict(item.split("=", 1) for item in args.env)
+        stack = bench_stack(Path(folder), replicas=args.replicas, extra_env=env)
         with running([stack]):
             address = stack.gateway_addresses[0]
-            through_gateway(address, _copy(book, -1))  # warm: the first job starts the workers
+            through_gateway(
+                address, _copy(book, -1), args.pages
+            )  # warm: the first job starts the workers
             for run in range(args.runs):
                 data = _copy(book, run)
-                times = through_gateway(address, data)
+                times = through_gateway(address, data, args.pages)
                 times["raw_page_1_s"] = raw_first_page(data)
                 for number, seconds in enumerate(raw_page_times(data), 1):
                     times[f"raw_page_{number}_s"] = seconds
-                log(f"run {run}: {times}")
+                log(
+                    f"run {run}: "
+                    + ", ".join(
+                        f"{k}={v:.3f}"
+                        for k, v in times.items()
+                        if not k.startswith(("page_", "raw_page_"))
+                        or k.endswith(("_1_s", "_100_s"))
+                    )
+                )
                 runs.append(times)
     p50 = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
     report = {"pages": args.pages, "runs": runs, "p50": p50}
@@ -128,6 +179,13 @@ def main() -> None:
         ours, raw = p50[f"page_{k}_s"] * 1000, p50[f"raw_page_{k}_s"] * 1000
         print(f"  page {k}: {ours:.0f} ms vs raw {raw:.1f} ms = {ours / raw:.2f}x")
     print(f"drafts byte for byte their final page: {p50['same_drafts']:.0f} of {p50['drafts']:.0f}")
+    cpu = {key[4:-12]: value for key, value in p50.items() if key.startswith("cpu_")}
+    if cpu:
+        print(
+            f"to the last draft ({p50['last_draft_s'] * 1000:.0f} ms), CPU ms a page (p50): "
+            + ", ".join(f"{kind} {ms:.2f}" for kind, ms in cpu.items())
+            + f"; all {sum(cpu.values()):.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -64,3 +64,29 @@ def children(parent: int) -> dict[int, bytes]:
             except (OSError, ValueError):
                 continue
     return found
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Every process under `root` (children, theirs, ...): their command lines, by pid."""
+    parents: dict[int, int] = {}
+    lines: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+                )
+                lines[int(entry.name)] = (
+                    (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                )
+            except (OSError, ValueError):
+                continue
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in found:
+                found[pid] = lines.get(pid, "")
+                frontier.append(pid)
+    return found
