@@ -89,10 +89,20 @@ class PagePublisher:
                 self.ready.add(number)
 
 
+# After its first batch, a queue lets the drafts of this long gather before it writes the
+# next: a page the child reads every ~1 ms would otherwise be a batch of its own, and each
+# batch costs the replica a thread trip, a script call, a publish and the streams' wakes
+# (bench/README.md, "Pages while the job runs, fourth pass").
+GATHER_S = 0.004
+# ... unless this many are in already.
+GATHER_PAGES = 16
+
+
 class DraftQueue:
     """The drafts the child announces, published by a task of their own in batches: the child's
     events are never held up by a store write, and a page that arrives while a batch is being
-    written goes with the next one."""
+    written goes with the next one. The first batch goes at once (page 1 as soon as it is
+    read); the later ones gather for GATHER_S."""
 
     def __init__(self, publisher: PagePublisher, scratch: Path) -> None:
         self.publisher, self.scratch = publisher, scratch
@@ -109,11 +119,17 @@ class DraftQueue:
             self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        first = True
         while True:
             await self.wake.wait()
             self.wake.clear()
             if self.publisher.stopped:
                 return
+            if not first and len(self.pending) < GATHER_PAGES:
+                await asyncio.sleep(GATHER_S)
+                if self.publisher.stopped:
+                    return
+            first = False
             drafts, self.pending = self.pending, []
             await self.publisher.publish_drafts(self.scratch, drafts)
             self.on_published()
