@@ -9,7 +9,8 @@ Each round submits `--copies` unique copies of the generated book (its metadata 
 content dedupe joins none of them) from one thread each and waits for every job to succeed;
 raw and stack alternate, round by round. Printed: pages/s of each, their ratio (goal ≥ 0.5),
 and CPU seconds per page: raw's (the pool's children) and the stack's (every process of it,
-bench.parse.stack_cpu), medians over rounds. Also the reading package in this process and
+bench.parse.stack_cpu, and by kind: replicas, parse processes, fork servers, gateway,
+Redis), medians over rounds. Also the reading package in this process and
 `get_text("dict")` per page, for where the time goes. Writes var/bench/book.json.
 """
 
@@ -30,7 +31,7 @@ from bench.harness.documents import book_pdf
 from bench.harness.jobs import run_job
 from bench.harness.output import ROOT, log, write_text
 from bench.harness.stacks import bench_stack, running
-from bench.parse.stack_cpu import stack_cpu_seconds, usable_cores
+from bench.parse.stack_cpu import stack_cpu_by_kind, usable_cores
 from docparse.v1 import job_pb2, parser_service_pb2
 
 
@@ -126,9 +127,17 @@ def main() -> None:
                 if which == "raw":
                     rate, cpu = raw_every_core(pool, copies)
                 else:
-                    cpu_before = stack_cpu_seconds(stack)
+                    cpu_before = stack_cpu_by_kind(stack)
                     pages, seconds = through_stack(address, copies)
-                    rate, cpu = pages / seconds, (stack_cpu_seconds(stack) - cpu_before) / pages
+                    spent = {
+                        kind: (total - cpu_before[kind]) / pages
+                        for kind, total in stack_cpu_by_kind(stack).items()
+                    }
+                    for kind, seconds_a_page in spent.items():
+                        rates.setdefault(f"stack_{kind}_cpu_ms_per_page", []).append(
+                            seconds_a_page * 1000
+                        )
+                    rate, cpu = pages / seconds, sum(spent.values())
                 rates.setdefault(f"{which}_pages_per_s", []).append(rate)
                 rates.setdefault(f"{which}_cpu_ms_per_page", []).append(cpu * 1000)
             ratio = rates["stack_pages_per_s"][-1] / rates["raw_pages_per_s"][-1]
@@ -146,7 +155,15 @@ def main() -> None:
         f"  raw get_text on every core : {m['raw_pages_per_s']:8.1f} pages/s, "
         f"{m['raw_cpu_ms_per_page']:.2f} CPU ms/page\n"
         f"  the stack, default options : {m['stack_pages_per_s']:8.1f} pages/s, "
-        f"{m['stack_cpu_ms_per_page']:.2f} CPU ms/page\n"
+        f"{m['stack_cpu_ms_per_page']:.2f} CPU ms/page ("
+        + ", ".join(
+            f"{key[6:-16]} {value:.2f}"
+            for key, value in m.items()
+            if key.startswith("stack_")
+            and key.endswith("_cpu_ms_per_page")
+            and key != "stack_cpu_ms_per_page"
+        )
+        + ")\n"
         f"  stack / raw                : {m['stack_vs_raw']:8.2f} (goal >= 0.5)\n"
         f"  in process, ms/page        : {result['in_process_ms_per_page']}"
     )

@@ -13,17 +13,24 @@ from docparse.local.stack import LocalStack
 
 
 def stack_cpu_seconds(stack: LocalStack) -> float:
-    total = 0.0
+    return sum(stack_cpu_by_kind(stack).values())
+
+
+def stack_cpu_by_kind(stack: LocalStack) -> dict[str, float]:
+    """The stack's CPU seconds so far: the replicas' own ("replica"), the parse children they
+    reaped with the siblings those reaped ("parse"), the fork servers, gateways and Redis."""
+    out = dict.fromkeys(("replica", "parse", "fork_server", "gateway", "redis"), 0.0)
     for child in stack.parsers:
-        total += cpu_seconds(child.pid) + reaped_children_cpu_seconds(child.pid)
+        out["replica"] += cpu_seconds(child.pid)
+        out["parse"] += reaped_children_cpu_seconds(child.pid)
         for pid, cmd in children(child.pid).items():
             if b"parser_svc.child.zygote" in cmd:
-                total += cpu_seconds(pid)
+                out["fork_server"] += cpu_seconds(pid)
     for child in stack.gateways:
-        total += cpu_seconds(child.pid)
+        out["gateway"] += cpu_seconds(child.pid)
     if stack.redis is not None and stack.redis.proc is not None:
-        total += cpu_seconds(stack.redis.proc.pid)
-    return total
+        out["redis"] += cpu_seconds(stack.redis.proc.pid)
+    return out
 
 
 def usable_cores() -> int:
