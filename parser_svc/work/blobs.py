@@ -21,6 +21,8 @@ from typing import BinaryIO
 # MB) level 3 takes 12 ms and keeps 0.416 MB where level 6 took 31 ms for 0.377 MB. The job
 # pays this CPU in parser_svc, beside a parse of about 450 ms of raw get_text (bench/README.md).
 RESULT_GZIP_LEVEL = 3
+# Page folders a store keeps resolved (BlobStore._page_folder).
+PAGE_FOLDERS = 256
 
 
 class _RenamedOnClose(io.FileIO):
@@ -42,6 +44,9 @@ class BlobStore:
     def __init__(self, root: Path, env: str) -> None:
         self.root = root
         self.env = env
+        # Jobs' page folders, resolved and checked: a draft batch of every few pages of each
+        # running job asks for its folder (the newest PAGE_FOLDERS kept).
+        self._page_folders: dict[str, Path] = {}
 
     def path(self, key: str) -> Path:
         resolved = (self.root / key).resolve()
@@ -199,8 +204,8 @@ class BlobStore:
         folder = self._page_folder(job_id)
         self._make_dir(folder)
         for sha256, data in parts:
-            target = folder / _part_name(sha256)
-            if not target.exists():
+            target = os.path.join(folder, _part_name(sha256))
+            if not os.path.exists(target):
                 _write_file(target, data)
 
     def read_page_parts(self, job_id: str, sha256s: Iterable[str]) -> list[bytes | None]:
@@ -216,7 +221,13 @@ class BlobStore:
         return found
 
     def _page_folder(self, job_id: str) -> Path:
-        return self.path(f"{self.env}/pages/{job_id}")
+        folder = self._page_folders.get(job_id)
+        if folder is None:
+            folder = self.path(f"{self.env}/pages/{job_id}")
+            if len(self._page_folders) >= PAGE_FOLDERS:
+                del self._page_folders[next(iter(self._page_folders))]
+            self._page_folders[job_id] = folder
+        return folder
 
 
 def _part_name(sha256: str) -> str:
@@ -229,13 +240,21 @@ def _part_name(sha256: str) -> str:
 _HEX = frozenset("0123456789abcdef")
 
 
-def _write_file(target: Path, data: bytes) -> None:
-    """`data` at `target`, whole or not at all (a temporary file beside it, renamed)."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+def _write_file(target: Path | str, data: bytes) -> None:
+    """`data` at `target`, whole or not at all: a temporary file beside it (owner-only, a
+    random name no other writer opens), renamed. Plain system calls: a page part is a few KB,
+    and mkstemp's name making and a buffered file object cost more than its write."""
+    tmp = os.path.join(os.path.dirname(target), f".tmp-{os.urandom(8).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         raise
