@@ -179,6 +179,14 @@ def test_stream_pages_resumes_from_its_cursor(run_live: Callable[[str], str]) ->
     print(*(line for line in report.splitlines() if "resumes=" in line), sep="\n")
 
 
+def test_leaving_a_watch_or_a_page_stream_early_lets_node_exit(
+    run_live: Callable[[str], str],
+) -> None:
+    """A `break` out of watch() or streamPages() ends the call (connect gives a server stream
+    no `return`): the process exits at once instead of at the call's deadline."""
+    run_live("leaving.test.js")
+
+
 def test_result_is_downloaded_and_verified(run_live: Callable[[str], str]) -> None:
     run_live("result.test.js")
 

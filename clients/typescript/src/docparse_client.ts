@@ -6,6 +6,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { fromBinary } from "@bufbuild/protobuf";
 import { BatchClient } from "./batches.js";
+import { streamed } from "./call_signal.js";
 import { ClientError } from "./errors.js";
 import { failureOf } from "./failures.js";
 import type { Job } from "./gen/docparse/v1/job_pb.js";
@@ -146,9 +147,17 @@ export class DocparseClient extends BatchClient {
     for (;;) {
       let progressed = false;
       try {
-        const stream = this.rpc.streamResult(
-          { jobId, cursor },
-          { timeoutMs: this.policy.timeoutMs, signal, onTrailer: this.trailerSink("StreamResult") },
+        const stream = streamed(
+          (callSignal) =>
+            this.rpc.streamResult(
+              { jobId, cursor },
+              {
+                timeoutMs: this.policy.timeoutMs,
+                signal: callSignal,
+                onTrailer: this.trailerSink("StreamResult"),
+              },
+            ),
+          signal,
         );
         for await (const message of stream) {
           cursor = message.cursor;

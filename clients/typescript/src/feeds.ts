@@ -2,6 +2,7 @@
 // GetStatus, a batch through WatchBatch and GetBatch. The client's follow loop does the rest.
 
 import type { Client } from "@connectrpc/connect";
+import { streamed } from "./call_signal.js";
 import { ContractError } from "./errors.js";
 import type { Job } from "./gen/docparse/v1/job_pb.js";
 import type { Batch, ParserService } from "./gen/docparse/v1/parser_service_pb.js";
@@ -25,11 +26,13 @@ export interface Feed<R> {
 
 type Rpc = Client<typeof ParserService>;
 
+/** The picked messages of the stream `open` makes (with its own signal: streamed). */
 async function* picked<M, R>(
-  stream: AsyncIterable<M>,
+  open: (signal: AbortSignal) => AsyncIterable<M>,
+  options: CallOptions,
   pick: (message: M) => R | undefined,
 ): AsyncGenerator<R | undefined, void, undefined> {
-  for await (const message of stream) {
+  for await (const message of streamed(open, options.signal)) {
     yield pick(message);
   }
 }
@@ -39,8 +42,10 @@ export function jobFeed(rpc: Rpc, jobId: string): Feed<Job> {
     watchMethod: "WatchJob",
     pollMethod: "GetStatus",
     watch: (afterVersion, options) =>
-      picked(rpc.watchJob({ jobId, afterVersion }, options), (m) =>
-        m.event.case === "job" ? m.event.value : undefined,
+      picked(
+        (signal) => rpc.watchJob({ jobId, afterVersion }, { ...options, signal }),
+        options,
+        (m) => (m.event.case === "job" ? m.event.value : undefined),
       ),
     poll: async (options) => {
       const response = await rpc.getStatus({ jobId }, options);
@@ -57,8 +62,10 @@ export function batchFeed(rpc: Rpc, batchId: string): Feed<Batch> {
     watchMethod: "WatchBatch",
     pollMethod: "GetBatch",
     watch: (afterVersion, options) =>
-      picked(rpc.watchBatch({ batchId, afterVersion }, options), (m) =>
-        m.event.case === "batch" ? m.event.value : undefined,
+      picked(
+        (signal) => rpc.watchBatch({ batchId, afterVersion }, { ...options, signal }),
+        options,
+        (m) => (m.event.case === "batch" ? m.event.value : undefined),
       ),
     poll: async (options) => {
       const response = await rpc.getBatch({ batchId }, options);
