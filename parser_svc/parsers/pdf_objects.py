@@ -11,6 +11,8 @@ from typing import NamedTuple
 MAX_INFLATED = 4 << 20  # bytes a stream may inflate to
 MAX_PREDICTED = 64 << 10  # bytes of a PNG-predicted xref stream (decoded in Python)
 MAX_DEPTH = 16  # nesting of arrays and dictionaries
+MAX_VALUES = 100_000  # values a parser reads in all (a page tree's /Kids refs are skipped)
+MAX_STRING = 64 << 10  # bytes of a literal string
 
 
 class Unreadable(Exception):
@@ -52,11 +54,15 @@ class Parser:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
+        self.budget = MAX_VALUES
 
     def value(self, pos: int, depth: int = 0) -> tuple[Value, int]:
         """The value at `pos` (whitespace and comments first) and where it ends."""
         if depth > MAX_DEPTH:
             raise Unreadable("nested too deep")
+        self.budget -= 1
+        if self.budget < 0:
+            raise Unreadable(f"more than {MAX_VALUES} values")
         data = self.data
         pos = skip(data, pos)
         head = data[pos : pos + 2]
@@ -141,19 +147,26 @@ class Parser:
         return _filtered(raw, head)
 
 
+_STRING_MARKS = re.compile(rb"[()\\]")
+
+
 def _literal_end(data: bytes, pos: int) -> int:
-    """Where the literal string at `pos` ends (balanced parentheses, escapes)."""
-    level, pos = 0, pos
-    while pos < len(data):
-        byte = data[pos]
-        if byte == 0x5C:  # backslash: the next byte is escaped
-            pos += 2
+    """Where the literal string at `pos` ends (balanced parentheses, escapes); one longer than
+    MAX_STRING is not followed."""
+    level, start = 0, pos
+    for mark in _STRING_MARKS.finditer(data, pos, min(len(data), pos + MAX_STRING)):
+        at = mark.start()
+        if at < pos:  # the byte after a backslash
             continue
-        level += (byte == 0x28) - (byte == 0x29)
-        pos += 1
+        byte = data[at]
+        if byte == 0x5C:
+            pos = at + 2
+            continue
+        level += 1 if byte == 0x28 else -1
+        pos = at + 1
         if level == 0:
             return pos
-    raise Unreadable("unterminated string")
+    raise Unreadable(f"a string unterminated within {MAX_STRING} bytes of {start}")
 
 
 def _filtered(raw: bytes, head: dict[str, Value]) -> tuple[bytes, int]:

@@ -4,6 +4,7 @@ for what it does not follow, and the same or None for every real PDF of the corp
 
 from __future__ import annotations
 
+import functools
 import re
 import resource
 import time
@@ -92,6 +93,15 @@ def test_a_png_predicted_cross_reference_stream_is_read(filters: list[int]) -> N
     assert page_count(data) == _mupdf_count(data) == 40
 
 
+def _catalog_key(pages: int, key: str, value: str) -> bytes:
+    """A PDF of `pages` pages whose catalog has `key` (before /Pages, as it is written)."""
+    doc = _document(pages)
+    catalog = doc.pdf_catalog()  # type: ignore[no-untyped-call]
+    doc.xref_set_key(catalog, key, value)  # type: ignore[no-untyped-call]
+    return bytes(doc.tobytes())  # type: ignore[no-untyped-call]
+
+
+@functools.cache
 def _hostile() -> dict[str, bytes]:
     good = _document(3).tobytes()  # type: ignore[no-untyped-call]
     at = int(re.findall(rb"startxref\s+(\d+)", good)[-1])
@@ -106,6 +116,11 @@ def _hostile() -> dict[str, bytes]:
         + b"\nendstream\nendobj\nstartxref\n9\n%%EOF\n"
     )
     count = re.sub(rb"/Count \d+", b"/Count 99999999999", good)
+    # A catalog read before its /Pages: a string of 8 MB (unterminated: written by hand, the
+    # offsets after it moved along), an array of a million numbers (written by mupdf).
+    string = _catalog_key(3, "Lang", "(short)").replace(b"(short)", b"(" + b"x" * (8 << 20))
+    string = re.sub(rb"startxref\s+\d+", b"startxref\n%d" % string.rindex(b"xref\n0 "), string)
+    array = _catalog_key(3, "AA", "[" + "1 " * 1_000_000 + "]")
     return {
         "truncated": good[: len(good) // 2],
         "no-startxref": good.replace(b"startxref", b"startxrex"),
@@ -114,6 +129,8 @@ def _hostile() -> dict[str, bytes]:
         "deep-nesting": deep,
         "inflation-bomb": inflating,
         "absurd-count": count,
+        "endless-string": string,
+        "million-item-array": array,
         "empty": b"",
     }
 
