@@ -6,10 +6,11 @@ so this reads just what the count needs, in pure Python: the newest trailer's /R
 the cross-reference sections from `startxref`: tables, streams, hybrids, /Prev chains), the
 catalog's /Pages, that node's /Count (direct, or an object of its own), each object found at
 its offset or in its object stream. Every step is bounded (sections followed, bytes inflated,
-nesting); anything unusual (damage a repair would mend, encrypted object streams, filters
-other than Flate, a free or misplaced entry) answers None: the count is then checked when the
-parse opens the document, which ends the job FAILED with the same reason. Where it answers, it
-answers what mupdf reads for an undamaged file: the page tree's /Count.
+nesting, a string's length, values read: pdf_objects.py); anything unusual (damage a repair
+would mend, encrypted object streams, filters other than Flate, a free or misplaced entry)
+answers None: the count is then checked when the parse opens the document, which ends the job
+FAILED with the same reason. Where it answers, it answers what mupdf reads for an undamaged
+file: the page tree's /Count.
 """
 
 from __future__ import annotations
