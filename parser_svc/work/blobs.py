@@ -7,6 +7,7 @@ relative paths under the deployment's environment, e.g. `dev/results/<job>/<atte
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import io
 import os
@@ -44,9 +45,10 @@ class BlobStore:
     def __init__(self, root: Path, env: str) -> None:
         self.root = root
         self.env = env
-        # Jobs' page folders, resolved and checked: a draft batch of every few pages of each
-        # running job asks for its folder (the newest PAGE_FOLDERS kept).
-        self._page_folders: dict[str, Path] = {}
+        # Jobs' page folders, resolved and checked once: a draft batch of every few pages of
+        # each running job asks for its folder (the latest PAGE_FOLDERS kept; the cache is
+        # thread-safe, and the store's writes run in threads).
+        self._page_folder = functools.lru_cache(maxsize=PAGE_FOLDERS)(self._resolve_page_folder)
 
     def path(self, key: str) -> Path:
         resolved = (self.root / key).resolve()
@@ -220,14 +222,8 @@ class BlobStore:
                 found.append(None)
         return found
 
-    def _page_folder(self, job_id: str) -> Path:
-        folder = self._page_folders.get(job_id)
-        if folder is None:
-            folder = self.path(f"{self.env}/pages/{job_id}")
-            if len(self._page_folders) >= PAGE_FOLDERS:
-                del self._page_folders[next(iter(self._page_folders))]
-            self._page_folders[job_id] = folder
-        return folder
+    def _resolve_page_folder(self, job_id: str) -> Path:
+        return self.path(f"{self.env}/pages/{job_id}")
 
 
 def _part_name(sha256: str) -> str:
