@@ -20,7 +20,6 @@ import zlib
 from typing import NamedTuple
 
 from parser_svc.parsers.pdf_objects import (
-    MAX_INFLATED,
     OBJ_HEAD,
     Parser,
     Ref,
@@ -30,8 +29,6 @@ from parser_svc.parsers.pdf_objects import (
     predicted_row,
     skip,
 )
-
-__all__ = ["MAX_INFLATED", "page_count"]
 
 MAX_SECTIONS = 32  # cross-reference sections followed (/Prev, /XRefStm)
 MAX_COUNT = 10_000_000  # a larger /Count is damage (mupdf refuses it)
@@ -75,6 +72,9 @@ class _Document:
         self.parser = Parser(data)
         self.data = data
         self.sections: list[_Table | _Stream] = []
+        # Object streams read so far, by number: their /First and data (the catalog and the
+        # page tree's root are mostly in one).
+        self.object_streams: dict[int, tuple[int, bytes]] = {}
 
     def page_count(self) -> int | None:
         root = self._read_sections()
@@ -193,19 +193,25 @@ class _Document:
         return self._in_stream(where, index, value.number)
 
     def _in_stream(self, stream_number: int, index: int, number: int) -> Value:
-        place = self.place(stream_number)
-        if place is None or place[0] != "at":
-            raise Unreadable("an object stream not at an offset")
-        head, end = self.parser.object_at(place[1], stream_number)
-        first = head.get("First") if isinstance(head, dict) else None
-        if not isinstance(head, dict) or not isinstance(first, int) or first < 0:
-            raise Unreadable("not an object stream")
-        body = self.parser.stream(head, end)
+        first, body = self._object_stream(stream_number)
         numbers = body[:first].split()
         if 2 * index + 1 >= len(numbers) or int(numbers[2 * index]) != number:
             raise Unreadable(f"object {number} is not at its index")
         start = first + int(numbers[2 * index + 1])
         return Parser(body).value(start)[0]
+
+    def _object_stream(self, number: int) -> tuple[int, bytes]:
+        """Object stream `number`'s /First and decoded data."""
+        if number not in self.object_streams:
+            place = self.place(number)
+            if place is None or place[0] != "at":
+                raise Unreadable("an object stream not at an offset")
+            head, end = self.parser.object_at(place[1], number)
+            first = head.get("First") if isinstance(head, dict) else None
+            if not isinstance(head, dict) or not isinstance(first, int) or first < 0:
+                raise Unreadable("not an object stream")
+            self.object_streams[number] = first, self.parser.stream(head, end)
+        return self.object_streams[number]
 
 
 def _stream_row(section: _Stream, number: int) -> tuple[int, int, int] | None:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from parser_svc.parsers.pdf_page_count import MAX_INFLATED, page_count
+from parser_svc.parsers.pdf_objects import MAX_INFLATED
+from parser_svc.parsers.pdf_page_count import page_count
 from tests.helpers import CORPUS
 
 AES = {"encryption": pymupdf.PDF_ENCRYPT_AES_256, "user_pw": "u", "owner_pw": "o"}
