@@ -5,7 +5,7 @@
 // aborts), and read once more, so that connect sees the abort and clears its timer.
 
 /** A signal for one call, aborted by `stop` or when `outer` aborts. */
-export function callSignal(outer?: AbortSignal): { signal: AbortSignal; stop: () => void } {
+function callSignal(outer?: AbortSignal): { signal: AbortSignal; stop: () => void } {
   const controller = new AbortController();
   const onAbort = (): void => controller.abort(outer?.reason);
   if (outer?.aborted) {
