@@ -27,8 +27,10 @@ import pymupdf
 
 from bench.harness.documents import book_pdf
 from bench.harness.output import ROOT, log, write_text
-from bench.harness.procfs import cpu_seconds, descendants, reaped_children_cpu_seconds
+from bench.harness.procfs import cpu_seconds
 from bench.harness.stacks import bench_stack, running
+from bench.parse.stack_cpu import stack_cpu_by_kind
+from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.v1 import reading_package_pb2 as rp
 from tests.helpers import stub
@@ -66,39 +68,25 @@ def _page(part: bytes) -> bytes:
     return rp.ReadingPackage.FromString(part).pages[0].SerializeToString(deterministic=True)
 
 
-# What each kind of the stack's processes is, by its command line (a parse child's siblings
-# are forked from it and share it).
-KINDS = (("parse_child", "parse"), ("-m gateway", "gateway"), ("redis-server", "redis"))
+def cpu_by_kind(stack: LocalStack) -> dict[str, float]:
+    """CPU seconds so far of this process (the client) and of the stack, by kind."""
+    return {"client": cpu_seconds(os.getpid()), **stack_cpu_by_kind(stack)}
 
 
-def cpu_by_kind() -> dict[str, float]:
-    """CPU seconds so far of this process (the client) and of the stack under it, by kind: a
-    parse child counts the siblings it reaped."""
-    out = {"client": cpu_seconds(os.getpid()), "parse": 0.0, "replica": 0.0}
-    for pid, line in descendants(os.getpid()).items():
-        kind = next((name for key, name in KINDS if key in line), "replica")
-        spent = cpu_seconds(pid)
-        if kind == "parse":
-            spent += reaped_children_cpu_seconds(pid)
-        if spent == spent:  # gone meanwhile: nan
-            out[kind] = out.get(kind, 0.0) + spent
-    return out
-
-
-def through_gateway(address: str, data: bytes, pages: int) -> dict[str, float]:
+def through_gateway(stack: LocalStack, data: bytes, pages: int) -> dict[str, float]:
     """Seconds from submit to the first page part, to page 1's, to each page's first part
     ("page_<k>_s") and to the end; drafts equal to their final page ("same_drafts", of
     "drafts"); and from the submit to the last of the `pages` drafts ("last_draft_s"), the CPU
     time each kind of process spent, per page ("cpu_<kind>_ms_per_page": the stack's cost of
     a page while pages stream, before the passes of the end)."""
-    channel, s = stub(address)
+    channel, s = stub(stack.gateway_addresses[0])
     times: dict[str, float] = {}
     # Parts kept as sent and compared after the end: the client's own work during the stream
     # is no more than a reader's (one parse a part), not a comparison's.
     drafts: dict[int, bytes] = {}
     finals: dict[int, bytes] = {}
     with channel:
-        before = cpu_by_kind()
+        before = cpu_by_kind(stack)
         started = time.perf_counter()
         request = parser_service_pb2.SubmitJobRequest(file_name="book.pdf", content=data)
         job = s.SubmitJob(request, timeout=60).job
@@ -112,7 +100,7 @@ def through_gateway(address: str, data: bytes, pages: int) -> dict[str, float]:
                 (finals if message.final else drafts)[message.page_number] = message.page_part
                 if len(drafts) == pages and "last_draft_s" not in times:
                     times["last_draft_s"] = now
-                    after = cpu_by_kind()
+                    after = cpu_by_kind(stack)
                     for kind, spent in after.items():
                         times[f"cpu_{kind}_ms_per_page"] = (
                             (spent - before.get(kind, 0.0)) * 1000 / pages
@@ -145,13 +133,11 @@ def main() -> None:
         env = dict(item.split("=", 1) for item in args.env)
         stack = bench_stack(Path(folder), replicas=args.replicas, extra_env=env)
         with running([stack]):
-            address = stack.gateway_addresses[0]
-            through_gateway(
-                address, _copy(book, -1), args.pages
-            )  # warm: the first job starts the workers
+            # warm: the first job starts the workers
+            through_gateway(stack, _copy(book, -1), args.pages)
             for run in range(args.runs):
                 data = _copy(book, run)
-                times = through_gateway(address, data, args.pages)
+                times = through_gateway(stack, data, args.pages)
                 times["raw_page_1_s"] = raw_first_page(data)
                 for number, seconds in enumerate(raw_page_times(data), 1):
                     times[f"raw_page_{number}_s"] = seconds
