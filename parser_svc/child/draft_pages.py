@@ -1,5 +1,6 @@
-"""Draft page parts: each page of a PDF the parse child reads, handed to the worker the moment
-it is added to the package, so a client may read it before the job ends.
+"""Draft page parts: each page of a PDF the parse child reads, handed to the worker as it is
+added to the package (page 1 at once, later pages gathered for a few ms: _Announcer), so a
+client may read it before the job ends.
 
 A page part is a ReadingPackage holding one page and the records of the assets that page
 shows (their bytes are the job's assets), serialized deterministically: the same page gives the
@@ -7,10 +8,10 @@ same bytes, and so the same sha256, in any attempt. A draft is the page as read,
 passes that need every page (headings, title, furniture, tables continued on the next page:
 parsers/pdf.py); the package the job ends with holds the final pages.
 
-The child sends each draft on stdout, base64 in its event line: {"event": "page", "number":
-3, "part": "..."}; one larger than INLINE_MAX_BYTES (the worker reads lines of at most 64 KiB)
-is written to `<scratch>/pages/<number>.pb` first and announced without "part". A file per
-page would cost each page ~0.2 ms of file system calls (more than reading a text page).
+The child sends drafts on stdout, base64 in event lines of one or more (_Announcer); one
+larger than INLINE_MAX_BYTES is written to `<scratch>/pages/<number>.pb` first and announced
+without its bytes. A file per page would cost each page ~0.2 ms of file system calls (more
+than reading a text page).
 The worker publishes them (parser_svc/work/page_parts.py). A document of one page has no
 drafts: its final comes as soon.
 """
@@ -20,6 +21,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -36,6 +39,18 @@ def page_part(package: rp.ReadingPackage, page: rp.Page) -> bytes:
 
 
 INLINE_MAX_BYTES = 32 * 1024
+# After the first draft (page 1 goes at once), drafts gather in the child and go out together
+# in one event line: each line costs the worker a wake of its event loop (~80 us, more than
+# the JSON and base64 of a page), and each batch a thread trip and a script call
+# (bench/README.md, "Drafts gathered in the child"). A draft waits at most GATHER_S, or
+# GATHER_SHARE of the time since the first draft went out when that is longer: what it adds
+# to a page's wait is about 5% of the time the page took to come. A line holds at most
+# GATHER_PAGES drafts and LINE_BUDGET bytes of base64 (the worker reads lines of up to
+# fork_server.EVENT_LINE_LIMIT).
+GATHER_S = 0.004
+GATHER_SHARE = 0.05
+GATHER_PAGES = 32
+LINE_BUDGET = 512 * 1024
 
 
 def draft_path(scratch: Path, number: int) -> Path:
@@ -47,6 +62,94 @@ def draft_path(scratch: Path, number: int) -> Path:
 relay: Callable[[int, bytes], None] | None = None
 
 
+class _Announcer:
+    """Announces drafts in event lines of one or more: {"event": "pages", "parts": [[3,
+    "<base64>"], [4, null]]} (null: in the file draft_path names). A thread of its own sends
+    what has waited its window while the parse is busy elsewhere (a slow page after fast
+    ones); it runs only between the parse's Python steps, as any thread does while mupdf
+    holds the interpreter."""
+
+    def __init__(self, scratch: Path, emit: Callable[..., None]) -> None:
+        self.scratch, self.emit = scratch, emit
+        self.sent: dict[int, bytes] = {}  # page number -> digest of the part announced
+        self.pending: list[tuple[int, str | None]] = []
+        self.size, self.since = 0, 0.0
+        self.first = 0.0  # when the first line went out (0: none yet)
+        self.closed = False
+        self.changed = threading.Condition()
+        self.late: threading.Thread | None = None
+
+    def send(self, number: int, data: bytes) -> None:
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        with self.changed:
+            if self.sent.get(number) == digest:
+                return
+            self.sent[number] = digest
+            inline: str | None = None
+            if len(data) <= INLINE_MAX_BYTES:
+                inline = base64.b64encode(data).decode()
+            else:
+                target = draft_path(self.scratch, number)
+                target.parent.mkdir(exist_ok=True)
+                target.write_bytes(data)  # whole before the event that names it
+            size = len(inline or "")
+            if self.size + size > LINE_BUDGET:
+                self._announce()
+            now, starting = time.monotonic(), not self.pending
+            if starting:
+                self.since = now
+            self.pending.append((number, inline))
+            self.size += size
+            if (
+                not self.first
+                or len(self.pending) >= GATHER_PAGES
+                or now - self.since >= self._window(now)
+            ):
+                self._announce()
+            elif self.late is None:
+                self._start_late()
+            elif starting:  # the thread waits for a first page to time
+                self.changed.notify()
+
+    def _window(self, now: float) -> float:
+        """How long the oldest gathered draft may wait."""
+        return max(GATHER_S, GATHER_SHARE * (now - self.first))
+
+    def _announce(self) -> None:
+        if self.pending:
+            self.emit(event="pages", parts=self.pending)
+            self.first = self.first or time.monotonic()
+            self.pending, self.size = [], 0
+
+    def _start_late(self) -> None:
+        threading.stack_size(256 * 1024)  # as the child's memory watch (parse_child.py)
+        try:
+            self.late = threading.Thread(target=self._announce_late, name="drafts", daemon=True)
+            self.late.start()
+        finally:
+            threading.stack_size(0)
+
+    def _announce_late(self) -> None:
+        with self.changed:
+            while not self.closed:
+                now = time.monotonic()
+                left = self.since + self._window(now) - now
+                if not self.pending:
+                    self.changed.wait()
+                elif left > 0:
+                    self.changed.wait(left)
+                else:
+                    self._announce()
+
+    def close(self) -> None:
+        with self.changed:
+            self._announce()
+            self.closed = True
+            self.changed.notify()
+        if self.late is not None:
+            self.late.join()
+
+
 @contextlib.contextmanager
 def writing_drafts(scratch: Path, emit: Callable[..., None]) -> Iterator[None]:
     """Meanwhile, each page this process adds to a PDF's package of more than one page is
@@ -55,36 +158,25 @@ def writing_drafts(scratch: Path, emit: Callable[..., None]) -> Iterator[None]:
     sibling's range is readable while the child still reads its own, not only once the child
     adds it. A page is announced again only if its part differs from the one already sent (the
     child adds a sibling's pages as they were read; it reads a range again itself only when
-    the sibling's cannot be added, which may read a page otherwise). The PDF parser is
-    imported here, not with this module: the parse child's imports are what a child's memory
-    limit is counted from (zygote.py), and only a PDF's parse needs it."""
+    the sibling's cannot be added, which may read a page otherwise). Whatever is gathered is
+    announced when the block ends. The PDF parser is imported here, not with this module: the
+    parse child's imports are what a child's memory limit is counted from (zygote.py), and
+    only a PDF's parse needs it."""
     from parser_svc.parsers import pdf_pages
 
     global relay
-    sent: dict[int, bytes] = {}  # page number -> digest of the part announced
-
-    def send(number: int, data: bytes) -> None:
-        digest = hashlib.blake2b(data, digest_size=16).digest()
-        if sent.get(number) == digest:
-            return
-        sent[number] = digest
-        if len(data) <= INLINE_MAX_BYTES:
-            emit(event="page", number=number, part=base64.b64encode(data).decode())
-            return
-        target = draft_path(scratch, number)
-        target.parent.mkdir(exist_ok=True)
-        target.write_bytes(data)  # whole before the event that names it
-        emit(event="page", number=number)
+    announcer = _Announcer(scratch, emit)
 
     def added(package: rp.ReadingPackage, page: rp.Page, total: int) -> None:
         if total > 1:  # a sibling replaces this hook with its own (sibling_drafts)
-            send(page.number, page_part(package, page))
+            announcer.send(page.number, page_part(package, page))
 
-    pdf_pages.page_added, relay = added, send
+    pdf_pages.page_added, relay = added, announcer.send
     try:
         yield
     finally:
         pdf_pages.page_added, relay = None, None
+        announcer.close()
 
 
 def sibling_drafts(send: Callable[[int, bytes], None]) -> None:

@@ -35,6 +35,11 @@ ARGV_ROOM = " " * 1024
 REPLY_TIMEOUT_S = 30.0
 
 
+# The longest event line the worker reads from a child (a forked or a spawned one): drafts
+# come in lines of up to child/draft_pages.LINE_BUDGET bytes of base64.
+EVENT_LINE_LIMIT = 1024 * 1024
+
+
 class ForkedChild:
     """A parse child forked by the zygote: the worker's own child, with the same surface as
     the spawned one (`stdout`, `send`, `wait`, `kill`, `returncode`)."""
@@ -156,7 +161,7 @@ class ForkServer:
                 ours.close()
                 return None
             ours.setblocking(False)
-            reader, writer = await asyncio.open_unix_connection(sock=ours)
+            reader, writer = await asyncio.open_unix_connection(sock=ours, limit=EVENT_LINE_LIMIT)
         except BaseException as err:
             ours.close()
             if not isinstance(err, (OSError, TimeoutError, ValueError)):

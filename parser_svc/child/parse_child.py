@@ -58,10 +58,15 @@ from parser_svc.parsers.formats import parse_kind
 WORKER_GONE_EXIT = 141
 
 
+# Lines come from the parse, the memory watch and the drafts' thread (draft_pages.py): whole.
+_emitting = threading.Lock()
+
+
 def _emit(**event: object) -> None:
     try:
-        sys.stdout.write(json.dumps(event) + "\n")
-        sys.stdout.flush()
+        with _emitting:
+            sys.stdout.write(json.dumps(event) + "\n")
+            sys.stdout.flush()
     except (BrokenPipeError, ConnectionResetError):
         # The worker closed our end: it has given up on this job (cancelled, timed out, or it is
         # stopping) and reads nothing more. Leave at once and quietly: no traceback in the

@@ -21,14 +21,16 @@ from pathlib import Path
 from typing import Protocol
 
 from docparse.reasons import ErrorReason
-from parser_svc.child.fork_server import ForkServer
+from parser_svc.child.fork_server import EVENT_LINE_LIMIT, ForkServer
 from parser_svc.child.no_network import child_environment
 from parser_svc.parsers import ParseOptions
 
 ProgressCallback = Callable[[int, int, str], Awaitable[None]]
-# Told each page's draft part the child sent: its number, and its bytes (None: the child wrote
-# them to its scratch directory: child/draft_pages.py).
-PageCallback = Callable[[int, bytes | None], Awaitable[None]]
+# A draft page part the child sent: its page number and bytes (None: the child wrote them to
+# its scratch directory, in the file child/draft_pages.draft_path names). PageCallback is told
+# those of each event line, in order.
+Draft = tuple[int, bytes | None]
+PageCallback = Callable[[list[Draft]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class SpawnedChild:
             cwd=cwd,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            limit=EVENT_LINE_LIMIT,
         )  # fmt: skip
         return cls(proc)
 
@@ -128,30 +131,11 @@ async def run_parse(
     forked = await fork_server.launch(argv, scratch) if fork_server is not None else None
     proc: ParseProcess = forked or await SpawnedChild.start(argv, scratch)
     await proc.send((options.to_json() if options is not None else "{}").encode())
-    final: dict[str, object] = {}
-
-    async def read_events() -> None:
-        async for line in proc.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("event") == "progress":
-                await on_progress(int(event["done"]), int(event["total"]), str(event["stage"]))
-            elif event.get("event") == "page":
-                if on_page is not None:
-                    part = event.get("part")
-                    data = base64.b64decode(part) if isinstance(part, str) else None
-                    await on_page(int(event["number"]), data)
-            else:
-                final.update(event)
-                if event.get("event") == "done" and on_done is not None:
-                    await on_done()
-        await proc.wait()
+    events = _Events(on_progress, on_page, on_done)
 
     try:
         async with asyncio.timeout(limits.timeout_s):
-            await read_events()
+            await events.read(proc)
     except TimeoutError:
         return Outcome(
             ErrorReason.PARSE_TIMEOUT, f"the parse took longer than {limits.timeout_s:g} s"
@@ -161,7 +145,66 @@ async def run_parse(
             proc.kill()
             await proc.wait()
 
-    return _outcome(proc.returncode, final)
+    return _outcome(proc.returncode, events.final)
+
+
+class _Events:
+    """A child's event lines, each handed to its callback; the last word (done, failed,
+    memory_high) kept in `final`."""
+
+    def __init__(
+        self,
+        on_progress: ProgressCallback,
+        on_page: PageCallback | None,
+        on_done: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        self.on_progress, self.on_page, self.on_done = on_progress, on_page, on_done
+        self.final: dict[str, object] = {}
+
+    async def read(self, proc: ParseProcess) -> None:
+        """Until the child closes its end (then until it exits)."""
+        while True:
+            try:
+                line = await proc.stdout.readline()
+            except ValueError:  # a line over EVENT_LINE_LIMIT: no child of ours writes one
+                self.final = {
+                    "event": "failed",
+                    "reason": ErrorReason.PARSER_CRASHED,
+                    "message": f"the parser wrote an event line over {EVENT_LINE_LIMIT} bytes",
+                }
+                proc.kill()
+                break
+            if not line:
+                break
+            await self._take(line)
+        await proc.wait()
+
+    async def _take(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        if event.get("event") == "progress":
+            await self.on_progress(int(event["done"]), int(event["total"]), str(event["stage"]))
+        elif event.get("event") == "pages":  # draft parts (child/draft_pages.py)
+            if self.on_page is not None:
+                await self.on_page(_drafts(event.get("parts")))
+        else:
+            self.final.update(event)
+            if event.get("event") == "done" and self.on_done is not None:
+                await self.on_done()
+
+
+def _drafts(parts: object) -> list[Draft]:
+    """The drafts of a "pages" event: [number, base64 or null] each. A malformed event (no
+    child of ours writes one) gives none: drafts are never a condition of the job."""
+    try:
+        return [
+            (int(number), base64.b64decode(part) if isinstance(part, str) else None)
+            for number, part in parts  # type: ignore[attr-defined]
+        ]
+    except (TypeError, ValueError):
+        return []
 
 
 def _outcome(returncode: int | None, final: dict[str, object]) -> Outcome:

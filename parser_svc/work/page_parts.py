@@ -19,12 +19,11 @@ from pathlib import Path
 
 from docparse.errors import DocparseError
 from parser_svc.child.draft_pages import draft_path
+from parser_svc.child.sandbox import Draft
 from parser_svc.state.page_parts import PageParts, PartKind, PutResult
 from parser_svc.work.blobs import BlobStore
 
 log = logging.getLogger(__name__)
-# A draft the child sent: its page number and bytes (None: in the file child/draft_pages.py names).
-Draft = tuple[int, bytes | None]
 
 
 class PagePublisher:
@@ -89,20 +88,10 @@ class PagePublisher:
                 self.ready.add(number)
 
 
-# After its first batch, a queue lets the drafts of this long gather before it writes the
-# next: a page the child reads every ~1 ms would otherwise be a batch of its own, and each
-# batch costs the replica a thread trip, a script call, a publish and the streams' wakes
-# (bench/README.md, "Pages while the job runs, fourth pass").
-GATHER_S = 0.004
-# ... unless this many are in already.
-GATHER_PAGES = 16
-
-
 class DraftQueue:
-    """The drafts the child announces, published by a task of their own in batches: the child's
-    events are never held up by a store write, and a page that arrives while a batch is being
-    written goes with the next one. The first batch goes at once (page 1 as soon as it is
-    read); the later ones gather for GATHER_S."""
+    """The drafts the child announces (in lines that gather them: child/draft_pages.py),
+    published by a task of their own: the child's events are never held up by a store write,
+    and drafts that arrive while a batch is being written go with the next one."""
 
     def __init__(self, publisher: PagePublisher, scratch: Path) -> None:
         self.publisher, self.scratch = publisher, scratch
@@ -112,24 +101,20 @@ class DraftQueue:
         # Told after each batch is published (the worker's progress writer: ready pages).
         self.on_published: Callable[[], None] = lambda: None
 
-    async def add(self, number: int, data: bytes | None) -> None:
-        self.pending.append((number, data))
+    async def add(self, drafts: list[Draft]) -> None:
+        if not drafts:
+            return
+        self.pending.extend(drafts)
         self.wake.set()
         if self.task is None:
             self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        first = True
         while True:
             await self.wake.wait()
             self.wake.clear()
             if self.publisher.stopped:
                 return
-            if not first and len(self.pending) < GATHER_PAGES:
-                await asyncio.sleep(GATHER_S)
-                if self.publisher.stopped:
-                    return
-            first = False
             drafts, self.pending = self.pending, []
             await self.publisher.publish_drafts(self.scratch, drafts)
             self.on_published()

@@ -20,6 +20,7 @@ ENTRY_POINTS = [
     "bench.bench_capacity",
     "bench.capacity",
     "bench.parse.split",
+    "bench.parse.draft_cost",
     "bench.bench_batch_watch",
     "bench.bench_options",
     "bench.bench_book",

@@ -199,8 +199,8 @@ async def test_the_worker_runs_a_dropped_parse_end_to_end(shared_volume: Path) -
     async def quiet(*_: object) -> None:
         return None
 
-    async def on_page(number: int, _data: bytes | None) -> None:
-        pages.append(number)
+    async def on_page(drafts: list[tuple[int, bytes | None]]) -> None:
+        pages.extend(number for number, _ in drafts)
 
     server = ForkServer()
     try:

@@ -238,12 +238,10 @@ def _drafts(data: bytes, tmp: Path, processes: int) -> list[tuple[int, bytes]]:
         parse("pdf", data, lambda *_: None, options)
     drafts = []
     for event in events:
-        number = int(str(event["number"]))
-        inline = event.get("part")
-        part = (
-            draft_path(scratch, number).read_bytes() if inline is None else b64decode(str(inline))
-        )
-        drafts.append((number, part))
+        assert event["event"] == "pages", event
+        for number, inline in event["parts"]:  # type: ignore[attr-defined]
+            part = draft_path(scratch, number).read_bytes() if inline is None else b64decode(inline)
+            drafts.append((number, part))
     return drafts
 
 
