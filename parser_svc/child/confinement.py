@@ -11,6 +11,8 @@ import os
 import resource
 import signal
 import sys
+import threading
+from collections.abc import Callable
 
 from parser_svc.child.no_network import deny_network
 
@@ -50,3 +52,19 @@ def apply_limits(cpu_s: int, memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     deny_network()
+
+
+# A thread of a parse process (its memory watch, its drafts' sender) reserves this much stack:
+# RLIMIT_AS counts reservations, and these threads call little.
+SMALL_STACK = 256 * 1024
+
+
+def start_small_thread(target: Callable[[], None], name: str) -> threading.Thread:
+    """A daemon thread running `target` with a SMALL_STACK stack, started."""
+    threading.stack_size(SMALL_STACK)
+    try:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+    finally:
+        threading.stack_size(0)
+    return thread

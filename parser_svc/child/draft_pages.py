@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from docparse.v1 import reading_package_pb2 as rp
+from parser_svc.child.confinement import start_small_thread
 
 
 def page_part(package: rp.ReadingPackage, page: rp.Page) -> bytes:
@@ -107,7 +108,7 @@ class _Announcer:
             ):
                 self._announce()
             elif self.late is None:
-                self._start_late()
+                self.late = start_small_thread(self._announce_late, "drafts")
             elif starting:  # the thread waits for a first page to time
                 self.changed.notify()
 
@@ -120,14 +121,6 @@ class _Announcer:
             self.emit(event="pages", parts=self.pending)
             self.first = self.first or time.monotonic()
             self.pending, self.size = [], 0
-
-    def _start_late(self) -> None:
-        threading.stack_size(256 * 1024)  # as the child's memory watch (parse_child.py)
-        try:
-            self.late = threading.Thread(target=self._announce_late, name="drafts", daemon=True)
-            self.late.start()
-        finally:
-            threading.stack_size(0)
 
     def _announce_late(self) -> None:
         with self.changed:

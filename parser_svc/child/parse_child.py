@@ -36,6 +36,7 @@ from parser_svc.child.confinement import (
     MEMORY_HIGH_FRACTION,
     apply_limits,
     die_with_parent,
+    start_small_thread,
     vm_size_kb,
 )
 from parser_svc.child.draft_pages import writing_drafts
@@ -211,9 +212,7 @@ def _watch_memory(limit_mb: int) -> None:
         # glibc gives each new thread a malloc arena that reserves 64 MB of address space,
         # and RLIMIT_AS counts reservations: share at most two arenas, and a small stack.
         ctypes.CDLL(None).mallopt(M_ARENA_MAX, 2)
-        threading.stack_size(256 * 1024)
-        threading.Thread(target=watch, name="memory-watch", daemon=True).start()
-        threading.stack_size(0)
+        start_small_thread(watch, "memory-watch")
 
 
 def _open_and_drop(

@@ -198,10 +198,12 @@ class _Events:
 def _drafts(parts: object) -> list[Draft]:
     """The drafts of a "pages" event: [number, base64 or null] each. A malformed event (no
     child of ours writes one) gives none: drafts are never a condition of the job."""
+    if not isinstance(parts, list):
+        return []
     try:
         return [
             (int(number), base64.b64decode(part) if isinstance(part, str) else None)
-            for number, part in parts  # type: ignore[attr-defined]
+            for number, part in parts
         ]
     except (TypeError, ValueError):
         return []
