@@ -13,10 +13,12 @@ its threads; the stand-in child apart) a page, the median of the runs, at each s
 - store: and stored in the blob store (a thread trip a batch), no pointer written;
 - all: and pointed at in Redis, as a running job does.
 
-Each stage twice: the lines as the child writes them (drafts gathered) and, as the baseline,
-the same drafts one line a page at the time each was made, read by a queue that lets them
-gather 4 ms on the worker's side (how child and worker did it before the child gathered them).
-The spawn of the stand-in is in the figures (~0.01 ms a page). Prints one JSON object.
+Each stage three ways: the lines as the child writes them (gathered); as the baseline, the
+same drafts one line a page at the time each was made, read by a queue that lets them gather
+4 ms on the worker's side (one_a_page: how child and worker did it before the child gathered
+them); and those one-a-page lines written all at once (one_a_page_at_once: what reading them
+costs without a wake of the event loop for each). The spawn of the stand-in is in the figures
+(~0.01 ms a page). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -206,8 +208,17 @@ async def measure(runs: int) -> dict[str, object]:
     scratch = root / "scratch"
     scratch.mkdir()
     lines, made = record(scratch)
-    shapes = {"gathered": lines, "one_a_page": one_a_page(lines, made)}
-    queues: dict[str, type[DraftQueue]] = {"gathered": DraftQueue, "one_a_page": GatheringQueue}
+    paced = one_a_page(lines, made)
+    shapes = {
+        "gathered": lines,
+        "one_a_page": paced,
+        "one_a_page_at_once": [(0.0, line) for _, line in paced],
+    }
+    queues: dict[str, type[DraftQueue]] = {
+        "gathered": DraftQueue,
+        "one_a_page": GatheringQueue,
+        "one_a_page_at_once": GatheringQueue,
+    }
     pages = sum(len(json.loads(line).get("parts", [])) for _, line in lines)
     feeder = root / "feeder.py"
     feeder.write_text(FEEDER)

@@ -21,6 +21,7 @@ ENTRY_POINTS = [
     "bench.capacity",
     "bench.parse.split",
     "bench.parse.draft_cost",
+    "bench.parse.confinement_cost",
     "bench.bench_batch_watch",
     "bench.bench_options",
     "bench.bench_book",
