@@ -31,7 +31,7 @@ from parser_svc.parsers import (
 )
 from parser_svc.parsers.pdf_images import named_images
 from parser_svc.parsers.pdf_ocr import OcrPages, PendingPage
-from parser_svc.parsers.pdf_pass import text_and_rules
+from parser_svc.parsers.pdf_pass import page_box, text_and_rules
 from parser_svc.parsers.pdf_resources import ResourceScans
 from parser_svc.parsers.pdf_structure import Look, add_page_blocks
 from parser_svc.parsers.pdf_table_structure import add_tables
@@ -160,20 +160,20 @@ def _page(
     """The page without its OCR; whether it needs OCR (its blocks are then left empty for the
     OCR's lines, and the caller reads it) and why its text layer is garbage, if it is."""
     try:
-        page = doc[index]
-        rect = page.rect
-        out = rp.Page(
-            number=index + 1, width=rect.width, height=rect.height, rotation=page.rotation
-        )
+        page = doc.load_page(index)  # doc[index] checks the index a second time, ~5 us
+        box = page_box(page)
+        out = rp.Page(number=index + 1, width=box.width, height=box.height, rotation=box.rotation)
     except Exception as err:
         state.failed_pages += 1
         state.warnings.append(f"page {index + 1} cannot be read: {err}")
         return rp.Page(number=index + 1), False, ""
     try:
         # The page's rules and image count come from the run that reads its text.
-        textpage, rules, drawn, image_page = text_and_rules(page)
+        textpage, rules, drawn, image_page = text_and_rules(page, box.rotation)
         # Blocks in reading order, list items marked; their looks for the document's headings.
-        texts, looks = add_page_blocks(textpage, out)
+        # The text page is the unrotated page's: the page's own size when it is not rotated.
+        size = None if box.rotation else (box.width, box.height)
+        texts, looks = add_page_blocks(textpage, out, size)
         usable = _usable_chars("".join(texts))
         # A page that draws no image has none to list or store (most pages: no image scan).
         images = _images(doc, page, out, assets, state, usable, image_page) if drawn != 0 else 0

@@ -1,5 +1,5 @@
-"""Compiles pdf_pass.c and page_lines.c into `_pdf_pass.<extension suffix>.so` beside them,
-against the mupdf that the installed pymupdf ships (its headers in
+"""Compiles pdf_pass.c, page_lines.c and page_box.c into `_pdf_pass.<extension suffix>.so`
+beside them, against the mupdf that the installed pymupdf ships (its headers in
 `pymupdf/mupdf-devel/include`, its `libmupdf.so.*`).
 
     python -m parser_svc.parsers.native.build [--force]
@@ -24,7 +24,13 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCES = (HERE / "pdf_pass.c", HERE / "page_lines.c", HERE / "page_lines.h")
+SOURCES = (
+    HERE / "pdf_pass.c",
+    HERE / "page_lines.c",
+    HERE / "page_lines.h",
+    HERE / "page_box.c",
+    HERE / "page_box.h",
+)
 TARGET = HERE / f"_pdf_pass{EXTENSION_SUFFIXES[0]}"  # what this interpreter imports first
 STAMP = HERE / "_pdf_pass.stamp"
 

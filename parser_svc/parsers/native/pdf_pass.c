@@ -38,6 +38,7 @@
 #include <string.h>
 #include <mupdf/fitz.h>
 
+#include "page_box.h"
 #include "page_lines.h"
 
 #ifndef DOCPARSE_MUPDF_VERSION
@@ -623,6 +624,8 @@ static PyMethodDef methods[] = {
      "page_lines(ctx, stext_page) -> [[(x0, y0, x1, y1, text, size, bold, chars), ...], ...]"},
     {"page_segments", page_segments, METH_VARARGS,
      "page_segments(ctx, stext_page, gap_ems) -> [(x0, y0, x1, y1, text), ...]"},
+    {"page_box", page_box, METH_VARARGS,
+     "page_box(ctx, page) -> (x0, y0, x1, y1, rotation) or None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -634,7 +637,7 @@ PyMODINIT_FUNC PyInit__pdf_pass(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (m && (PyModule_AddStringConstant(m, "MUPDF_VERSION", DOCPARSE_MUPDF_VERSION) < 0 ||
-              PyModule_AddIntConstant(m, "API", 3) < 0)) {
+              PyModule_AddIntConstant(m, "API", 4) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

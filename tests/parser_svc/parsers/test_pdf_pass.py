@@ -179,21 +179,63 @@ def test_the_rotated_page_is_read_unrotated_and_left_rotated() -> None:
     assert page.rotation == 90
 
 
+def _boxes_pdf() -> pymupdf.Document:
+    """Pages of other sizes, crop boxes off the origin, and /Rotate on the page or inherited
+    from the page tree, normal and not (-90, 450, 45: pymupdf reads them as 270, 90, 0)."""
+    doc = pymupdf.open()
+    for width, height in ((612, 792), (200.5, 300.25), (841.89, 595.28), (50, 50)):
+        page = doc.new_page(width=width, height=height)
+        page.insert_text((12, 30), "Left words", fontsize=6)
+        page.insert_text((width / 2 + 4, 30), "right words", fontsize=6)
+    doc[1].set_cropbox(pymupdf.Rect(10.5, 20, 150, 250.75))
+    _, tree = doc.xref_get_key(doc.pdf_catalog(), "Pages")  # "n 0 R"
+    doc.xref_set_key(int(tree.split()[0]), "Rotate", "-90")
+    for page in doc.pages(0, 2):  # these two inherit it from the tree
+        doc.xref_set_key(page.xref, "Rotate", "null")
+    doc.xref_set_key(doc[2].xref, "Rotate", "450")
+    doc.xref_set_key(doc[3].xref, "Rotate", "45")
+    return pymupdf.open(stream=doc.tobytes())  # type: ignore[no-untyped-call]
+
+
+def test_the_page_box_is_pymupdfs_rect_and_rotation(monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = _boxes_pdf()
+    seen = []
+    for page in [*doc, *(page for _, page in _zoo())]:
+        rect = page.rect
+        expected = (rect.width, rect.height, page.rotation)
+        assert pdf_pass.page_box(page) == expected
+        monkeypatch.setattr(pdf_pass, "_native", None)  # pymupdf's own answer, the fallback
+        assert pdf_pass.page_box(page) == expected
+        monkeypatch.undo()
+        seen.append(expected[2])
+    assert sorted(set(seen)) == [0, 90, 270]
+
+
 def test_the_package_is_the_same_either_way(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The whole reading package of the zoo and of the format tests' table page, with the
     native module and without it (the fallback a machine without a compiler runs)."""
     native = pdf_pass._native
-    for i, data in enumerate((drawing_zoo_pdf(), fixtures.pdf_with_table_and_image())):
+    documents = (drawing_zoo_pdf(), fixtures.pdf_with_table_and_image(), _boxes_pdf().tobytes())
+    for i, data in enumerate(documents):
         packages = []
         for way in (native, None):
             monkeypatch.setattr(pdf_pass, "_native", way)
             options = ParseOptions.defaults(assets_dir=tmp_path / f"{i}-{way is None}")
             packages.append(parse("pdf", data, lambda *_: None, options))
         assert packages[0] == packages[1]
-        assert sum(len(page.tables) for page in packages[0].pages) >= 1
-    assert len(packages[0].pages[0].images) == 1  # the table page's PNG
+        if i < 2:
+            assert sum(len(page.tables) for page in packages[0].pages) >= 1
+        if i == 1:
+            assert len(packages[0].pages[0].images) == 1  # the table page's PNG
+    # the crop box's size, rotated; pages turned a quarter are as wide as they were high
+    assert [(p.width, p.height, p.rotation) for p in packages[0].pages][1:] == [
+        (230.75, 139.5, 270),
+        (pytest.approx(595.28), pytest.approx(841.89), 90),
+        (50, 50, 0),
+    ]
+    assert all(page.blocks for page in packages[0].pages)
 
 
 @pytest.mark.corpus
