@@ -54,8 +54,12 @@ class Block:
     y0: float = field(init=False)
     x1: float = field(init=False)
     y1: float = field(init=False)
+    # text and look() once worked out: the lines never change
+    _text: str = field(init=False, compare=False, repr=False)
+    _look: tuple[float, bool] | None = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._text, self._look = "", None
         first = self.lines[0]
         x0, y0, x1, y1 = first.x0, first.y0, first.x1, first.y1
         for line in self.lines:  # one pass: most blocks have a line or a few
@@ -71,10 +75,17 @@ class Block:
 
     @property
     def text(self) -> str:
-        return "\n".join(line.text for line in self.lines)
+        if not self._text:  # a line's text is never empty
+            self._text = "\n".join([line.text for line in self.lines])
+        return self._text
 
     def look(self) -> tuple[float, bool]:
         """The font size with the most characters, and whether most characters are bold."""
+        if self._look is None:
+            self._look = self._looked()
+        return self._look
+
+    def _looked(self) -> tuple[float, bool]:
         sizes: dict[float, int] = {}
         bold = 0
         for line in self.lines:
@@ -98,7 +109,7 @@ def page_blocks(textpage: Any) -> list[Block]:
     """The page's text blocks as mupdf groups them, itemised (`items_of`)."""
     blocks: list[Block] = []
     for lines in page_lines(textpage):
-        blocks += items_of(Block([Line(*line) for line in lines]))
+        blocks += _items([Line(*line) for line in lines], 0.0)
     return blocks
 
 
@@ -106,15 +117,20 @@ def items_of(block: Block) -> list[Block]:
     """`block` split where a line starts a list item or changes size or weight (a heading run
     into its paragraph), a marker alone on its line joined to the text on its right; each
     part with its list marker, if it starts with one."""
+    return _items(block.lines, block.column_left)
+
+
+def _items(lines: list[Line], column_left: float) -> list[Block]:
+    """items_of a block of these lines standing in a column that starts at `column_left`."""
     parts: list[list[Line]] = []
-    for line in _joined_markers(block.lines):
+    for line in _joined_markers(lines):
         if parts and not _starts_block(parts[-1], line):
             parts[-1].append(line)
         else:
             parts.append([line])
-    out = [Block(lines, itemised=True) for lines in parts]
+    out = [Block(part, itemised=True) for part in parts]
     for part in out:
-        part.column_left = block.column_left
+        part.column_left = column_left
         found = list_marker(part.lines[0].text)
         if found is not None:
             part.marker, part.ordered = found
