@@ -10,32 +10,32 @@ from __future__ import annotations
 
 import re
 
-from docparse.v1 import reading_package_pb2 as rp
+from parser_svc.parsers.pdf_block_views import BlockView, PageView
 from parser_svc.parsers.pdf_blocks import NOTE_START, SMALLER
-from parser_svc.parsers.pdf_structure import Look
 
 _MARK = re.compile(r"^[^\s.)]+")  # the mark of a block NOTE_START matches
 
 
-def mark_footnotes(pages: list[rp.Page], looks: dict[int, list[Look]], body: float) -> None:
+def mark_footnotes(pages: list[PageView], body: float) -> None:
     for page in pages:
-        blocks = list(zip(page.blocks, looks[page.number], strict=True))
-        text = [b for b, (size, _bold) in blocks if b.role == "" and abs(size - body) <= SMALLER]
-        for block, (size, _bold) in blocks:
-            if block.role not in ("", "list_item") or size > body - SMALLER:
+        text = [b for b in page.blocks if b.block.role == "" and abs(b.size - body) <= SMALLER]
+        for seen in page.blocks:
+            block = seen.block
+            if block.role not in ("", "list_item") or seen.size > body - SMALLER:
                 continue
-            if not block.HasField("bbox") or block.bbox.y0 < page.height / 2:
+            if not seen.has_box or seen.box[1] < page.height / 2:
                 continue
-            found = NOTE_START.match(block.text)
-            if found is None or not _under_text(block, text):
+            found = NOTE_START.match(seen.text)
+            if found is None or not _under_text(seen, text):
                 continue
             mark = _MARK.match(found.group())
             block.role, block.marker = "footnote", mark.group() if mark else ""
             block.ordered, block.level = False, 0
 
 
-def _under_text(note: rp.TextBlock, text: list[rp.TextBlock]) -> bool:
+def _under_text(note: BlockView, text: list[BlockView]) -> bool:
     """Whether body text stands over `note` and none of the body text over or under it
     reaches below its top."""
-    over = [b for b in text if b.bbox.x0 < note.bbox.x1 and b.bbox.x1 > note.bbox.x0]
-    return bool(over) and all(b.bbox.y1 <= note.bbox.y0 + 1 for b in over)
+    x0, y0, x1, _y1 = note.box
+    over = [b for b in text if b.box[0] < x1 and b.box[2] > x0]
+    return bool(over) and all(b.box[3] <= y0 + 1 for b in over)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from docparse.v1 import reading_package_pb2 as rp
+from parser_svc.parsers.pdf_block_views import BlockView, PageView, page_view
 from parser_svc.parsers.pdf_footnotes import mark_footnotes
 from parser_svc.parsers.pdf_structure import Look
 
@@ -52,46 +53,48 @@ def mark_structure(
     pages = [p for p in package.pages if len(looks.get(p.number, ())) == len(p.blocks) > 0]
     if not pages:
         return
-    sized = [
-        (block, look)
-        for page in pages
-        for block, look in zip(page.blocks, looks[page.number], strict=True)
-    ]
+    views = [page_view(page, looks[page.number]) for page in pages]
     sizes: Counter[float] = Counter()
-    for block, (size, _bold) in sized:
-        sizes[size] += len(block.text)
+    for view in views:
+        for seen in view.blocks:
+            sizes[seen.size] += len(seen.text)
     body = sizes.most_common(1)[0][0]
-    _furniture(pages, looks, body)
-    mark_footnotes(pages, looks, body)
-    sized = [(block, look) for block, look in sized if block.role not in ("header", "footer")]
-    _headings([(b, look) for b, look in sized if _is_heading(b, look, body)])
+    _furniture(views, body)
+    mark_footnotes(views, body)
+    sized = [s for view in views for s in view.blocks if s.block.role not in ("header", "footer")]
+    _headings([s for s in sized if _is_heading(s, body)])
     _title(pages[0], looks[pages[0].number], body)
     _outline(package, outline)
 
 
-def _furniture(pages: list[rp.Page], looks: dict[int, list[Look]], body: float) -> None:
+def _furniture(pages: list[PageView], body: float) -> None:
     seen: dict[tuple[str, str], set[int]] = {}
-    zoned: list[tuple[rp.Page, rp.TextBlock, str, str, bool]] = []
-    for page in pages:
-        for block, (size, _bold) in zip(page.blocks, looks[page.number], strict=True):
-            zone = _zone(page, block)
-            if zone and block.role in ("", "list_item"):
+    zoned: list[tuple[PageView, BlockView, str, str, bool]] = []
+    for view in pages:
+        number = view.page.number
+        for block in view.blocks:
+            zone = _zone(view, block)
+            if zone and block.block.role in ("", "list_item"):
                 key = re.sub(r"\d+", "#", " ".join(block.text.lower().split()))
-                seen.setdefault((zone, key), set()).add(page.number)
+                seen.setdefault((zone, key), set()).add(number)
                 # One page shows no repetition: a small one-line running head, or foot with a
                 # number (not a footnote: those start with their number or mark), is
                 # furniture there.
-                small = size < body - BIGGER and "\n" not in block.text
+                small = block.size < body - BIGGER and "\n" not in block.text
                 foot = "#" in key and not key.startswith(("#", "*", "\u2020", "\u2021"))
                 alone = len(pages) == 1 and small and (zone == "header" or foot)
-                zoned.append((page, block, zone, key, alone))
+                zoned.append((view, block, zone, key, alone))
     least = max(2, (len(pages) + 1) // 2)
-    for page, block, zone, key, alone in zoned:
-        numbered = _numbered(block.text) and _outermost(page, block, zone)
+    for view, block, zone, key, alone in zoned:
+        numbered = _numbered(block.text) and _outermost(view, block, zone)
         if numbered or alone or len(seen[(zone, key)]) >= least:
-            block.role = zone
-            block.marker, block.ordered, block.level = "", False, 0
+            _set_role(block.block, zone)
     _edge_numbers(pages, least)
+
+
+def _set_role(block: rp.TextBlock, role: str) -> None:
+    block.role = role
+    block.marker, block.ordered, block.level = "", False, 0
 
 
 def _numbered(text: str) -> bool:
@@ -108,55 +111,54 @@ def _numbered(text: str) -> bool:
     return len(lines) == 2 and len(other) <= MAX_HEADING_CHARS and not other.endswith(".")
 
 
-def _outermost(page: rp.Page, block: rp.TextBlock, zone: str) -> bool:
+def _outermost(page: PageView, block: BlockView, zone: str) -> bool:
     """Nothing on the block's page stands above it (a head) or below it (a foot): a number
     under a running head is a formula's or a figure's."""
     if zone == "header":
-        return all(b.bbox.y1 > block.bbox.y0 for b in page.blocks if b is not block)
-    return all(b.bbox.y0 < block.bbox.y1 for b in page.blocks if b is not block)
+        return all(b.box[3] > block.box[1] for b in page.blocks if b is not block)
+    return all(b.box[1] < block.box[3] for b in page.blocks if b is not block)
 
 
-def _edge_numbers(pages: list[rp.Page], least: int) -> None:
+def _edge_numbers(pages: list[PageView], least: int) -> None:
     """Page numbers set under (over) the text block further in than FURNITURE_BAND (LaTeX's
     plain style: a sixth of the page up): a lone number below (above) everything else on its
     page, within NUMBER_BAND, at the same height on `least` pages or more."""
     found: dict[tuple[str, int], list[rp.TextBlock]] = {}
     for page in pages:
-        body = [b for b in page.blocks if b.role in ("", "list_item") and b.HasField("bbox")]
+        body = [b for b in page.blocks if b.has_box and b.block.role in ("", "list_item")]
         if len(body) < 2 or page.height <= 0:
             continue
-        low = max(body, key=lambda b: b.bbox.y0)
-        high = min(body, key=lambda b: b.bbox.y1)
-        below = all(low.bbox.y0 >= b.bbox.y1 for b in body if b is not low)
-        above = all(high.bbox.y1 <= b.bbox.y0 for b in body if b is not high)
+        low = max(body, key=lambda b: b.box[1])
+        high = min(body, key=lambda b: b.box[3])
+        below = all(low.box[1] >= b.box[3] for b in body if b is not low)
+        above = all(high.box[3] <= b.box[1] for b in body if b is not high)
         edges = [
-            ("footer", low, below and low.bbox.y0 >= page.height * (1 - NUMBER_BAND)),
-            ("header", high, above and high.bbox.y1 <= page.height * NUMBER_BAND),
+            ("footer", low, below and low.box[1] >= page.height * (1 - NUMBER_BAND)),
+            ("header", high, above and high.box[3] <= page.height * NUMBER_BAND),
         ]
         for zone, edge, apart in edges:
             if apart and _PAGE_NUMBER.match(" ".join(edge.text.split())):
-                found.setdefault((zone, round(edge.bbox.y0)), []).append(edge)
+                found.setdefault((zone, round(edge.box[1])), []).append(edge.block)
     for (zone, _y), blocks in found.items():
         if len(blocks) >= least:
             for block in blocks:
-                block.role = zone
-                block.marker, block.ordered, block.level = "", False, 0
+                _set_role(block, zone)
 
 
-def _zone(page: rp.Page, block: rp.TextBlock) -> str:
-    if page.height <= 0 or not block.HasField("bbox"):
+def _zone(page: PageView, block: BlockView) -> str:
+    if page.height <= 0 or not block.has_box:
         return ""
-    if block.bbox.y1 <= page.height * FURNITURE_BAND:
+    if block.box[3] <= page.height * FURNITURE_BAND:
         return "header"
-    if block.bbox.y0 >= page.height * (1 - FURNITURE_BAND):
+    if block.box[1] >= page.height * (1 - FURNITURE_BAND):
         return "footer"
     return ""
 
 
-def _is_heading(block: rp.TextBlock, look: Look, body: float) -> bool:
-    size, bold = look
-    text = block.text.strip()
-    lines = block.text.count("\n") + 1
+def _is_heading(seen: BlockView, body: float) -> bool:
+    block, size, bold = seen.block, seen.size, seen.bold
+    text = seen.text.strip()
+    lines = seen.text.count("\n") + 1
     if block.role not in ("", "list_item") or lines > MAX_HEADING_LINES:
         return False
     if lines > 2 and (size <= body + BIGGER or text.endswith((".", ",", ";", ":"))):
@@ -170,21 +172,22 @@ def _is_heading(block: rp.TextBlock, look: Look, body: float) -> bool:
     return bold and size >= body - BIGGER and not text.endswith((".", ",", ";", ":"))
 
 
-def _headings(found: list[tuple[rp.TextBlock, Look]]) -> None:
+def _headings(found: list[BlockView]) -> None:
     classes = sorted(
-        {(round(size * 2) / 2, bold) for _b, (size, bold) in found}, key=lambda c: (-c[0], not c[1])
+        {(round(b.size * 2) / 2, b.bold) for b in found}, key=lambda c: (-c[0], not c[1])
     )
     rank = {c: i + 1 for i, c in enumerate(classes)}
     depths: dict[tuple[float, bool], int] = {}
-    for block, (size, bold) in found:
-        depth = _depth(block.text)
+    for seen in found:
+        depth = _depth(seen.text)
         if depth:
-            key = (round(size * 2) / 2, bold)
+            key = (round(seen.size * 2) / 2, seen.bold)
             depths[key] = min(depths.get(key, depth), depth)
-    for block, (size, bold) in found:
-        key = (round(size * 2) / 2, bold)
-        depth = _depth(block.text)
+    for seen in found:
+        key = (round(seen.size * 2) / 2, seen.bold)
+        depth = _depth(seen.text)
         deeper = depth - depths[key] if depth and key in depths else 0
+        block = seen.block
         block.role = "heading"
         block.level = min(MAX_LEVEL, rank[key] + deeper)
         block.marker, block.ordered = "", False
