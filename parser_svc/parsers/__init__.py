@@ -274,6 +274,8 @@ def make_table(rows: list[list[str]], bbox: rp.BoundingBox | None = None) -> rp.
 
 def safe(text: str) -> str:
     """`text` as valid UTF-8 (libraries hand out lone surrogates from broken files)."""
+    if text.isascii():  # most text, told without a copy
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -39,6 +39,7 @@ from parser_svc.parsers.textlayer import (
     fonts_without_unicode,
     strip_replacements,
     unmapped_letters,
+    visible_count,
 )
 from parser_svc.parsers.textlayer import judge_page as judge_text_layer
 
@@ -75,10 +76,10 @@ def _bbox(rect: Any) -> rp.BoundingBox:
     return rp.BoundingBox(x0=x0, y0=y0, x1=x1, y1=y1)
 
 
-def _usable_chars(text: str) -> int:
-    """Characters that are neither whitespace nor U+FFFD (str.split() splits on exactly the
-    characters str.isspace() names; this runs in C, a per-character loop did not)."""
-    return len("".join(text.split())) - text.count("\ufffd")
+def _usable_chars(text: str, visible: int) -> int:
+    """Characters of `text` that are neither whitespace (`visible`: how many are not,
+    textlayer.visible_count) nor U+FFFD."""
+    return visible - text.count("\ufffd")
 
 
 @dataclass
@@ -174,15 +175,18 @@ def _page(
         # The text page is the unrotated page's: the page's own size when it is not rotated.
         size = None if box.rotation else (box.width, box.height)
         texts, looks = add_page_blocks(textpage, out, size)
-        usable = _usable_chars("".join(texts))
+        text = "".join(texts)
+        counted = visible_count(text)  # in C; a per-character loop was not
+        usable = _usable_chars(text, counted[0])
         # A page that draws no image has none to list or store (most pages: no image scan).
         images = _images(doc, page, out, assets, state, usable, image_page) if drawn != 0 else 0
         if images:
             state.image_pages += 1
         garbage = judge_text_layer(
-            "".join(texts),
+            text,
             lambda: fonts_without_unicode(doc, state.scans.fonts(page), state.font_unicode),
             lambda: unmapped_letters(textpage),
+            counted,
         )
         wanted = (images and usable < options.ocr_min_chars) or garbage
         if wanted or options.ocr_mode == OCR_FORCE:

@@ -227,6 +227,8 @@ def find_stream_tables(
     prose = [seg for seg, flag in zip(segments, is_prose, strict=True) if flag]
     if prose:
         segments = [seg for seg, flag in zip(segments, is_prose, strict=True) if not flag]
+    if len(segments) < 2 * MIN_ROWS:  # no column's share can hold a table (most text pages)
+        return []
     # Two columns of prose: each column's tables apart (rows beside each other are no one row).
     tables = []
     for part in _page_columns(prose, segments):

@@ -136,6 +136,8 @@ def _near(block: rp.TextBlock, box: rp.BoundingBox) -> bool:
 def mark_captions(out: rp.Page) -> None:
     """A short block starting "Table N" next to a table, or "Figure N" / "Fig. N" next to an
     image, becomes a "caption" block and that table's or image's caption."""
+    if not out.tables and not out.images:  # nothing to caption (most text pages)
+        return
     for block in out.blocks:
         if block.role or not block.HasField("bbox") or len(block.text) > CAPTION_CHARS:
             continue

@@ -34,13 +34,24 @@ def bad_chars(text: str) -> int:
     ) + text.count("\ufffd")
 
 
-def _counted(text: str) -> tuple[int, int]:
-    """(bad characters, visible characters) of `text`; (0, n) in the common case, decided in C
-    without counting."""
-    visible_text = "".join(text.split())
-    if "\ufffd" not in visible_text and visible_text.isprintable():
-        return 0, len(visible_text)
-    return bad_chars(text), len(visible_text)
+def visible_count(text: str) -> tuple[int, bool]:
+    """How many characters of `text` are not whitespace (as str.isspace() and str.split() tell
+    it), and whether those are all printable; decided in C. The usual page's only whitespace is
+    spaces and newlines, which the first test shows (no other whitespace character is
+    printable): its count needs no copy of the text without them."""
+    if text.replace("\n", " ").isprintable():
+        return len(text) - text.count(" ") - text.count("\n"), True
+    visible = "".join(text.split())
+    return len(visible), visible.isprintable()
+
+
+def _counted(text: str, counted: tuple[int, bool]) -> tuple[int, int]:
+    """(bad characters, visible characters) of `text` (`counted`: its visible_count); (0, n)
+    in the common case, decided without counting."""
+    visible, printable = counted
+    if printable and "\ufffd" not in text:
+        return 0, visible
+    return bad_chars(text), visible
 
 
 def _garbage(bad: int, visible: int) -> str:
@@ -89,13 +100,17 @@ def unmapped_letters(textpage: Any) -> int:
 
 
 def judge_page(
-    text: str, unmapped_fonts: Callable[[], list[str]], letters: Callable[[], int] = lambda: 0
+    text: str,
+    unmapped_fonts: Callable[[], list[str]],
+    letters: Callable[[], int] = lambda: 0,
+    counted: tuple[int, bool] | None = None,
 ) -> str:
     """Why the page's text layer is unreadable ("" when it is fine): too many characters
     without Unicode meaning, any letter without a Unicode mapping (`letters`: unmapped_letters,
     asked for only when the text shows U+FFFD), or fonts without a Unicode map (asked for only
-    when the text shows bad characters) whose text shows at least a few of them."""
-    bad, visible = _counted(text)
+    when the text shows bad characters) whose text shows at least a few of them.
+    `counted`: visible_count(text), when the caller has it."""
+    bad, visible = _counted(text, visible_count(text) if counted is None else counted)
     reason = _garbage(bad, visible)
     if reason:
         return reason
