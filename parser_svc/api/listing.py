@@ -21,17 +21,13 @@ import hashlib
 import hmac
 import json
 
+from docparse.proto_wire import length_delimited
 from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse_server.errors import error
 from docparse_server.tenancy import DEFAULT_TENANT
 from parser_svc.api.batches import batch_not_found
-from parser_svc.api.status_answers import (
-    JOB_FIELD,
-    PAGE_TOKEN_FIELD,
-    EncodedJobs,
-    length_delimited,
-)
+from parser_svc.api.status_answers import JOB_FIELD, PAGE_TOKEN_FIELD, EncodedJobs
 from parser_svc.settings import Settings
 from parser_svc.state.store import JobStore
 from parser_svc.state.tenant_index import Cursor, TenantIndex, Window, text

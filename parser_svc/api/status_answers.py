@@ -15,6 +15,7 @@ field is its tag, its length and its bytes), exactly what encoding the message w
 
 from __future__ import annotations
 
+from docparse.proto_wire import length_delimited
 from parser_svc.state.records import decode_hash, record_to_job
 
 # Jobs whose last encoding is kept, first in first out: about 2.6 kB each (the record as read
@@ -25,20 +26,6 @@ DEFAULT_CAPACITY = 1024
 # field 2.
 JOB_FIELD = 1
 PAGE_TOKEN_FIELD = 2
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def length_delimited(field: int, payload: bytes) -> bytes:
-    """Field `field` of a message holding `payload` (bytes, a string or a message), encoded."""
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
 
 
 class EncodedJobs:

@@ -26,17 +26,35 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from docparse.proto_wire import length_delimited
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.child.confinement import start_small_thread
 
 
 def page_part(package: rp.ReadingPackage, page: rp.Page) -> bytes:
-    """The part of `package` that is `page`: the page and its assets' records."""
+    """The part of `package` that is `page`: the page and its assets' records. The bytes of
+    `ReadingPackage(content_type=..., pages=[page], assets=[...])` serialized deterministically
+    (its fields in number order), put together from the page's and the assets' own encodings:
+    appending the page to a new package copied it (tests/parser_svc/child/test_page_part.py
+    holds the two equal)."""
     shown = {image.asset_id for image in page.images}
-    part = rp.ReadingPackage(content_type=package.content_type)
-    part.pages.append(page)
-    part.assets.extend(asset for asset in package.assets if asset.asset_id in shown)
-    return part.SerializeToString(deterministic=True)
+    out = [_content_type(package.content_type), _encoded(_PAGES, page)]
+    if shown:
+        out += [_encoded(_ASSETS, a) for a in package.assets if a.asset_id in shown]
+    return b"".join(out)
+
+
+# In this order (2, 4, 8) a deterministic encoding writes them.
+_FIELDS = rp.ReadingPackage.DESCRIPTOR.fields_by_name
+_CONTENT_TYPE, _PAGES, _ASSETS = (_FIELDS[n].number for n in ("content_type", "pages", "assets"))
+
+
+def _content_type(value: str) -> bytes:
+    return length_delimited(_CONTENT_TYPE, value.encode()) if value else b""
+
+
+def _encoded(field: int, message: rp.Page | rp.Asset) -> bytes:
+    return length_delimited(field, message.SerializeToString(deterministic=True))
 
 
 INLINE_MAX_BYTES = 32 * 1024

@@ -10,9 +10,10 @@ import grpc
 import redis
 
 from docparse.local.stack import LocalStack
+from docparse.proto_wire import length_delimited, varint
 from docparse.v1 import parser_service_pb2, parser_service_pb2_grpc
 from parser_svc.api.service import ParserService, parser_service_handlers
-from parser_svc.api.status_answers import EncodedJobs, length_delimited, varint
+from parser_svc.api.status_answers import EncodedJobs
 from parser_svc.state.keys import Keys
 from parser_svc.state.records import decode_hash, record_to_job
 from tests.helpers import make_pdf, stub, submit, wait_terminal
