@@ -19,9 +19,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 # zlib's fast levels (1-3) match strings greedily, 4-9 lazily: on the corpus's packages (1.66
-# MB) level 3 takes 12 ms and keeps 0.416 MB where level 6 took 31 ms for 0.377 MB. The job
-# pays this CPU in parser_svc, beside a parse of about 450 ms of raw get_text (bench/README.md).
-RESULT_GZIP_LEVEL = 3
+# MB) level 3 took 12 ms and kept 0.416 MB where level 6 took 31 ms for 0.377 MB. The job pays
+# this CPU in its replica's worker, once per job: for a long text PDF the largest piece of
+# the replica's own CPU (a 352-page book's 1.45 MB package: level 3 28 ms, level 1 17 ms for
+# 6 % more bytes, 0.334 MB against 0.314; the corpus's PDFs, 2.38 MB: 46 against 36 ms,
+# 0.662 MB against 0.623; bench/README.md). Level 1: the bytes are kept for the retention
+# only, the CPU is spent on every job.
+RESULT_GZIP_LEVEL = 1
 # Page folders a store keeps resolved (BlobStore._page_folder).
 PAGE_FOLDERS = 256
 
