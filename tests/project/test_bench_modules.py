@@ -22,6 +22,7 @@ ENTRY_POINTS = [
     "bench.parse.split",
     "bench.parse.draft_cost",
     "bench.parse.confinement_cost",
+    "bench.parse.instructions",
     "bench.bench_batch_watch",
     "bench.bench_options",
     "bench.bench_book",
