@@ -16,8 +16,11 @@ from parser_svc.parsers.pdf_structure import Look
 class BlockView(NamedTuple):
     block: rp.TextBlock
     text: str
-    # x0, y0, x1, y1 as the block's bbox reads (zeros when it has none, as an unset bbox reads)
-    box: tuple[float, float, float, float]
+    # The block's bbox as it reads (zeros when it has none, as an unset bbox reads).
+    x0: float
+    y0: float
+    x1: float
+    y1: float
     has_box: bool
     size: float
     bold: bool
@@ -39,5 +42,5 @@ def page_view(page: rp.Page, looks: list[Look]) -> PageView:
             box = (bbox.x0, bbox.y0, bbox.x1, bbox.y1)
         else:
             box = (0.0, 0.0, 0.0, 0.0)
-        views.append(BlockView(block, block.text, box, has_box, size, bold))
+        views.append(BlockView(block, block.text, *box, has_box, size, bold))
     return PageView(page, page.height, views)

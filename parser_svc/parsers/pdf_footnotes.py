@@ -23,7 +23,7 @@ def mark_footnotes(pages: list[PageView], body: float) -> None:
             block = seen.block
             if block.role not in ("", "list_item") or seen.size > body - SMALLER:
                 continue
-            if not seen.has_box or seen.box[1] < page.height / 2:
+            if not seen.has_box or seen.y0 < page.height / 2:
                 continue
             found = NOTE_START.match(seen.text)
             if found is None or not _under_text(seen, text):
@@ -36,6 +36,5 @@ def mark_footnotes(pages: list[PageView], body: float) -> None:
 def _under_text(note: BlockView, text: list[BlockView]) -> bool:
     """Whether body text stands over `note` and none of the body text over or under it
     reaches below its top."""
-    x0, y0, x1, _y1 = note.box
-    over = [b for b in text if b.box[0] < x1 and b.box[2] > x0]
-    return bool(over) and all(b.box[3] <= y0 + 1 for b in over)
+    over = [b for b in text if b.x0 < note.x1 and b.x1 > note.x0]
+    return bool(over) and all(b.y1 <= note.y0 + 1 for b in over)

@@ -115,8 +115,8 @@ def _outermost(page: PageView, block: BlockView, zone: str) -> bool:
     """Nothing on the block's page stands above it (a head) or below it (a foot): a number
     under a running head is a formula's or a figure's."""
     if zone == "header":
-        return all(b.box[3] > block.box[1] for b in page.blocks if b is not block)
-    return all(b.box[1] < block.box[3] for b in page.blocks if b is not block)
+        return all(b.y1 > block.y0 for b in page.blocks if b is not block)
+    return all(b.y0 < block.y1 for b in page.blocks if b is not block)
 
 
 def _edge_numbers(pages: list[PageView], least: int) -> None:
@@ -128,17 +128,17 @@ def _edge_numbers(pages: list[PageView], least: int) -> None:
         body = [b for b in page.blocks if b.has_box and b.block.role in ("", "list_item")]
         if len(body) < 2 or page.height <= 0:
             continue
-        low = max(body, key=lambda b: b.box[1])
-        high = min(body, key=lambda b: b.box[3])
-        below = all(low.box[1] >= b.box[3] for b in body if b is not low)
-        above = all(high.box[3] <= b.box[1] for b in body if b is not high)
+        low = max(body, key=lambda b: b.y0)
+        high = min(body, key=lambda b: b.y1)
+        below = all(low.y0 >= b.y1 for b in body if b is not low)
+        above = all(high.y1 <= b.y0 for b in body if b is not high)
         edges = [
-            ("footer", low, below and low.box[1] >= page.height * (1 - NUMBER_BAND)),
-            ("header", high, above and high.box[3] <= page.height * NUMBER_BAND),
+            ("footer", low, below and low.y0 >= page.height * (1 - NUMBER_BAND)),
+            ("header", high, above and high.y1 <= page.height * NUMBER_BAND),
         ]
         for zone, edge, apart in edges:
             if apart and _PAGE_NUMBER.match(" ".join(edge.text.split())):
-                found.setdefault((zone, round(edge.box[1])), []).append(edge.block)
+                found.setdefault((zone, round(edge.y0)), []).append(edge.block)
     for (zone, _y), blocks in found.items():
         if len(blocks) >= least:
             for block in blocks:
@@ -148,9 +148,9 @@ def _edge_numbers(pages: list[PageView], least: int) -> None:
 def _zone(page: PageView, block: BlockView) -> str:
     if page.height <= 0 or not block.has_box:
         return ""
-    if block.box[3] <= page.height * FURNITURE_BAND:
+    if block.y1 <= page.height * FURNITURE_BAND:
         return "header"
-    if block.box[1] >= page.height * (1 - FURNITURE_BAND):
+    if block.y0 >= page.height * (1 - FURNITURE_BAND):
         return "footer"
     return ""
 

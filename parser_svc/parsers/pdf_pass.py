@@ -95,9 +95,8 @@ def page_box(page: pymupdf.Page) -> PageBox:
     exception)."""
     found = None
     if _native is not None:
-        fz_page = page.this if isinstance(page.this, mupdf.FzPage) else mupdf.FzPage(page.this)
         context = int(mupdf.internal_context_get().this)
-        found = _native.page_box(context, fz_page.m_internal_value())
+        found = _native.page_box(context, _fz_page(page).m_internal_value())
     if found is None:
         rect = page.rect
         return PageBox(rect.width, rect.height, page.rotation)
@@ -119,7 +118,7 @@ def text_and_rules(page: pymupdf.Page, rotation: int | None = None) -> PageRun:
     pymupdf.TOOLS.unset_quad_corrections(True)
     if _native is None:
         return PageRun(page.get_textpage(), None, None, None)
-    fz_page = page.this if isinstance(page.this, mupdf.FzPage) else mupdf.FzPage(page.this)
+    fz_page = _fz_page(page)
     if rotation is None:  # `page.rotation`, unless the caller has it (page_box)
         rotation = page.rotation
     if rotation:  # as get_textpage and get_cdrawings do: the unrotated page
@@ -145,6 +144,10 @@ def text_and_rules(page: pymupdf.Page, rotation: int | None = None) -> PageRun:
         images,
         _text_page(images_stext, page) if images and complete else None,
     )
+
+
+def _fz_page(page: pymupdf.Page) -> Any:
+    return page.this if isinstance(page.this, mupdf.FzPage) else mupdf.FzPage(page.this)
 
 
 def _text_page(stext: Any, page: pymupdf.Page) -> Any:
