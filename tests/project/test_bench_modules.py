@@ -23,6 +23,7 @@ ENTRY_POINTS = [
     "bench.parse.draft_cost",
     "bench.parse.confinement_cost",
     "bench.parse.instructions",
+    "bench.parse.loop_costs",
     "bench.bench_batch_watch",
     "bench.bench_options",
     "bench.bench_book",
