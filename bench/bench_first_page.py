@@ -151,7 +151,9 @@ def main() -> None:
                     )
                 )
                 runs.append(times)
-    p50 = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    # A run whose job ended before its last draft came has no CPU to the last draft.
+    keys = dict.fromkeys(key for run in runs for key in run)
+    p50 = {key: statistics.median(run[key] for run in runs if key in run) for key in keys}
     report = {"pages": args.pages, "runs": runs, "p50": p50}
     write_text(ROOT / "var" / "bench" / "first_page.json", json.dumps(report, indent=2))
     print(
