@@ -7,7 +7,9 @@ for both clients:
             print("so far:", [p.number for p in read.package.pages], "drafts:", read.draft_pages)
 
 A running job's record says which pages can be read (`job.progress.ready_pages`):
-`client.read_pages(job_id, job.progress.ready_pages)` gives exactly those.
+`client.read_pages(job_id, job.progress.ready_pages)` gives exactly those. A job's pages are
+drafted only once someone reads them while it runs: the first read (`read_pages(job_id,
+"1-")`) waits a moment for the pages read before it, and from then on the record names them.
 """
 
 from __future__ import annotations

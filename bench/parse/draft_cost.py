@@ -66,7 +66,9 @@ for at, line in lines:
 
 def record(scratch: Path) -> tuple[list[tuple[float, str]], dict[int, float]]:
     """The child's event lines for the book (progress every 50 ms, as the child coalesces it),
-    and when each page's draft was made."""
+    and when each page's draft was made: drafts wanted from the start (a reader with the
+    submit)."""
+    draft_pages.wanted_path(scratch).touch()
     lines: list[tuple[float, str]] = []
     made: dict[int, float] = {}
     start, last = time.perf_counter(), [-1.0]

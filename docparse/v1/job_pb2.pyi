@@ -173,8 +173,10 @@ class Progress(_message.Message):
     ("1-40,89-95"; empty: none yet). While the job runs: the pages whose draft StreamResult
     and GetResult with `pages` serve (written with the progress, so at most a progress
     interval, 0.2 s, behind them; a retried attempt starts again from its own pages, the
-    earlier attempt's drafts staying readable). Once SUCCEEDED: the pages of the package
-    (empty for a package of sheets or slides only). A FAILED or CANCELLED job keeps the
+    earlier attempt's drafts staying readable). Drafts are written only once someone reads
+    the job's pages while it runs (StreamResult, or GetResult with `pages`, which answers the
+    pages read so far): until then this stays empty, `done` counting the pages read. Once
+    SUCCEEDED: the pages of the package (empty for a package of sheets or slides only). A FAILED or CANCELLED job keeps the
     value it had: those drafts stay readable for the retention.
     """
     def __init__(

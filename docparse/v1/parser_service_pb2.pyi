@@ -686,8 +686,10 @@ class GetResultRequest(_message.Message):
     they show; document-wide fields (metadata, warnings, email) stay, sheets, slides and
     attachments go. A QUEUED or RUNNING job: the selected pages read so far, at once (those
     Job.progress.ready_pages names, or newer), `partial` set and `draft_pages` naming them
-    (a draft is the page before the passes that need every page: StreamResult). A FAILED or
-    CANCELLED job: the errors of GetResult without pages (its drafts: StreamResult). Pages
+    (a draft is the page before the passes that need every page: StreamResult). Drafts are
+    written once someone reads the job's pages while it runs: a call that finds fewer drafts
+    than the pages its progress says are done (the first such call, or its retry) waits for
+    them, at most 2 s, and answers them too. A FAILED or CANCELLED job: the errors of GetResult without pages (its drafts: StreamResult). Pages
     the document does not have, or not read yet, are simply absent.
     """
     def __init__(

@@ -82,7 +82,10 @@ class ParserServiceStub:
     one page part (a ReadingPackage holding one page and its assets' records). While the job
     runs, PDF pages come as drafts (the page as read, before the passes that need every page:
     headings, title, running heads and feet, tables continued on the next page), as soon as
-    each is read, in any order; a page's draft may come again from a retried attempt. Once
+    each is read, in any order; a page's draft may come again from a retried attempt. A job's
+    parse writes drafts only once someone reads its pages while it runs (this stream, or
+    GetResult with `pages`): the stream marks the job read, and its parse then drafts the
+    pages it read before (within a progress interval, 0.2 s, and a page), then each page. Once
     the job SUCCEEDED, every page of the final package comes as final, in page order: byte
     for byte the package's pages (GetResult), and a final never changes. Then the stream
     ends with the terminal record. A FAILED or CANCELLED job's drafts stay readable for the
@@ -159,7 +162,10 @@ class ParserServiceAsyncStub(ParserServiceStub):
     one page part (a ReadingPackage holding one page and its assets' records). While the job
     runs, PDF pages come as drafts (the page as read, before the passes that need every page:
     headings, title, running heads and feet, tables continued on the next page), as soon as
-    each is read, in any order; a page's draft may come again from a retried attempt. Once
+    each is read, in any order; a page's draft may come again from a retried attempt. A job's
+    parse writes drafts only once someone reads its pages while it runs (this stream, or
+    GetResult with `pages`): the stream marks the job read, and its parse then drafts the
+    pages it read before (within a progress interval, 0.2 s, and a page), then each page. Once
     the job SUCCEEDED, every page of the final package comes as final, in page order: byte
     for byte the package's pages (GetResult), and a final never changes. Then the stream
     ends with the terminal record. A FAILED or CANCELLED job's drafts stay readable for the
@@ -299,7 +305,10 @@ class ParserServiceServicer(metaclass=_abc_1.ABCMeta):
         one page part (a ReadingPackage holding one page and its assets' records). While the job
         runs, PDF pages come as drafts (the page as read, before the passes that need every page:
         headings, title, running heads and feet, tables continued on the next page), as soon as
-        each is read, in any order; a page's draft may come again from a retried attempt. Once
+        each is read, in any order; a page's draft may come again from a retried attempt. A job's
+        parse writes drafts only once someone reads its pages while it runs (this stream, or
+        GetResult with `pages`): the stream marks the job read, and its parse then drafts the
+        pages it read before (within a progress interval, 0.2 s, and a page), then each page. Once
         the job SUCCEEDED, every page of the final package comes as final, in page order: byte
         for byte the package's pages (GetResult), and a final never changes. Then the stream
         ends with the terminal record. A FAILED or CANCELLED job's drafts stay readable for the

@@ -224,7 +224,9 @@ def _get_result(package: Schema) -> Schema:
                 "query",
                 'only these pages: "1-5,10,20-" (1-based; "" every page; else 400 '
                 "INVALID_PAGE_RANGE); while the job runs, the pages read so far, the answer "
-                "marked partial (Docparse-Partial: true; JSON: partial, draft_pages)",
+                "marked partial (Docparse-Partial: true; JSON: partial, draft_pages); the "
+                "first such read turns the job's drafts on and waits, at most 2 s, for the "
+                "pages read before it",
             ),
             _param(
                 "format",

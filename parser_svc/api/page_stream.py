@@ -10,6 +10,9 @@ publishes its number on the page channel), and every `poll_s` it looks anyway (p
 at most once; a lost connection is a RESYNC). Finals are cut from the package GetResult serves
 (child/draft_pages.page_part), so they are that package's pages byte for byte on any replica.
 
+A stream of a job that has not ended marks it read (PageParts.want): its parse drafts the pages
+read so far, then each page (work/draft_switch.py); the stream sends them as they come.
+
 The cursor is '' (from the start), 'd<seq>' (drafts sent up to that pointer number) or
 'f<n>' (the first n finals sent: no more drafts).
 """
@@ -73,6 +76,8 @@ class PageStream:
             job = await self.store.get(job_id)
             # A job that had ended when the stream began gets no drafts: its finals say it all.
             drafting = finals is None and job.state != job_pb2.STATE_SUCCEEDED
+            if drafting and not is_terminal(job):  # its parse drafts from now on
+                await self.parts.want(job_id)
             while True:
                 ended = is_terminal(job)  # read before the drafts: none can come after it
                 if drafting:

@@ -6,7 +6,8 @@ The whole package is the stored bytes (inline in Redis, or the blob store) as th
 record's ResultRef names them. With `pages`, a SUCCEEDED job's package is cut in a thread
 (docparse/package_pages.cut_serialized: only its pages and asset records are decoded); a
 QUEUED or RUNNING job's answer joins the page parts its pointers name (state/page_parts.py,
-the ones StreamResult sends), read at once: what is there now, never a wait.
+the ones StreamResult sends): what is there now, but for the read that turns the job's drafts
+on, which first waits a moment for the pages read before it (draft_backfill.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.v1 import reading_package_pb2 as rp
 from docparse_server.errors import error
+from parser_svc.api import draft_backfill
+from parser_svc.state.events import EventHub
 from parser_svc.state.page_parts import PageParts, PagePointer
 from parser_svc.state.records import is_terminal
 from parser_svc.state.store import JobStore
@@ -67,8 +70,8 @@ def _cut(data: bytes, selection: page_ranges.Selection) -> tuple[bytes, job_pb2.
 class Results:
     """The result reads of jobs in the shared store: any replica answers."""
 
-    def __init__(self, store: JobStore, blobs: BlobStore) -> None:
-        self.store, self.blobs = store, blobs
+    def __init__(self, store: JobStore, hub: EventHub, blobs: BlobStore) -> None:
+        self.store, self.hub, self.blobs = store, hub, blobs
         self.parts = PageParts(store)
 
     async def package_bytes(self, job: job_pb2.Job) -> bytes:
@@ -99,6 +102,8 @@ class Results:
         """GetResult's messages for `request` (its job id checked by the caller)."""
         selection = selection_of(request.pages) if request.pages else None
         job = await self.store.get(request.job_id)
+        if selection is not None and not is_terminal(job):
+            job = await draft_backfill.wanted(self.store, self.hub, self.parts, job)
         if selection is not None and not is_terminal(job):
             data, ref, drafts = await self.read_so_far(job.job_id, selection)
             first = Response(result=ref, partial=True, draft_pages=drafts)

@@ -14,6 +14,12 @@ without its bytes. A file per page would cost each page ~0.2 ms of file system c
 than reading a text page).
 The worker publishes them (parser_svc/work/page_parts.py). A document of one page has no
 drafts: its final comes as soon.
+
+Drafts are written only once someone reads the job's pages while it runs: they cost a parse
+that nobody streams from a tenth of its throughput (bench/README.md, "Drafts on demand"). The
+worker says so by creating `<scratch>/drafts-wanted` (parser_svc/work/draft_switch.py); each
+process looks for it as it adds a page (a stat, until it is there) and then drafts the pages it
+added before, and from then on each page.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -74,6 +81,34 @@ LINE_BUDGET = 512 * 1024
 
 def draft_path(scratch: Path, number: int) -> Path:
     return scratch / "pages" / f"{number}.pb"
+
+
+def wanted_path(scratch: Path) -> Path:
+    """The file whose presence tells the parse that someone reads its pages."""
+    return scratch / "drafts-wanted"
+
+
+class _Drafter:
+    """A process's page hook: nothing while nobody reads the job's pages, then a draft of each
+    page it added so far and of each page it adds after (`send`)."""
+
+    def __init__(self, wanted: str, send: Callable[[int, bytes], None]) -> None:
+        self.wanted, self.send = wanted, send
+        self.on = False
+
+    def __call__(self, package: rp.ReadingPackage, page: rp.Page, total: int) -> None:
+        if total <= 1:  # a document of one page: its final comes as soon
+            return
+        if self.on:
+            self.send(page.number, page_part(package, page))
+        elif os.path.exists(self.wanted):
+            self.on = True
+            for earlier in package.pages:  # this page is the last of them
+                self.send(earlier.number, page_part(package, earlier))
+
+
+# While a PDF's drafts may be written: the file that says they are wanted.
+wanted: str | None = None
 
 
 # While a PDF's drafts are written: how a draft read by a sibling process (its page number and
@@ -163,43 +198,37 @@ class _Announcer:
 
 @contextlib.contextmanager
 def writing_drafts(scratch: Path, emit: Callable[..., None]) -> Iterator[None]:
-    """Meanwhile, each page this process adds to a PDF's package of more than one page is
-    written as a draft under `scratch` and announced with `emit` (the child's event line), and
-    so is each page a sibling process (page_siblings.py) reads, as it reads it (`relay`): a
-    sibling's range is readable while the child still reads its own, not only once the child
-    adds it. A page is announced again only if its part differs from the one already sent (the
-    child adds a sibling's pages as they were read; it reads a range again itself only when
-    the sibling's cannot be added, which may read a page otherwise). Whatever is gathered is
-    announced when the block ends. The PDF parser is imported here, not with this module: the
-    parse child's imports are what a child's memory limit is counted from (zygote.py), and
-    only a PDF's parse needs it."""
+    """Meanwhile, once drafts are wanted (`wanted_path`), each page this process adds to a
+    PDF's package of more than one page is written as a draft under `scratch` and announced
+    with `emit` (the child's event line), and so is each page a sibling process
+    (page_siblings.py) reads, as it reads it (`relay`): a sibling's range is readable while the
+    child still reads its own, not only once the child adds it. A page is announced again only
+    if its part differs from the one already sent (the child adds a sibling's pages as they
+    were read; it reads a range again itself only when the sibling's cannot be added, which may
+    read a page otherwise). Whatever is gathered is announced when the block ends. The PDF
+    parser is imported here, not with this module: the parse child's imports are what a child's
+    memory limit is counted from (zygote.py), and only a PDF's parse needs it."""
     from parser_svc.parsers import pdf_pages
 
-    global relay
+    global relay, wanted
     announcer = _Announcer(scratch, emit)
-
-    def added(package: rp.ReadingPackage, page: rp.Page, total: int) -> None:
-        if total > 1:  # a sibling replaces this hook with its own (sibling_drafts)
-            announcer.send(page.number, page_part(package, page))
-
-    pdf_pages.page_added, relay = added, announcer.send
+    wanted = str(wanted_path(scratch))
+    # A sibling replaces this hook with its own (sibling_drafts).
+    pdf_pages.page_added, relay = _Drafter(wanted, announcer.send), announcer.send
     try:
         yield
     finally:
-        pdf_pages.page_added, relay = None, None
+        pdf_pages.page_added, relay, wanted = None, None, None
         announcer.close()
 
 
 def sibling_drafts(send: Callable[[int, bytes], None]) -> None:
-    """In a sibling process: each page it adds is sent as a draft part with `send` (to the
-    child, which relays it), when the child writes drafts (its hook is set)."""
+    """In a sibling process: once drafts are wanted, each page it added to the range it reads
+    and each page it adds after is sent as a draft part with `send` (to the child, which
+    relays it), when the child writes drafts (its hook is set). The earlier ranges it read
+    are the child's to draft, as it adds them."""
     from parser_svc.parsers import pdf_pages
 
-    if pdf_pages.page_added is None:
+    if pdf_pages.page_added is None or wanted is None:
         return
-
-    def added(package: rp.ReadingPackage, page: rp.Page, total: int) -> None:
-        if total > 1:
-            send(page.number, page_part(package, page))
-
-    pdf_pages.page_added = added
+    pdf_pages.page_added = _Drafter(wanted, send)

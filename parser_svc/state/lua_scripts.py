@@ -132,6 +132,9 @@ class WriteResult:
     version: int
     # A claim that is in (OK or DONE) answers with the record it made: no second read.
     record: job_pb2.Job | None = None
+    # A progress write's answer: a reader asks for the job's pages while it runs (the record's
+    # mark, lua/want_drafts.lua).
+    drafts: bool = False
 
     @property
     def ok(self) -> bool:
@@ -143,7 +146,8 @@ class WriteResult:
     def of(reply: list[Any]) -> WriteResult:
         """The reply {status, version[, record as a flat field/value list]}."""
         status: WriteStatus = _text(reply[0])  # type: ignore[assignment]
-        return WriteResult(status=status, version=int(reply[1]), record=_record(reply))
+        drafts = len(reply) > 2 and not isinstance(reply[2], list) and _text(reply[2]) == "1"
+        return WriteResult(status, int(reply[1]), _record(reply), drafts)
 
 
 def _record(reply: list[Any]) -> job_pb2.Job | None:

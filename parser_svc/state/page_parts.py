@@ -26,9 +26,11 @@ from parser_svc.state.lua_scripts import LuaScript
 from parser_svc.state.store import JobStore
 
 PUT_PAGE_PART = LuaScript("put_page_part.lua", uses=("publish",))
+WANT_DRAFTS = LuaScript("want_drafts.lua")
 
 PartKind = Literal["draft", "final"]
 PutStatus = Literal["OK", "SAME", "KEPT", "REPLACED", "NOT_FOUND", "TERMINAL", "FENCED"]
+WantStatus = Literal["SET", "MARKED", "ENDED", "NOT_FOUND"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,18 @@ class PageParts:
             for i in range(0, len(reply), 2)
         ]
         return results if len(results) == len(parts) else results[:1] * len(parts)
+
+    async def want(self, job_id: str) -> WantStatus:
+        """A reader asks for the job's pages while it runs: its parse drafts them from now on
+        (lua/want_drafts.lua). SET: this call marked it (the pages read so far come first)."""
+        keys = [self.keys.job(job_id)]
+        reply = await self.store.call(lambda: WANT_DRAFTS(self.store._redis, keys, []))
+        return cast(WantStatus, _text(reply[0]))
+
+    async def wanted(self, job_id: str) -> bool:
+        """Whether a reader asked for the job's pages (the worker's look when a parse begins)."""
+        key = self.keys.job(job_id)
+        return _text(await self.store.call(lambda: self.store._redis.hget(key, "drafts"))) == "1"
 
     async def ready(self, job_id: str, after_seq: int = 0) -> list[PagePointer]:
         """The job's page pointers written after `after_seq`, in the order they were written

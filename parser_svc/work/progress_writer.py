@@ -63,6 +63,8 @@ class ProgressWriter:
         # it grows between progress events. What the last write carried: `_written_ready`.
         self.ready: Callable[[], str] = str
         self._written_ready = ""
+        # Told when a write's answer says a reader asks for the job's pages (DraftSwitch).
+        self.drafts_wanted: Callable[[], None] = lambda: None
 
     def start(self) -> None:
         self._arm()
@@ -157,3 +159,5 @@ class ProgressWriter:
                 return
             self._announced = True
             self._written_ready = ready
+            if result.drafts:
+                self.drafts_wanted()

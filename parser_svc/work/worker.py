@@ -43,6 +43,7 @@ from parser_svc.state.queue_store import FinalFailure, queue_worker
 from parser_svc.state.records import parse_overrides
 from parser_svc.state.store import JobStore
 from parser_svc.work.blobs import BlobStore
+from parser_svc.work.draft_switch import DraftSwitch
 from parser_svc.work.job_tracing import job_span, trace_parent
 from parser_svc.work.page_parts import DraftQueue, PagePublisher
 from parser_svc.work.progress_writer import PROGRESS_WRITE_INTERVAL_S, LostOwnership, ProgressWriter
@@ -169,10 +170,8 @@ class ParseWorker:
     async def _execute(
         self, job_id: str, fence: str, lock_key: str, token: str, last_try: bool
     ) -> str:
-        # The claim is retried through a blip (a re-run of a claim that went in answers DONE),
-        # so a slow Redis reply never costs the job an attempt.
-        # Quiet: the claim publishes nothing; the progress writer's first write or the
-        # terminal write publishes the record (ProgressWriter).
+        # Retried through a blip (a re-run of a claim that went in answers DONE): a slow reply
+        # never costs an attempt. Quiet: the next write publishes the record (ProgressWriter).
         claim = await self.writes.retrying(
             lambda: self.store.claim(job_id, fence, lock_key=lock_key, lock_token=token, quiet=True)
         )
@@ -294,18 +293,16 @@ class ParseWorker:
         input_path, size, scratch, options = prepared
         options.page_processes = await self._page_processes(record.content_type, size)
 
-        async def lost(err: LostOwnership) -> LostOwnership:
-            if err.status != "FENCED":  # the job ended (cancelled) mid-parse
-                await asyncio.to_thread(self.blobs.delete_upload, job_id)
-            return err
+        drafts, switch = self._drafts(job_id, fence, record.attempt, Path(scratch.name), writer)
 
         async def on_progress(done: int, total: int, stage: str) -> None:
             # each report of the child is an event of its span (parse.child, below)
             tracing.add_current_event("parse.progress", done=done, total=total, stage=stage)
+            await switch.on_progress(total)
             try:
                 await writer.report(done, total, stage)
             except LostOwnership as err:
-                raise await lost(err) from None
+                raise await self._lost(job_id, err) from None
 
         output_path, assets_dir = Path(scratch.name) / "package.pb", Path(scratch.name) / "assets"
         collected: list[tuple[bytes, str]] = []
@@ -314,20 +311,18 @@ class ParseWorker:
             return self._collect(job_id, assets_dir, output_path)
 
         async def on_done() -> None:
-            # The child has written its package and is exiting: tearing down its copy of the
-            # fork server's page tables takes a few ms, so the package is collected meanwhile.
-            # It is used only if the child then exits 0.
+            # The child has written its package and is exiting (its page tables' teardown takes
+            # a few ms): collected meanwhile, used only if the child then exits 0.
             collected.append(await asyncio.to_thread(collect))
 
         succeeded = False
         try:
             run = (record.content_type, input_path, output_path, options)
-            drafts = self._drafts(job_id, fence, record.attempt, output_path.parent, writer)
             outcome = await self._run_child(job_id, run, on_progress, on_done, drafts)
             try:
                 writer.check()  # a write the timer made while the last page ran was refused
             except LostOwnership as err:
-                raise await lost(err) from None
+                raise await self._lost(job_id, err) from None
             if not outcome.reason:
                 if not collected:
                     collected.append(await asyncio.to_thread(collect))
@@ -341,16 +336,23 @@ class ParseWorker:
             await asyncio.to_thread(self._clean_up, job_id if succeeded else "", scratch)
         return outcome
 
+    async def _lost(self, job_id: str, err: LostOwnership) -> LostOwnership:
+        if err.status != "FENCED":  # the job ended (cancelled) mid-parse
+            await asyncio.to_thread(self.blobs.delete_upload, job_id)
+        return err
+
     def _drafts(
         self, job_id: str, fence: str, attempt: int, scratch: Path, writer: ProgressWriter
-    ) -> DraftQueue:
+    ) -> tuple[DraftQueue, DraftSwitch]:
         """Publishes the draft page parts the child writes under `scratch` (work/page_parts.py);
-        the pages published go into `writer`'s next write (Progress.ready_pages)."""
-        publisher = PagePublisher(PageParts(self.store), self.blobs, job_id, fence, attempt)
-        drafts = DraftQueue(publisher, scratch)
+        the pages published go into `writer`'s next write (Progress.ready_pages). The switch
+        turns them on once a reader asks (its look, or a write's answer: draft_switch.py)."""
+        parts = PageParts(self.store)
+        publisher = PagePublisher(parts, self.blobs, job_id, fence, attempt)
+        drafts, switch = DraftQueue(publisher, scratch), DraftSwitch(parts, job_id, scratch)
         writer.ready = lambda: page_ranges.of_pages(publisher.ready)
-        drafts.on_published = writer.nudge
-        return drafts
+        drafts.on_published, writer.drafts_wanted = writer.nudge, switch.turn_on
+        return drafts, switch
 
     async def _run_child(
         self,

@@ -185,7 +185,9 @@ export class DocparseClient extends BatchClient {
    * while the job runs: then `partial` is true (pages not read yet are absent) and
    * `draftPages` names the drafts among them (StreamResult's); a SUCCEEDED job's pages:
    * `partial` false. `readPages(id, job.progress?.readyPages)` gives what a running job's
-   * record names. A FAILED or CANCELLED job: the errors of `result`. */
+   * record names; a job's pages are drafted only once someone reads them while it runs, and
+   * the first read waits a moment for the pages read before it (`readPages(id, "1-")`).
+   * A FAILED or CANCELLED job: the errors of `result`. */
   async readPages(jobId: string, pages: string): Promise<PageRead> {
     const { data, partial, draftPages } = await this.download(jobId, pages);
     return { package: fromBinary(ReadingPackageSchema, data), partial, draftPages };

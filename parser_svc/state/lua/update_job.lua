@@ -32,9 +32,12 @@
 --          watchers (a version they have not seen), and each version is published once
 -- Returns {status, version}: OK | DONE | NOOP | NOT_FOUND | TERMINAL | FENCED | BAD_PATCH;
 -- a claim that is in (OK or DONE) adds the record as a flat field/value list (no second read).
+-- A progress write that is in (OK or NOOP) adds the record's 'drafts' mark ('1' once a reader
+-- asked for the job's pages while it runs: lua/want_drafts.lua; else ''): the worker learns
+-- of a reader with the write it makes anyway.
 -- Loaded after lib/publish.lua (publish_record, PUBLISH_COMMAND): parser_svc/state/lua_scripts.py.
 local cur = redis.call('HMGET', K[1], 'state', 'version', 'done', 'total', 'stage', 'fence',
-  'attempt', 'tenant', 'job_id', 'dedupe_key')
+  'attempt', 'tenant', 'job_id', 'dedupe_key', 'drafts')
 local state = cur[1]
 if not state then return {'NOT_FOUND', 0} end
 local version = tonumber(cur[2])
@@ -154,6 +157,7 @@ if not changed then
     if K[4] ~= '' then publish_batch(tonumber(redis.call('HGET', K[4], 'version') or '0')) end
     publish_record(K[1], ARGV[4])
   end
+  if op == 'progress' then return {'NOOP', version, cur[11] or ''} end
   return {'NOOP', version}
 end
 
@@ -222,4 +226,5 @@ if publishing ~= 'quiet' then
 elseif op == 'claim' then
   return {'OK', version, redis.call('HGETALL', K[1])}
 end
+if op == 'progress' then return {'OK', version, cur[11] or ''} end
 return {'OK', version}

@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
+import redis
 
 from docparse import page_ranges
 from docparse.client import Client
@@ -142,23 +143,60 @@ def get_result(address: str, job_id: str, pages: str) -> tuple[rp.ReadingPackage
     return package, messages
 
 
-def test_records_say_which_pages_are_ready_and_get_result_serves_them_while_running(
+def test_a_job_nobody_reads_while_it_runs_writes_no_drafts(stack: LocalStack) -> None:
+    """Drafts cost a parse nobody streams from (bench/README.md, "Drafts on demand"): a job
+    waited for without reading its pages stores no page part and no pointer, and its finals
+    are all a stream opened after the end sends."""
+    job = submit(stack.gateway_addresses[0], make_pdf(6, "unread"), "unread.pdf")
+    assert wait_terminal(stack.gateway_addresses[0], job.job_id).state == job_pb2.STATE_SUCCEEDED
+    client = redis.Redis.from_url(stack.redis_url)
+    try:
+        assert not list(client.scan_iter(match=f"*{job.job_id}*:page*"))
+        assert list(client.scan_iter(match=f"*:job:*{job.job_id}*"))  # the record is there
+    finally:
+        client.close()
+    assert not list(stack.data_dir.glob(f"**/pages/{job.job_id}/*"))
+    messages = list(stream(stack.parser_addresses[1], job.job_id))
+    assert [(m.page_number, m.final) for m in messages[:-1]] == [(n, True) for n in range(1, 7)]
+
+
+def test_drafts_wait_for_a_reader_whose_first_read_gets_the_pages_read_so_far(
     stack: LocalStack,
 ) -> None:
+    """A job nobody reads writes no drafts: its running records name no ready page though
+    pages are done. The first GetResult with `pages` (on the other replica) turns its drafts
+    on and answers the pages read before it, in the same call, as drafts, marked partial;
+    from then on the records name the ready pages, growing, and any replica serves what they
+    name; once SUCCEEDED they name the package's pages."""
     gateway = stack.gateway_addresses[0]
     first, second = stack.parser_addresses
     job = submit(gateway, make_pdf(PAGES, "ready"), "ready.pdf")
-    running = []
+    running: list[job_pb2.Job] = []
+    asked = 0
     channel, s = stub(first)
     with channel:
         for event in s.WatchJob(WatchJobRequest(job_id=job.job_id), timeout=120):
-            ready_pages = event.job.progress.ready_pages
-            seen = {j.progress.ready_pages for j in running}
-            if event.job.state == job_pb2.STATE_RUNNING and ready_pages and ready_pages not in seen:
+            progress = event.job.progress
+            if event.job.state != job_pb2.STATE_RUNNING:
+                if event.job.state == job_pb2.STATE_SUCCEEDED:
+                    break
+                continue
+            if not asked and progress.done >= 3:
+                assert progress.ready_pages == "", "drafts written before anyone read"
+                package, messages = get_result(second, job.job_id, "1-")
+                asked = len(package.pages)
+                assert asked >= progress.done, "the first read lacks pages read before it"
+                assert [p.number for p in package.pages] == list(range(1, asked + 1))
+                assert messages[0].partial
+                assert list(messages[0].draft_pages) == list(range(1, asked + 1))
+            elif asked and progress.ready_pages not in {
+                "",
+                *(j.progress.ready_pages for j in running),
+            }:
                 running.append(event.job)
-            if len(running) == 2 or event.job.state == job_pb2.STATE_SUCCEEDED:
+            if len(running) == 2:
                 break
-    assert len(running) == 2, "no running record named a ready page"
+    assert len(running) == 2, "no running record named a ready page after the first read"
     ready = [page_ranges.parse(j.progress.ready_pages) for j in running]
     named = [[n for n in range(1, PAGES + 1) if page_ranges.selects(r, n)] for r in ready]
     assert named[0][0] == 1 and set(named[0]) < set(named[1])  # page 1 on, growing

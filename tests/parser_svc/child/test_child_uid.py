@@ -23,6 +23,7 @@ import pytest
 from docparse.client import Client
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
+from parser_svc.child.draft_pages import wanted_path
 from parser_svc.child.fork_server import ForkServer
 from parser_svc.child.privileges import ChildScratch
 from parser_svc.child.sandbox import Limits, ParseProcess, SpawnedChild, run_parse
@@ -188,11 +189,13 @@ def test_a_child_cannot_open_another_jobs_files_or_the_service_secrets(
 @linux_only
 async def test_the_worker_runs_a_dropped_parse_end_to_end(shared_volume: Path) -> None:
     """run_parse as the worker calls it: a package, assets and page drafts written by the
-    dropped child land in its scratch directory, which the worker then reads and deletes."""
+    dropped child land in its scratch directory, which the worker then reads and deletes. The
+    file by which the worker (root here) asks for drafts is seen by the dropped child."""
     blobs = BlobStore(shared_volume, "test")
     blobs.put_input("job-a", _two_pages())
     owner, made = _scratch()
     scratch = Path(made.name)
+    wanted_path(scratch).touch()  # as DraftSwitch.turn_on does
     options = ParseOptions.defaults(assets_dir=scratch / "assets", **owner.drop_to())
     pages: list[int] = []
 
@@ -211,6 +214,7 @@ async def test_the_worker_runs_a_dropped_parse_end_to_end(shared_volume: Path) -
         assert not outcome.reason, outcome.message
         assert outcome.pages == 2 and sorted(pages) == [1, 2]
         written = _files(scratch)  # the second page's draft is too large for its event line
+        assert written.pop(wanted_path(scratch).name) == os.geteuid()  # the worker's
         assert {"package.pb", "pages/2.pb"} <= written.keys(), written
         assert any(name.startswith("assets/") for name in written)
         expected = CHILD if ROOT_RUN else os.geteuid()

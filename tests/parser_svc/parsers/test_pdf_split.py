@@ -27,7 +27,7 @@ from docparse.client import Client
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2
 from parser_svc.child import page_siblings, parse_child
-from parser_svc.child.draft_pages import draft_path, writing_drafts
+from parser_svc.child.draft_pages import draft_path, wanted_path, writing_drafts
 from parser_svc.child.page_siblings import SiblingCrashed
 from parser_svc.child.parse_child import parse
 from parser_svc.parsers import (
@@ -226,16 +226,26 @@ def test_sibling_crash_is_raised_with_its_signal(
     assert caught.value.signum == signal.SIGSEGV
 
 
-def _drafts(data: bytes, tmp: Path, processes: int) -> list[tuple[int, bytes]]:
-    """The draft parts a parse child announces, in order: (page number, part)."""
+def _drafts(
+    data: bytes, tmp: Path, processes: int, wanted_after: int | None = 0
+) -> list[tuple[int, bytes]]:
+    """The draft parts a parse child announces, in order: (page number, part). Drafts are
+    wanted (the worker's file) from the start, once `wanted_after` pages are done, or never
+    (None)."""
     scratch = tmp / f"scratch-{processes}-{time.monotonic_ns()}"
     scratch.mkdir()
     events: list[dict[str, object]] = []
     options = ParseOptions.defaults(
         assets_dir=scratch / "assets", page_processes=processes, pdf_split_min_pages=4
     )
+
+    def progress(done: int, total: int, stage: str) -> None:
+        if wanted_after is not None and done >= wanted_after:
+            wanted_path(scratch).touch()
+
+    progress(0, 0, "opening")
     with writing_drafts(scratch, lambda **event: events.append(event)):
-        parse("pdf", data, lambda *_: None, options)
+        parse("pdf", data, progress, options)
     drafts = []
     for event in events:
         assert event["event"] == "pages", event
@@ -272,6 +282,23 @@ def test_a_siblings_pages_are_drafts_as_it_reads_them(
     two = _drafts(data, tmp_path, 2)
     assert [number for number, _ in two] == [*range(9, 17), *range(1, 9), *range(17, 25)]
     assert sorted(two) == one
+
+
+def test_nothing_is_drafted_until_a_reader_asks_then_the_pages_read_before_come_first(
+    tmp_path: Path,
+) -> None:
+    """Drafts cost a parse nobody reads: without the worker's file none is written. Once it
+    appears (here after page 6), each process drafts the pages it read before, then each page
+    it reads: every page once, each the part a parse that drafted from the start announces,
+    with one process or with a sibling (whose earlier ranges the child drafts as it adds
+    them)."""
+    data = mixed_long_pdf()
+    assert _drafts(data, tmp_path, 1, wanted_after=None) == []
+    assert _drafts(data, tmp_path, 2, wanted_after=None) == []
+    from_start = _drafts(data, tmp_path, 1)
+    late = _drafts(data, tmp_path, 1, wanted_after=6)
+    assert late == from_start  # 1-7 at once when page 7 is added, then one by one
+    assert sorted(_drafts(data, tmp_path, 2, wanted_after=6)) == from_start
 
 
 def _alive(pid: int) -> bool:

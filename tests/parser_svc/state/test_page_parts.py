@@ -183,3 +183,35 @@ def test_parts_are_stored_once_by_their_sha256_and_nothing_else_names_a_file(
         with pytest.raises(ValueError, match="not a sha256"):
             blobs.put_page_parts(job_id, [(name, b"x")])
     assert sorted(p.name for p in folder.iterdir()) == sorted(f"{sha(d)}.pb" for d in datas[1:])
+
+
+async def test_a_reader_marks_a_job_that_runs_and_its_worker_hears_it_in_a_progress_write(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """The mark that makes a job's parse write drafts (lua/want_drafts.lua): set once by any
+    replica's reader while the job is queued or runs, answered again the same to a retry
+    (a lost reply), never on an ended or unknown job; it changes neither the record's version
+    nor its published state, and the worker reads it in its progress writes' answers."""
+    worker, reader = two_replicas(redis_server, tmp_path)
+    queued = uuid.uuid4().hex
+    assert (await worker.store.create(queued, {"file_name": "q.pdf"})).status == "OK"
+    version = (await reader.store.get(queued)).version
+    assert await reader.parts.want(queued) == "SET"
+    assert await worker.parts.want(queued) == "MARKED"  # a retry, or a second reader
+    assert (await reader.store.get(queued)).version == version
+    assert await worker.parts.wanted(queued)
+    assert (await worker.store.claim(queued, "w0")).ok
+    assert (await worker.store.progress(queued, "w0", done=1, total=3, stage="text")).drafts
+
+    job_id = await running_job(worker, "w1")
+    assert not await worker.parts.wanted(job_id)
+    write = await worker.store.progress(job_id, "w1", done=1, total=3, stage="text")
+    assert write.ok and not write.drafts
+    assert await reader.parts.want(job_id) == "SET"
+    again = await worker.store.progress(job_id, "w1", done=1, total=3, stage="text")
+    assert again.status == "NOOP" and again.drafts  # a write that changes nothing says it too
+    assert (await worker.store.progress(job_id, "w1", done=2, total=3, stage="text")).drafts
+    assert (await worker.store.finish(job_id, "w1", "FAILED", {"err_reason": "X"})).ok
+    assert await reader.parts.want(job_id) == "ENDED"
+    assert await reader.parts.want(uuid.uuid4().hex) == "NOT_FOUND"
+    assert not await reader.parts.wanted(uuid.uuid4().hex)

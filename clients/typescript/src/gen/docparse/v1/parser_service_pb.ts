@@ -702,8 +702,10 @@ export type GetResultRequest = Message<"docparse.v1.GetResultRequest"> & {
    * they show; document-wide fields (metadata, warnings, email) stay, sheets, slides and
    * attachments go. A QUEUED or RUNNING job: the selected pages read so far, at once (those
    * Job.progress.ready_pages names, or newer), `partial` set and `draft_pages` naming them
-   * (a draft is the page before the passes that need every page: StreamResult). A FAILED or
-   * CANCELLED job: the errors of GetResult without pages (its drafts: StreamResult). Pages
+   * (a draft is the page before the passes that need every page: StreamResult). Drafts are
+   * written once someone reads the job's pages while it runs: a call that finds fewer drafts
+   * than the pages its progress says are done (the first such call, or its retry) waits for
+   * them, at most 2 s, and answers them too. A FAILED or CANCELLED job: the errors of GetResult without pages (its drafts: StreamResult). Pages
    * the document does not have, or not read yet, are simply absent.
    *
    * @generated from field: string pages = 2;
@@ -1255,7 +1257,10 @@ export const ParserService: GenService<{
    * one page part (a ReadingPackage holding one page and its assets' records). While the job
    * runs, PDF pages come as drafts (the page as read, before the passes that need every page:
    * headings, title, running heads and feet, tables continued on the next page), as soon as
-   * each is read, in any order; a page's draft may come again from a retried attempt. Once
+   * each is read, in any order; a page's draft may come again from a retried attempt. A job's
+   * parse writes drafts only once someone reads its pages while it runs (this stream, or
+   * GetResult with `pages`): the stream marks the job read, and its parse then drafts the
+   * pages it read before (within a progress interval, 0.2 s, and a page), then each page. Once
    * the job SUCCEEDED, every page of the final package comes as final, in page order: byte
    * for byte the package's pages (GetResult), and a final never changes. Then the stream
    * ends with the terminal record. A FAILED or CANCELLED job's drafts stay readable for the

@@ -1,0 +1,60 @@
+"""A read of a running job's pages turns its drafts on (state/page_parts.PageParts.want): the
+parse writes drafts only for a job someone reads (work/draft_switch.py). A read that finds fewer
+drafts than the record says pages are done (the one that turned them on) waits, at most
+BACKFILL_WAIT_S, for the pages the parse read before: a client that asks for what the record
+says is done gets it in the same call."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from docparse.v1 import job_pb2
+from parser_svc.state.events import Event, EventHub
+from parser_svc.state.page_parts import PageParts
+from parser_svc.state.records import is_terminal
+from parser_svc.state.store import JobStore
+
+# The worker hears of a reader with its next progress write (at most 0.2 s), and the parse at
+# its next page: a text page takes ms, an OCR'd one may take longer than this wait.
+BACKFILL_WAIT_S = 2.0
+
+
+async def wanted(store: JobStore, hub: EventHub, parts: PageParts, job: job_pb2.Job) -> job_pb2.Job:
+    """Marks the running `job` as read. When its parse had read pages of a multi-page PDF that
+    are not drafts yet (the mark is new, or a read before did not wait for them all: a retry
+    after a lost reply waits as the first call did): waits until as many pages are pointed at
+    as the record said were done, the job ends, or BACKFILL_WAIT_S pass. The job's record, as
+    it is then."""
+    await parts.want(job.job_id)
+    done = job.progress.done
+    if job.content_type != "pdf" or job.progress.total < 2 or done < 1:
+        return job
+    if len(await parts.ready(job.job_id)) >= done:
+        return job
+    keys, loop = store.keys, asyncio.get_running_loop()
+    deadline = loop.time() + BACKFILL_WAIT_S
+    async with (
+        hub.subscribe(keys.job_channel(job.job_id)) as records,
+        hub.subscribe(keys.page_channel(job.job_id)) as pages,
+    ):
+        while True:  # subscribed first, then read: a pointer written meanwhile is seen
+            job = await store.get(job.job_id)
+            if is_terminal(job) or len(await parts.ready(job.job_id)) >= done:
+                return job
+            left = deadline - loop.time()
+            if left <= 0:
+                return job
+            await _next_event(records, pages, left)
+
+
+async def _next_event(a: asyncio.Queue[Event], b: asyncio.Queue[Event], within_s: float) -> None:
+    """Waits for an event on either queue (taking it), at most `within_s`."""
+    waits = [asyncio.ensure_future(a.get()), asyncio.ensure_future(b.get())]
+    try:
+        await asyncio.wait(waits, timeout=within_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await wait
