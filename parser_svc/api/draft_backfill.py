@@ -11,7 +11,7 @@ import contextlib
 
 from docparse.v1 import job_pb2
 from parser_svc.state.events import Event, EventHub
-from parser_svc.state.page_parts import PageParts
+from parser_svc.state.page_parts import PageParts, PagePointer
 from parser_svc.state.records import is_terminal
 from parser_svc.state.store import JobStore
 
@@ -20,18 +20,21 @@ from parser_svc.state.store import JobStore
 BACKFILL_WAIT_S = 2.0
 
 
-async def wanted(store: JobStore, hub: EventHub, parts: PageParts, job: job_pb2.Job) -> job_pb2.Job:
+async def wanted(
+    store: JobStore, hub: EventHub, parts: PageParts, job: job_pb2.Job
+) -> tuple[job_pb2.Job, list[PagePointer] | None]:
     """Marks the running `job` as read. When its parse had read pages of a multi-page PDF that
     are not drafts yet (the mark is new, or a read before did not wait for them all: a retry
     after a lost reply waits as the first call did): waits until as many pages are pointed at
-    as the record said were done, the job ends, or BACKFILL_WAIT_S pass. The job's record, as
-    it is then."""
+    as the record said were done, the job ends, or BACKFILL_WAIT_S pass. The job's record as it
+    is then, and its pointers as last read (None: not read here)."""
     await parts.want(job.job_id)
     done = job.progress.done
     if job.content_type != "pdf" or job.progress.total < 2 or done < 1:
-        return job
-    if len(await parts.ready(job.job_id)) >= done:
-        return job
+        return job, None
+    pointers = await parts.ready(job.job_id)
+    if len(pointers) >= done:
+        return job, pointers
     keys, loop = store.keys, asyncio.get_running_loop()
     deadline = loop.time() + BACKFILL_WAIT_S
     async with (
@@ -39,13 +42,10 @@ async def wanted(store: JobStore, hub: EventHub, parts: PageParts, job: job_pb2.
         hub.subscribe(keys.page_channel(job.job_id)) as pages,
     ):
         while True:  # subscribed first, then read: a pointer written meanwhile is seen
-            job = await store.get(job.job_id)
-            if is_terminal(job) or len(await parts.ready(job.job_id)) >= done:
-                return job
-            left = deadline - loop.time()
-            if left <= 0:
-                return job
-            await _next_event(records, pages, left)
+            job, pointers = await store.get(job.job_id), await parts.ready(job.job_id)
+            if is_terminal(job) or len(pointers) >= done or loop.time() >= deadline:
+                return job, pointers
+            await _next_event(records, pages, deadline - loop.time())
 
 
 async def _next_event(a: asyncio.Queue[Event], b: asyncio.Queue[Event], within_s: float) -> None:

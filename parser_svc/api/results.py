@@ -103,9 +103,9 @@ class Results:
         selection = selection_of(request.pages) if request.pages else None
         job = await self.store.get(request.job_id)
         if selection is not None and not is_terminal(job):
-            job = await draft_backfill.wanted(self.store, self.hub, self.parts, job)
+            job, read = await draft_backfill.wanted(self.store, self.hub, self.parts, job)
         if selection is not None and not is_terminal(job):
-            data, ref, drafts = await self.read_so_far(job.job_id, selection)
+            data, ref, drafts = await self.read_so_far(job.job_id, selection, read)
             first = Response(result=ref, partial=True, draft_pages=drafts)
             return chunked(data, first)
         data = await self.package_bytes(job)
@@ -115,15 +115,15 @@ class Results:
         return chunked(cut, Response(result=ref))
 
     async def read_so_far(
-        self, job_id: str, selection: page_ranges.Selection
+        self,
+        job_id: str,
+        selection: page_ranges.Selection,
+        read: list[PagePointer] | None = None,
     ) -> tuple[bytes, job_pb2.ResultRef, list[int]]:
         """The selected pages a running job has read (their parts joined), its ref, and the
-        numbers of the drafts among them."""
-        pointers = [
-            pointer
-            for pointer in await self.parts.ready(job_id)
-            if page_ranges.selects(selection, pointer.page)
-        ]
+        numbers of the drafts among them; `read`: its pointers, if just read."""
+        every = await self.parts.ready(job_id) if read is None else read
+        pointers = [pointer for pointer in every if page_ranges.selects(selection, pointer.page)]
         parts = await asyncio.to_thread(self._read_parts, job_id, pointers)
         package = package_pages.joined(data for _, data in parts)
         data = package.SerializeToString(deterministic=True)

@@ -15,8 +15,8 @@ than reading a text page).
 The worker publishes them (parser_svc/work/page_parts.py). A document of one page has no
 drafts: its final comes as soon.
 
-Drafts are written only once someone reads the job's pages while it runs: they cost a parse
-that nobody streams from a tenth of its throughput (bench/README.md, "Drafts on demand"). The
+Drafts are written only once someone reads the job's pages while it runs: they cost
+the stack a fifth of its throughput on a long PDF (bench/README.md, "Drafts on demand"). The
 worker says so by creating `<scratch>/drafts-wanted` (parser_svc/work/draft_switch.py); each
 process looks for it as it adds a page (a stat, until it is there) and then drafts the pages it
 added before, and from then on each page.

@@ -1,6 +1,6 @@
 """Whether a running job's parse writes drafts: only once someone reads the job's pages while it
 runs (StreamResult, GetResult with pages: state/page_parts.PageParts.want marks the record).
-Drafts cost a parse nobody streams from a tenth of its throughput (bench/README.md, "Drafts on
+Drafts cost the stack a fifth of its throughput on a long PDF (bench/README.md, "Drafts on
 demand"), so a job nobody reads does not pay for them.
 
 The worker learns of a reader from one look at the record when the parse first reports a
