@@ -40,11 +40,13 @@ from parser_svc.webhooks.outbox import Hook
 
 def batch_digest(records: list[dict[str, str]]) -> str:
     """What a request_id's retry must repeat: every file's name and content, in order. Other
-    language hints are other content."""
+    language hints are other content, and so is another page cap (a key of the same tenant
+    with another `max_pages`), as for SubmitJob's request fingerprint."""
     return hashlib.sha256(
         "".join(
             f"{r['file_name']}\0{r['content_sha256']}"
             + (f"\0{r['languages']}" if r["languages"] else "")
+            + (f"\0m={r['max_pages']}" if r.get("max_pages") else "")
             + "\n"
             for r in records
         ).encode()

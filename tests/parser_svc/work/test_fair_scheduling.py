@@ -51,6 +51,7 @@ KEYS: dict[str, object] = {
         {"sha256": key_digest("key-of-ops"), "tenant": "ops", "admin": True},
         {"sha256": key_digest("key-of-e"), "tenant": "tenant-e", "max_running_jobs": 1},
         {"sha256": key_digest("key-of-f"), "tenant": "tenant-f", "max_pages": 2},
+        {"sha256": key_digest("key-of-g"), "tenant": "tenant-f"},  # F's, without the cap
     ]
 }
 A_PAGES = 2
@@ -180,6 +181,37 @@ def test_a_keys_max_pages_holds_its_documents_to_it(stack: LocalStack) -> None:
     ).batch
     in_batch = f.ended(batch.jobs[0].job_id)
     assert (in_batch.error.reason, in_batch.max_pages) == (ErrorReason.DOCUMENT_TOO_LARGE, 2)
+
+
+def test_a_request_id_retried_under_another_page_cap_is_refused(stack: LocalStack) -> None:
+    """Tenant F's two keys differ in `max_pages`: a retry of F's submit or batch (same
+    request_id, same files) with the key the cap does not hold would be another parse, so it
+    is refused REQUEST_ID_REUSED, as other options are; with the first key it answers the
+    same job and batch."""
+    capped, uncapped = Tenant(stack, "f"), Tenant(stack, "g")
+    content = make_pdf(1, f"cap {uuid.uuid4().hex}")
+    submit = parser_service_pb2.SubmitJobRequest(
+        file_name="one.pdf", content=content, request_id=uuid.uuid4().hex
+    )
+    batch = parser_service_pb2.CreateBatchRequest(
+        files=[parser_service_pb2.BatchFile(file_name="one.pdf", content=content)],
+        request_id=uuid.uuid4().hex,
+    )
+    calls: list[tuple[str, Any]] = [("SubmitJob", submit), ("CreateBatch", batch)]
+    for method, message in calls:
+        first = getattr(capped.stub, method)(message, metadata=capped.metadata, timeout=30)
+        again = getattr(capped.stub, method)(message, metadata=capped.metadata, timeout=30)
+        same = [r.job.job_id if method == "SubmitJob" else r.batch.batch_id for r in (first, again)]
+        assert same[0] == same[1], method
+        refused = rpc_error(
+            lambda m=method, r=message: getattr(uncapped.stub, m)(
+                r, metadata=uncapped.metadata, timeout=30
+            )
+        )
+        assert (refused.code, refused.reason) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            ErrorReason.REQUEST_ID_REUSED,
+        ), method
 
 
 def test_a_server_wait_jumps_the_bulk_backlog(stack: LocalStack) -> None:
