@@ -245,6 +245,10 @@ class Settings(BaseSettings):
     # A read past its rate whose token is due within this many seconds waits for it instead of
     # being refused (so at most rate x this many of a tenant's calls wait); 0 refuses at once.
     read_limit_max_wait_s: float = 1.0
+    # The read that turns a running job's drafts on waits at most this long for the pages its
+    # parse read before (api/draft_backfill.py): the worker hears of it within a progress
+    # write (0.2 s) and the parse at its next page.
+    draft_backfill_wait_s: float = Field(default=2.0, ge=0.0, le=30.0)
 
     # Clients reconnect (and re-resolve) after this, so new replicas get traffic.
     max_connection_age_ms: int = 5 * 60 * 1000

@@ -70,8 +70,11 @@ def _cut(data: bytes, selection: page_ranges.Selection) -> tuple[bytes, job_pb2.
 class Results:
     """The result reads of jobs in the shared store: any replica answers."""
 
-    def __init__(self, store: JobStore, hub: EventHub, blobs: BlobStore) -> None:
+    def __init__(
+        self, store: JobStore, hub: EventHub, blobs: BlobStore, backfill_wait_s: float
+    ) -> None:
         self.store, self.hub, self.blobs = store, hub, blobs
+        self.backfill_wait_s = backfill_wait_s
         self.parts = PageParts(store)
 
     async def package_bytes(self, job: job_pb2.Job) -> bytes:
@@ -103,7 +106,9 @@ class Results:
         selection = selection_of(request.pages) if request.pages else None
         job = await self.store.get(request.job_id)
         if selection is not None and not is_terminal(job):
-            job, read = await draft_backfill.wanted(self.store, self.hub, self.parts, job)
+            job, read = await draft_backfill.wanted(
+                self.store, self.hub, self.parts, job, self.backfill_wait_s
+            )
         if selection is not None and not is_terminal(job):
             data, ref, drafts = await self.read_so_far(job.job_id, selection, read)
             first = Response(result=ref, partial=True, draft_pages=drafts)

@@ -83,7 +83,7 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
         )
         self.encoded = EncodedJobs()
         self.listing = JobListing(store, settings, self.encoded)
-        self.results = Results(store, hub, blobs)
+        self.results = Results(store, hub, blobs, settings.draft_backfill_wait_s)
         self.pages = PageStream(store, hub, blobs, self.results.package_bytes)
         wait_s = settings.read_limit_max_wait_s
         self.list_limit = ReadLimit(

@@ -41,6 +41,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
             "DOCPARSE_PARSE_PAGE_DELAY_MS": "100",  # the job runs while pages are read
             "DOCPARSE_LOCK_DURATION_MS": "3000",  # a killed worker's job is taken over soon
             "DOCPARSE_RETRY_BACKOFF_MS": "200",
+            # The first read of a running job waits for the pages read before it: on a loaded
+            # box as long as it takes (it returns as soon as they are there).
+            "DOCPARSE_DRAFT_BACKFILL_WAIT_S": "20",
         },
     ) as running:
         yield running

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import time
 import uuid
 from pathlib import Path
 
@@ -12,7 +14,9 @@ import redis
 
 from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.v1 import reading_package_pb2 as rp
+from parser_svc.api import draft_backfill
 from parser_svc.settings import Settings
+from parser_svc.state.events import EventHub
 from parser_svc.state.page_parts import PageParts, PagePointer
 from parser_svc.state.store import JobStore, connect
 from parser_svc.work.blobs import BlobStore
@@ -215,3 +219,56 @@ async def test_a_reader_marks_a_job_that_runs_and_its_worker_hears_it_in_a_progr
     assert await reader.parts.want(job_id) == "ENDED"
     assert await reader.parts.want(uuid.uuid4().hex) == "NOT_FOUND"
     assert not await reader.parts.wanted(uuid.uuid4().hex)
+
+
+async def test_a_first_read_waits_for_the_pages_read_before_and_no_longer_than_its_bound(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """api/draft_backfill.py on a real Redis and pub/sub: a read of a running PDF whose record
+    says 3 pages are done and finds no draft waits, and returns as soon as the worker points
+    at 3 (here another replica, a moment later); a read that no draft comes for returns at its
+    bound, with what there is (a stall bound, not a timing goal); a job with its drafts there
+    is answered without a wait, and a document of one page, whose parse drafts nothing, too."""
+    worker, reader = two_replicas(redis_server, tmp_path)
+    hub = EventHub(redis_server.url)
+    await hub.start()
+    try:
+        job_id = uuid.uuid4().hex
+        fields = {"file_name": "a.pdf", "content_type": "pdf"}
+        assert (await worker.store.create(job_id, fields)).status == "OK"
+        assert (await worker.store.claim(job_id, "w1")).ok
+        assert (await worker.store.progress(job_id, "w1", done=3, total=9, stage="text")).ok
+        publisher = worker.publisher(job_id, "w1", 1)
+
+        async def drafts_later() -> None:
+            await asyncio.sleep(0.3)
+            await publisher.publish_drafts(tmp_path, [(n, part(n, f"p{n}")) for n in (1, 2, 3)])
+
+        job = await reader.store.get(job_id)
+        later = asyncio.create_task(drafts_later())
+        got, pointers = await draft_backfill.wanted(reader.store, hub, reader.parts, job, 30)
+        await later
+        assert [p.page for p in pointers or []] == [1, 2, 3]
+        assert not got.progress.ready_pages  # the record's list follows with the progress
+        # Another job: the record says 3 done, and no draft ever comes.
+        stuck = uuid.uuid4().hex
+        assert (await worker.store.create(stuck, fields)).status == "OK"
+        assert (await worker.store.claim(stuck, "w2")).ok
+        assert (await worker.store.progress(stuck, "w2", done=3, total=9, stage="text")).ok
+        started = time.monotonic()
+        job = await reader.store.get(stuck)
+        got, pointers = await draft_backfill.wanted(reader.store, hub, reader.parts, job, 0.2)
+        assert pointers == [] and time.monotonic() - started < 10
+        assert await reader.parts.want(stuck) == "MARKED"
+        # Drafts there: no wait; one page: nothing to wait for, nothing read.
+        job = await reader.store.get(job_id)
+        _, pointers = await draft_backfill.wanted(reader.store, hub, reader.parts, job, 30)
+        assert [p.page for p in pointers or []] == [1, 2, 3]
+        one = uuid.uuid4().hex
+        assert (await worker.store.create(one, fields)).status == "OK"
+        assert (await worker.store.claim(one, "w3")).ok
+        assert (await worker.store.progress(one, "w3", done=1, total=1, stage="text")).ok
+        job = await reader.store.get(one)
+        assert (await draft_backfill.wanted(reader.store, hub, reader.parts, job, 30))[1] is None
+    finally:
+        await hub.close()
