@@ -7,10 +7,9 @@ says is done gets it in the same call."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from docparse.v1 import job_pb2
-from parser_svc.state.events import Event, EventHub
+from parser_svc.state.events import EventHub, first_of
 from parser_svc.state.page_parts import PageParts, PagePointer
 from parser_svc.state.records import is_terminal
 from parser_svc.state.store import JobStore
@@ -43,16 +42,4 @@ async def wanted(
             job, pointers = await store.get(job.job_id), await parts.ready(job.job_id)
             if is_terminal(job) or len(pointers) >= done or loop.time() >= deadline:
                 return job, pointers
-            await _next_event(records, pages, deadline - loop.time())
-
-
-async def _next_event(a: asyncio.Queue[Event], b: asyncio.Queue[Event], within_s: float) -> None:
-    """Waits for an event on either queue (taking it), at most `within_s`."""
-    waits = [asyncio.ensure_future(a.get()), asyncio.ensure_future(b.get())]
-    try:
-        await asyncio.wait(waits, timeout=within_s, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for wait in waits:
-            wait.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await wait
+            await first_of(records, pages, deadline - loop.time())  # any event: look again

@@ -28,7 +28,7 @@ from docparse.reasons import ErrorReason
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from docparse_server.errors import error
 from parser_svc.child.draft_pages import page_part
-from parser_svc.state.events import RESYNC, Ending, Event, EventHub
+from parser_svc.state.events import RESYNC, Ending, Event, EventHub, first_of
 from parser_svc.state.page_parts import PageParts, PagePointer
 from parser_svc.state.records import is_terminal, record_to_job
 from parser_svc.state.store import JobStore
@@ -127,13 +127,7 @@ class PageStream:
     ) -> job_pb2.Job:
         """The job's record after its next change, or as it is once a page is pointed at or
         `poll_s` went by."""
-        waits = [asyncio.ensure_future(queue.get()), asyncio.ensure_future(pages.get())]
-        try:
-            await asyncio.wait(waits, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for wait in waits:
-                wait.cancel()  # a get that was not done leaves its item in the queue
-        record, page = (w.result() if w.done() and not w.cancelled() else None for w in waits)
+        record, page = await first_of(queue, pages, self.poll_s)
         while not isinstance(page, Ending) and not pages.empty():
             page = pages.get_nowait()  # one read of the moves covers every wake so far
         if isinstance(page, Ending):

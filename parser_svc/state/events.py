@@ -368,3 +368,18 @@ def _put_over(queue: asyncio.Queue[Event], marker: Resync | Ending) -> None:
         while not queue.empty():
             queue.get_nowait()
     queue.put_nowait(marker)
+
+
+async def first_of(
+    a: asyncio.Queue[Event], b: asyncio.Queue[Event], within_s: float
+) -> tuple[Event | None, Event | None]:
+    """The next event of either queue, at most `within_s` from now: (a's, b's), None for a
+    queue that had none (its event, if any, stays queued)."""
+    waits = [asyncio.ensure_future(a.get()), asyncio.ensure_future(b.get())]
+    try:
+        await asyncio.wait(waits, timeout=within_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()  # a get that was not done leaves its item in the queue
+    first, second = (w.result() if w.done() and not w.cancelled() else None for w in waits)
+    return first, second

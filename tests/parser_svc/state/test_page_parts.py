@@ -21,6 +21,7 @@ from parser_svc.state.page_parts import PageParts, PagePointer
 from parser_svc.state.store import JobStore, connect
 from parser_svc.work.blobs import BlobStore
 from parser_svc.work.page_parts import PagePublisher
+from tests.helpers import eventually
 
 
 class Replica:
@@ -226,9 +227,10 @@ async def test_a_first_read_waits_for_the_pages_read_before_and_no_longer_than_i
 ) -> None:
     """api/draft_backfill.py on a real Redis and pub/sub: a read of a running PDF whose record
     says 3 pages are done and finds no draft waits, and returns as soon as the worker points
-    at 3 (here another replica, a moment later); a read that no draft comes for returns at its
-    bound, with what there is (a stall bound, not a timing goal); a job with its drafts there
-    is answered without a wait, and a document of one page, whose parse drafts nothing, too."""
+    at 3 (here another replica, once the read listens on the job's page channel); a read
+    that no draft comes for returns at its bound, with what there is (a stall bound, not a
+    timing goal); a job with its drafts there is answered without a wait, and a document of
+    one page, whose parse drafts nothing, too."""
     worker, reader = two_replicas(redis_server, tmp_path)
     hub = EventHub(redis_server.url)
     await hub.start()
@@ -240,12 +242,18 @@ async def test_a_first_read_waits_for_the_pages_read_before_and_no_longer_than_i
         assert (await worker.store.progress(job_id, "w1", done=3, total=9, stage="text")).ok
         publisher = worker.publisher(job_id, "w1", 1)
 
-        async def drafts_later() -> None:
-            await asyncio.sleep(0.3)
+        async def drafts_once_it_waits() -> None:
+            channel = reader.store.keys.page_channel(job_id)
+            with redis.Redis.from_url(redis_server.url) as client:  # it found none, and waits
+
+                def listening() -> bool:
+                    return bool(client.pubsub_numsub(channel)[0][1])
+
+                await asyncio.to_thread(eventually, listening, 30, "the read's wait")
             await publisher.publish_drafts(tmp_path, [(n, part(n, f"p{n}")) for n in (1, 2, 3)])
 
         job = await reader.store.get(job_id)
-        later = asyncio.create_task(drafts_later())
+        later = asyncio.create_task(drafts_once_it_waits())
         got, pointers = await draft_backfill.wanted(reader.store, hub, reader.parts, job, 30)
         await later
         assert [p.page for p in pointers or []] == [1, 2, 3]
