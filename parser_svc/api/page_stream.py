@@ -98,8 +98,8 @@ class PageStream:
         moves = await self.parts.moves(job_id, after_seq)
         for start in range(0, len(moves), PARTS_PER_READ):
             pointers = moves[start : start + PARTS_PER_READ]
-            shas = [pointer.sha256 for pointer in pointers]
-            datas = await asyncio.to_thread(self.blobs.read_page_parts, job_id, shas)
+            refs = [pointer.ref for pointer in pointers]
+            datas = await asyncio.to_thread(self.blobs.read_page_parts, job_id, refs)
             for pointer, data in zip(pointers, datas, strict=True):
                 if data is not None:  # None: gone with the job's retention, nothing to send
                     yield _draft(pointer, data)

@@ -138,6 +138,6 @@ class Results:
     def _read_parts(
         self, job_id: str, pointers: list[PagePointer]
     ) -> list[tuple[PagePointer, bytes]]:
-        datas = self.blobs.read_page_parts(job_id, [pointer.sha256 for pointer in pointers])
+        datas = self.blobs.read_page_parts(job_id, [pointer.ref for pointer in pointers])
         # A part gone with the job's retention is not there.
         return [(p, data) for p, data in zip(pointers, datas, strict=True) if data is not None]

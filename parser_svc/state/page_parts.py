@@ -1,8 +1,9 @@
 """Pointers to a job's page parts, written while the job runs (lua/put_page_part.lua).
 
 A page part (one page of the reading package and the records of its assets, serialized) is
-stored in the blob store under its sha256 (parser_svc/work/blobs.py), then pointed at here: one
-hash per job, beside its record, field '<page>' = '<seq>:<attempt>:<kind>:<sha256>'. Any
+stored in the blob store (parser_svc/work/blobs.py: a batch to a pack, found by the part's ref,
+'<sha256>/<pack>/<offset>/<length>'), then pointed at here: one hash per job, beside its record,
+field '<page>' = '<seq>:<attempt>:<kind>:<ref>'. Any
 replica reads the pointers and the blobs, so any replica serves the pages of a job another one
 parses.
 
@@ -36,15 +37,20 @@ WantStatus = Literal["SET", "MARKED", "ENDED", "NOT_FOUND"]
 @dataclass(frozen=True)
 class PagePointer:
     """Where page `page` (1-based, as in the package) of a job is stored: the part written by
-    `attempt`, whose sha256 is `sha256`; `replaces` is the sha256 of the page's first final
-    when a later attempt's final differs, else ''."""
+    `attempt`, found by `ref` in the blob store; `replaces` is the sha256 of the page's first
+    final when a later attempt's final differs, else ''."""
 
     page: int
     seq: int
     attempt: int
     kind: PartKind
-    sha256: str
+    ref: str
     replaces: str = ""
+
+    @property
+    def sha256(self) -> str:
+        """The sha256 of the part's bytes."""
+        return self.ref.split("/", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -63,9 +69,9 @@ def _text(value: object) -> str:
 
 
 def _pointer(page: int, value: str, replaced: str) -> PagePointer:
-    seq, attempt, kind, sha256 = value.split(":", 3)
-    replaces = replaced.rsplit(":", 1)[-1] if replaced else ""
-    return PagePointer(page, int(seq), int(attempt), cast(PartKind, kind), sha256, replaces)
+    seq, attempt, kind, ref = value.split(":", 3)
+    replaces = replaced.split(":", 3)[3].split("/", 1)[0] if replaced else ""
+    return PagePointer(page, int(seq), int(attempt), cast(PartKind, kind), ref, replaces)
 
 
 class PageParts:
@@ -76,11 +82,11 @@ class PageParts:
         self.keys = store.keys
 
     async def put(
-        self, job_id: str, fence: str, attempt: int, page: int, sha256: str, kind: PartKind
+        self, job_id: str, fence: str, attempt: int, page: int, ref: str, kind: PartKind
     ) -> PutResult:
-        """Points `page` at the part whose sha256 is `sha256` (stored before this call), if
-        `fence` still owns the running job."""
-        return (await self.put_many(job_id, fence, attempt, [(page, sha256)], kind))[0]
+        """Points `page` at the part `ref` names (stored before this call), if `fence` still
+        owns the running job."""
+        return (await self.put_many(job_id, fence, attempt, [(page, ref)], kind))[0]
 
     async def put_many(
         self,
@@ -90,15 +96,15 @@ class PageParts:
         parts: list[tuple[int, str]],
         kind: PartKind,
     ) -> list[PutResult]:
-        """`put` for each (page, sha256) of `parts`, in one step (one script, one wake of the
+        """`put` for each (page, ref) of `parts`, in one step (one script, one wake of the
         job's streams): a result per part, or one for all when the job is not `fence`'s to
         write (NOT_FOUND, TERMINAL, FENCED)."""
         keys = [self.keys.job(job_id), self.keys.page_parts(job_id), self.keys.page_log(job_id)]
         extra_ms = self.store.settings.retention_s * 1000
         channel = self.keys.page_channel(job_id)
         pages = ",".join(str(page) for page, _ in parts)
-        shas = ",".join(sha256 for _, sha256 in parts)
-        args: list[str | bytes | int] = [fence, attempt, pages, shas, kind, extra_ms, channel]
+        refs = ",".join(ref for _, ref in parts)
+        args: list[str | bytes | int] = [fence, attempt, pages, refs, kind, extra_ms, channel]
         reply = await self.store.call(lambda: PUT_PAGE_PART(self.store._redis, keys, args))
         results = [
             PutResult(cast(PutStatus, _text(reply[i])), int(reply[i + 1]))
@@ -139,9 +145,9 @@ class PageParts:
         raw = await self.store.call(lambda: self.store._redis.lrange(key, after_seq, -1))
         last: dict[int, PagePointer] = {}
         for entry in raw:
-            page, seq, attempt, kind, sha256, replaces = _text(entry).split(":")
+            page, seq, attempt, kind, ref, replaces = _text(entry).split(":")
             pointer = PagePointer(
-                int(page), int(seq), int(attempt), cast(PartKind, kind), sha256, replaces
+                int(page), int(seq), int(attempt), cast(PartKind, kind), ref, replaces
             )
             last[pointer.page] = pointer
         return sorted(last.values(), key=lambda p: p.seq)

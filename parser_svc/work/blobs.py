@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+from parser_svc.work import part_packs
+
 # zlib's fast levels (1-3) match strings greedily, 4-9 lazily: on the corpus's packages (1.66
 # MB) level 3 took 12 ms and kept 0.416 MB where level 6 took 31 ms for 0.377 MB. The job pays
 # this CPU in its replica's worker, once per job: for a long text PDF the largest piece of
@@ -191,53 +193,40 @@ class BlobStore:
     def read_asset(self, job_id: str, asset_id: str) -> bytes:
         return self.path(self.asset_key(job_id, asset_id)).read_bytes()
 
-    # Page parts of a running job (parser_svc/state/page_parts.py points at them): named by
-    # their sha256, so a part once stored never changes and every attempt may write its own.
-    def page_part_key(self, job_id: str, sha256: str) -> str:
-        return f"{self.env}/pages/{job_id}/{sha256}.pb"
+    # Page parts of a running job (parser_svc/state/page_parts.py points at them), a batch to
+    # a pack file named from their sha256s (work/part_packs.py): a part once stored never
+    # changes and every attempt may write its own.
+    def page_part_key(self, job_id: str, ref: str) -> str:
+        """The key of the file that holds the part `ref` names (its pack, or its own file)."""
+        sha256, _, rest = ref.partition("/")
+        name = f"{rest.split('/', 1)[0]}.pack" if rest else f"{sha256}.pb"
+        return f"{self.env}/pages/{job_id}/{name}"
 
     def put_page_part(self, job_id: str, sha256: str, data: bytes) -> str:
-        self.put_page_parts(job_id, [(sha256, data)])
-        return self.page_part_key(job_id, sha256)
+        """Stores one part; its ref."""
+        return self.put_page_parts(job_id, [(sha256, data)])[0]
 
-    def read_page_part(self, job_id: str, sha256: str) -> bytes:
-        return self._page_folder(job_id).joinpath(_part_name(sha256)).read_bytes()
+    def read_page_part(self, job_id: str, ref: str) -> bytes:
+        data = self.read_page_parts(job_id, [ref])[0]
+        if data is None:
+            raise FileNotFoundError(f"no page part {ref} of job {job_id}")
+        return data
 
-    def put_page_parts(self, job_id: str, parts: Iterable[tuple[str, bytes]]) -> None:
-        """Stores parts of one job, each (its sha256, its bytes) unless already there. The
-        folder is resolved and checked once for all of them: a part costs a stat and its write
-        (a draft of every page of a long document, on the worker's cores beside the parse)."""
+    def put_page_parts(self, job_id: str, parts: list[tuple[str, bytes]]) -> list[str]:
+        """Stores parts of one job, each (its sha256, its bytes), as one pack unless it is there
+        already: one file's create for a batch (a draft of every page of a long document, on
+        the worker's cores beside the parse). Their refs, in order."""
         folder = self._page_folder(job_id)
         self._make_dir(folder)
-        for sha256, data in parts:
-            target = os.path.join(folder, _part_name(sha256))
-            if not os.path.exists(target):
-                _write_file(target, data)
+        return part_packs.write_pack(str(folder), parts, _write_file)
 
-    def read_page_parts(self, job_id: str, sha256s: Iterable[str]) -> list[bytes | None]:
-        """The parts of one job named by these sha256s, in order; None for one that is gone
-        (with the job's retention)."""
-        folder = self._page_folder(job_id)
-        found: list[bytes | None] = []
-        for sha256 in sha256s:
-            try:
-                found.append(folder.joinpath(_part_name(sha256)).read_bytes())
-            except OSError:
-                found.append(None)
-        return found
+    def read_page_parts(self, job_id: str, refs: list[str]) -> list[bytes | None]:
+        """The parts of one job these refs name, in order; None for one that is gone (with the
+        job's retention)."""
+        return part_packs.read_parts(str(self._page_folder(job_id)), refs)
 
     def _resolve_page_folder(self, job_id: str) -> Path:
         return self.path(f"{self.env}/pages/{job_id}")
-
-
-def _part_name(sha256: str) -> str:
-    """A page part's file name; only a sha256 names one (nothing else can leave the folder)."""
-    if len(sha256) != 64 or not all(c in _HEX for c in sha256):
-        raise ValueError(f"not a sha256: {sha256[:80]!r}")
-    return f"{sha256}.pb"
-
-
-_HEX = frozenset("0123456789abcdef")
 
 
 def _write_file(target: Path | str, data: bytes) -> None:

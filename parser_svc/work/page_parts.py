@@ -1,7 +1,7 @@
 """Draft page parts of a running job, published as the parse child writes them
-(parser_svc/child/draft_pages.py): stored in the blob store under their sha256, then pointed at
-in Redis (parser_svc/state/page_parts.py), blob first, so a reader that finds a pointer always
-finds its bytes.
+(parser_svc/child/draft_pages.py): stored in the blob store, a batch to a pack
+(work/part_packs.py), then pointed at in Redis (parser_svc/state/page_parts.py), blob first,
+so a reader that finds a pointer always finds its bytes.
 
 Drafts are a courtesy to readers, never a condition of the job: a draft that cannot be stored
 (a Redis blip, a full disk) is skipped with a log line, and the job goes on; its page is read
@@ -39,34 +39,31 @@ class PagePublisher:
         self.ready: set[int] = set()
 
     def _store(self, data: bytes) -> str:
-        sha256 = hashlib.sha256(data).hexdigest()
-        self.blobs.put_page_part(self.job_id, sha256, data)
-        return sha256
+        return self.blobs.put_page_part(self.job_id, hashlib.sha256(data).hexdigest(), data)
 
     async def publish(self, number: int, data: bytes, kind: PartKind) -> PutResult:
         """Stores the part `data` of page `number` and points the page at it."""
-        sha256 = await asyncio.to_thread(self._store, data)
-        return await self.parts.put(self.job_id, self.fence, self.attempt, number, sha256, kind)
+        ref = await asyncio.to_thread(self._store, data)
+        return await self.parts.put(self.job_id, self.fence, self.attempt, number, ref, kind)
 
     def _store_drafts(self, scratch: Path, drafts: list[Draft]) -> list[tuple[int, str]]:
-        """Stores these drafts (their bytes, or the file the child wrote): (page, sha256) each.
-        One trip to a thread for all of them, one folder for the job."""
-        stored, parts = [], []
+        """Stores these drafts (their bytes, or the file the child wrote): (page, ref) each.
+        One trip to a thread and one pack for all of them."""
+        numbers, parts = [], []
         for number, data in drafts:
             try:
                 part = data if data is not None else draft_path(scratch, number).read_bytes()
             except OSError as err:
                 log.info("job %s: draft of page %d skipped: %s", self.job_id, number, err)
                 continue
-            sha256 = hashlib.sha256(part).hexdigest()
-            stored.append((number, sha256))
-            parts.append((sha256, part))
+            numbers.append(number)
+            parts.append((hashlib.sha256(part).hexdigest(), part))
         try:
-            self.blobs.put_page_parts(self.job_id, parts)
+            refs = self.blobs.put_page_parts(self.job_id, parts)
         except OSError as err:
             log.info("job %s: %d drafts skipped: %s", self.job_id, len(parts), err)
             return []
-        return stored
+        return list(zip(numbers, refs, strict=True))
 
     async def publish_drafts(self, scratch: Path, drafts: list[Draft]) -> None:
         """These drafts, unless the job is no longer this execution's or the publisher is

@@ -147,7 +147,8 @@ def test_a_child_cannot_open_another_jobs_files_or_the_service_secrets(
     blobs.put_input("job-b", b"%PDF- another tenant's upload")
     blobs.put_secret("job-b", "another tenant's password")
     result = blobs.path(blobs.put_result("job-b", 1, "ab" * 32, b"another tenant's package"))
-    part = blobs.path(blobs.put_page_part("job-b", "cd" * 32, b"another tenant's page"))
+    ref = blobs.put_page_part("job-b", "cd" * 32, b"another tenant's page")
+    part = blobs.path(blobs.page_part_key("job-b", ref))
     secrets_dir = shared_volume / "etc"
     secrets_dir.mkdir(mode=0o755)
     keys, hooks = secrets_dir / "keys.json", secrets_dir / "webhook-secrets.json"

@@ -1,5 +1,6 @@
-"""Page parts of a running job: stored by sha256 in the blob store, pointed at in a real Redis
-(parser_svc/state/page_parts.py, lua/put_page_part.lua), read back by another replica."""
+"""Page parts of a running job: stored a batch to a pack in the blob store, pointed at in a
+real Redis (parser_svc/state/page_parts.py, lua/put_page_part.lua), read back by another
+replica."""
 
 from __future__ import annotations
 
@@ -77,13 +78,13 @@ async def test_pages_read_on_another_replica_resume_after_a_cursor(
         assert (await publisher.publish(number, part(number, f"p{number}"), "draft")).ok
     first = await pointers(reader.parts, job_id)
     assert [(p.page, p.kind) for p in first] == [(1, "draft"), (2, "draft")]
-    assert reader.blobs.read_page_part(job_id, first[0].sha256) == part(1, "p1")
+    assert reader.blobs.read_page_part(job_id, first[0].ref) == part(1, "p1")
     # The parse goes on; a stream resumed after what it sent gets only what came since.
     await publisher.publish(3, part(3, "p3"), "draft")
     await publisher.publish(1, part(1, "p1 final"), "final")
     later = await pointers(reader.parts, job_id, after_seq=first[-1].seq)
     assert [(p.page, p.kind) for p in later] == [(3, "draft"), (1, "final")]
-    assert reader.blobs.read_page_part(job_id, later[1].sha256) == part(1, "p1 final")
+    assert reader.blobs.read_page_part(job_id, later[1].ref) == part(1, "p1 final")
     assert await pointers(reader.parts, job_id, after_seq=later[-1].seq) == []
 
 
@@ -106,9 +107,10 @@ async def test_a_final_never_goes_back_and_a_differing_retry_says_what_it_replac
     assert (await retry.publish(1, part(1, "read otherwise"), "final")).status == "REPLACED"
     [moved] = await pointers(other.parts, job_id, after_seq=same.seq)
     assert (moved.attempt, moved.sha256) == (2, sha(part(1, "read otherwise")))
-    assert moved.replaces == sha(part(1, "final"))
+    assert moved.replaces == same.sha256 == sha(part(1, "final"))
     # Both parts stay readable: what a reader got first is still what it was.
-    assert other.blobs.read_page_part(job_id, moved.replaces) == part(1, "final")
+    assert other.blobs.read_page_part(job_id, same.ref) == part(1, "final")
+    assert other.blobs.read_page_part(job_id, moved.ref) == part(1, "read otherwise")
 
 
 async def test_an_ended_jobs_pages_stay_as_they_were_and_outlive_its_record(
@@ -140,8 +142,8 @@ async def test_a_batch_of_drafts_is_pointed_at_in_one_step_with_one_wake(
     job_id = await running_job(worker, "w1")
     assert (await worker.publisher(job_id, "w1", 1).publish(3, part(3, "f"), "final")).ok
     datas = {n: part(n, f"draft {n}") for n in (1, 2, 3)}
-    batch = [(n, sha(d)) for n, d in datas.items()]
-    worker.blobs.put_page_parts(job_id, [(s, datas[n]) for n, s in batch])
+    refs = worker.blobs.put_page_parts(job_id, [(sha(d), d) for d in datas.values()])
+    batch = list(zip(datas, refs, strict=True))
     channel = worker.store.keys.page_channel(job_id)
     with redis.Redis.from_url(redis_server.url) as client, client.pubsub() as pubsub:
         pubsub.subscribe(channel)
@@ -151,10 +153,11 @@ async def test_a_batch_of_drafts_is_pointed_at_in_one_step_with_one_wake(
         woken = [pubsub.get_message(timeout=1) for _ in range(2)]
     assert [w["data"] for w in woken if w] == [str(results[1].seq).encode()]
     moved = await pointers(reader.parts, job_id, after_seq=1)
-    assert [(p.page, p.kind, p.sha256) for p in moved] == [
-        (1, "draft", batch[0][1]),
-        (2, "draft", batch[1][1]),
+    assert [(p.page, p.kind, p.sha256, p.ref) for p in moved] == [
+        (1, "draft", sha(datas[1]), batch[0][1]),
+        (2, "draft", sha(datas[2]), batch[1][1]),
     ]
+    assert reader.blobs.read_page_parts(job_id, [p.ref for p in moved]) == [datas[1], datas[2]]
     assert (await reader.store.claim(job_id, "w2")).ok
     late = await worker.parts.put_many(
         job_id, "w1", 1, [(4, batch[0][1]), (5, batch[1][1])], "draft"
@@ -163,31 +166,44 @@ async def test_a_batch_of_drafts_is_pointed_at_in_one_step_with_one_wake(
     assert await pointers(reader.parts, job_id, after_seq=moved[-1].seq) == []
 
 
-def test_parts_are_stored_once_by_their_sha256_and_nothing_else_names_a_file(
+def test_a_batch_of_parts_is_one_pack_written_once_and_read_back_only_as_its_bytes(
     tmp_path: Path,
 ) -> None:
-    """The blob store's page parts, stored and read a batch at a time: each under its sha256,
-    an existing part left as it is (the same bytes by its name), a part gone reads as None,
-    and a name that is not a sha256 (a path that would leave the job's folder) is refused."""
+    """The blob store's page parts, stored and read a batch at a time: one pack file a batch
+    (one create, not one a page), the same batch again writes nothing (a retry), each part
+    read back by its ref, a pack gone reads as None, a ref whose bytes are not its sha256's
+    reads as None (never as another page), a part of one file (an older worker's) still
+    reads, and a name that is no ref (a path that would leave the job's folder) is refused."""
     blobs = BlobStore(tmp_path, "t")
     job_id = uuid.uuid4().hex
     datas = [part(n, f"page {n}") for n in range(1, 6)]
-    blobs.put_page_parts(job_id, [(sha(d), d) for d in datas])
+    refs = blobs.put_page_parts(job_id, [(sha(d), d) for d in datas])
     folder = tmp_path / "t" / "pages" / job_id
-    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{sha(d)}.pb" for d in datas)
-    first = folder / f"{sha(datas[0])}.pb"
-    before = first.stat().st_ino
-    blobs.put_page_parts(job_id, [(sha(datas[0]), datas[0])])
-    assert first.stat().st_ino == before  # not written again
-    first.unlink()
-    assert blobs.read_page_parts(job_id, [sha(d) for d in datas]) == [None, *datas[1:]]
-    assert blobs.read_page_part(job_id, sha(datas[1])) == datas[1]
-    for name in ("../" * 4 + "etc/passwd", "A" * 64, sha(datas[1])[:63], ""):
+    [pack] = folder.iterdir()
+    assert pack.read_bytes() == b"".join(datas)
+    before = pack.stat().st_ino
+    assert blobs.put_page_parts(job_id, [(sha(d), d) for d in datas]) == refs
+    assert [p.stat().st_ino for p in folder.iterdir()] == [before]  # not written again
+    assert blobs.read_page_parts(job_id, refs) == datas
+    assert blobs.read_page_parts(job_id, refs[3:1:-1]) == [datas[3], datas[2]]
+    assert [ref.split("/", 1)[0] for ref in refs] == [sha(d) for d in datas]
+    # Another batch, another pack; the first one gone (retention) reads as None.
+    [later] = blobs.put_page_parts(job_id, [(sha(datas[0]), datas[0])])
+    pack.unlink()
+    assert blobs.read_page_parts(job_id, [*refs[:2], later]) == [None, None, datas[0]]
+    # A ref that names other bytes of a pack: not its sha256's, so not read.
+    sha_, name, offset, length = later.split("/")
+    assert blobs.read_page_parts(job_id, [f"{sha(datas[1])}/{name}/{offset}/{length}"]) == [None]
+    assert blobs.read_page_parts(job_id, [f"{sha_}/{name}/1/{length}"]) == [None]
+    # A part in a file of its own, named by its sha256, as stores wrote before packs.
+    (folder / f"{sha(datas[4])}.pb").write_bytes(datas[4])
+    assert blobs.read_page_part(job_id, sha(datas[4])) == datas[4]
+    for name in ("../" * 4 + "etc/passwd", "A" * 64, sha(datas[1])[:63], "", f"{sha_}/../x/0/1"):
         with pytest.raises(ValueError, match="not a sha256"):
             blobs.read_page_parts(job_id, [name])
         with pytest.raises(ValueError, match="not a sha256"):
             blobs.put_page_parts(job_id, [(name, b"x")])
-    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{sha(d)}.pb" for d in datas[1:])
+    assert len(list(folder.iterdir())) == 2
 
 
 async def test_a_reader_marks_a_job_that_runs_and_its_worker_hears_it_in_a_progress_write(
