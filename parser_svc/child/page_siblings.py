@@ -2,9 +2,10 @@
 `ForkRange` the parse child hands the PDF parser (parser_svc/parsers/pdf_split.py says what a
 range, a part and a re-read are).
 
-`fork_sibling` forks once the document is open; the sibling reads its chunks with the parser's
-`read_range` and sends a Part back on a pipe for each, with its progress and each page's draft
-part on the way (the child relays the drafts whenever it polls: draft_pages.py). A sibling killed
+`fork_sibling` forks once the document is open; the sibling claims chunks (the lowest left,
+whenever it is free: parsers/pdf_chunks.py), reads each with the parser's `read_range` and
+sends a Part back on a pipe for each, numbered, with its progress and each page's draft part on
+the way (the child relays the drafts whenever it polls: draft_pages.py). A sibling killed
 by a signal (a crash in C, its CPU limit) raises `SiblingCrashed`, which the parse child turns
 into the same signal on itself, so the worker reports it as it reports the child's own
 (PARSER_CRASHED, TIMEOUT).
@@ -29,8 +30,6 @@ import threading
 import time
 import traceback
 import warnings
-from collections import deque
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -39,7 +38,7 @@ from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.child import draft_pages
 from parser_svc.child.confinement import MEMORY_HIGH_FRACTION, die_with_parent, vm_size_kb
 from parser_svc.parsers import ParseFailure
-from parser_svc.parsers.pdf_split import Part, ReadRange
+from parser_svc.parsers.pdf_split import Claims, Part, ReadRange
 
 
 class SiblingCrashed(Exception):
@@ -57,30 +56,47 @@ class SiblingCrashed(Exception):
 MEMORY_WATCH = "sibling-memory-watch"
 
 
-# kind (P progress, D a page's draft part, M memory high, R result, F failure, E error), length
+# kind (P progress, D a page's draft part, M memory high; answers, each after its chunk's
+# number: R result, F failure, E error), length
 _HEADER = struct.Struct("!cI")
+_NUMBER = struct.Struct("!I")
 
 
 class Sibling:
-    """A forked process reading chunks; the child reads its progress, drafts and parts."""
+    """A forked process reading the chunks it claims; the child reads its progress, drafts
+    and answers."""
 
-    def __init__(self, pid: int, fd: int, chunks: list[range]) -> None:
+    def __init__(self, pid: int, fd: int) -> None:
         self.pid = pid
-        self.chunks = chunks
         self.done = 0
         self.memory_high_mb = 0  # the sibling passed 75 % of its memory limit at this size
         self._file = os.fdopen(fd, "rb", buffering=0)
         self._buffer = bytearray()
-        self._messages: deque[tuple[bytes, bytes]] = deque()  # parts and failures, in order
+        self._answers: dict[int, tuple[bytes, bytes]] = {}  # chunk -> (kind, body)
         self._ended = False  # its end of the pipe is closed: nothing more comes
         self._reaped = False
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def fileno(self) -> int:
+        return self._file.fileno()
 
     def poll(self) -> None:
         """Reads whatever has arrived, without waiting."""
         while not self._ended and select.select([self._file], [], [], 0)[0]:
-            self._read_some()
+            self.read_some()
 
-    def _read_some(self) -> None:
+    def answered(self, chunk: int) -> bool:
+        return chunk in self._answers
+
+    def take(self, chunk: int) -> Part | None:
+        """Its answer for `chunk`: the Part, or None when the child must read the chunk (an
+        unexpected error); raises the document's own failure."""
+        return outcome(self._answers.pop(chunk))
+
+    def read_some(self) -> None:
         chunk = self._file.read(1 << 16)
         if not chunk:
             self._ended = True
@@ -100,25 +116,12 @@ class Sibling:
             elif kind == b"M":
                 self.memory_high_mb = int(body)
             else:
-                self._messages.append((kind, body))
-
-    def next_part(self, on_progress: Callable[[], None]) -> Part | None:
-        """Waits for the part of its next chunk, relaying its progress: the Part, or None when
-        the chunk must be read by the child (`outcome`; so must every later one, since the
-        sibling stopped); raises SiblingCrashed when a signal killed it, and the document's own
-        failure."""
-        while not self._messages and not self._ended:
-            self._read_some()
-            on_progress()
-        if self._messages:
-            return outcome(self._messages.popleft())
-        self.finish()
-        return None
+                self._answers[_NUMBER.unpack_from(body)[0]] = (kind, body[_NUMBER.size :])
 
     def finish(self) -> None:
         """Waits for the sibling's end: raises SiblingCrashed when a signal killed it."""
         while not self._ended:
-            self._read_some()
+            self.read_some()
         if self._reaped:
             return
         with self._file:
@@ -136,22 +139,22 @@ class Sibling:
         self._file.close()
 
 
-def fork_sibling(chunks: list[range], read_range: ReadRange) -> Sibling:
-    """Forks a process that reads `chunks` with `read_range`, in order, and sends back a Part
-    for each."""
+def fork_sibling(claims: Claims, chunks: list[range], read_range: ReadRange) -> Sibling:
+    """Forks a process that claims chunks (of `chunks`) from `claims` until none is left, reads
+    each with `read_range` and sends back a Part for each."""
     read_fd, write_fd = os.pipe()
     with warnings.catch_warnings():  # Python 3.12+ warns of fork with threads (see module doc)
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid:
         os.close(write_fd)
-        return Sibling(pid, read_fd, chunks)
+        return Sibling(pid, read_fd)
     os.close(read_fd)
-    _sibling_main(write_fd, chunks, read_range)
+    _sibling_main(write_fd, claims, chunks, read_range)
     raise AssertionError("unreachable")  # _sibling_main never returns
 
 
-def _sibling_main(fd: int, chunks: list[range], read_range: ReadRange) -> None:
+def _sibling_main(fd: int, claims: Claims, chunks: list[range], read_range: ReadRange) -> None:
     code = 0
     try:
         die_with_parent()
@@ -169,7 +172,7 @@ def _sibling_main(fd: int, chunks: list[range], read_range: ReadRange) -> None:
                 target=_watch_memory, args=(limit, send), name=MEMORY_WATCH, daemon=True
             ).start()
         draft_pages.sibling_drafts(lambda number, part: send(b"D", struct.pack("!I", number), part))
-        _read_and_send(chunks, read_range, send)
+        _read_and_send(claims, chunks, read_range, send)
     except BaseException:
         code = 1
     finally:
@@ -202,31 +205,34 @@ def _watch_memory(limit: int, send: _Sender) -> None:
     send(b"M", str(vm_size_kb() // 1024).encode())
 
 
-def _read_and_send(chunks: list[range], read_range: ReadRange, send: _Sender) -> None:
-    """Reads the chunks and sends a Part for each, or why there is none (and stops there: the
-    child reads that chunk and the later ones itself)."""
+def _read_and_send(
+    claims: Claims, chunks: list[range], read_range: ReadRange, send: _Sender
+) -> None:
+    """Reads the chunks it claims and sends a Part for each, or why there is none (and stops
+    claiming: the child reads that chunk, and the others claim the rest)."""
     before = 0  # pages of the chunks already read
 
     def progress(done: int, total: int, stage: str) -> None:
         send(b"P", str(before + done).encode())
 
-    for pages in chunks:
+    while (number := claims.next()) is not None:
+        pages, tag = chunks[number], _NUMBER.pack(number)
         try:
             part = read_range(pages, progress)
             meta = asdict(part)
             del meta["package"]
             package = part.package.SerializeToString()
             head = json.dumps(meta).encode()
-            send(b"R", struct.pack("!I", len(head)), head, package)
+            send(b"R", tag, struct.pack("!I", len(head)), head, package)
         except ParseFailure as failure:
-            send(b"F", json.dumps([failure.reason, failure.message]).encode())
+            send(b"F", tag, json.dumps([failure.reason, failure.message]).encode())
             return
         except MemoryError:
-            send(b"F", json.dumps(["", "memory"]).encode())
+            send(b"F", tag, json.dumps(["", "memory"]).encode())
             return
         except Exception:
-            traceback.print_exc()  # to the worker's log: the child reads the chunks again
-            send(b"E", traceback.format_exc().encode(errors="replace"))
+            traceback.print_exc()  # to the worker's log: the child reads the chunk again
+            send(b"E", tag, traceback.format_exc().encode(errors="replace"))
             return
         before += len(pages)
 

@@ -28,15 +28,15 @@ from parser_svc.parsers import (
     ProgressFn,
     corrupt,
     page_ranges,
-    pdf_pages,
     pdf_split,
     safe,
     too_large,
 )
 from parser_svc.parsers.password import candidates
+from parser_svc.parsers.pdf_chunks import read_split
 from parser_svc.parsers.pdf_headings import mark_structure
 from parser_svc.parsers.pdf_pages import Reading, read_pages
-from parser_svc.parsers.pdf_split import ForkRange, ReadRange
+from parser_svc.parsers.pdf_split import ForkRange
 from parser_svc.parsers.pdf_table_pages import join_continued_tables
 
 PDF_PERM_COPY = 1 << 4  # bit 5 of /P: copy or extract text
@@ -243,121 +243,24 @@ def _plan(reading: Reading, wanted: list[range], fork: ForkRange | None) -> list
 def _all_pages(
     reading: Reading, wanted: list[range], progress: ProgressFn, fork: ForkRange | None
 ) -> None:
-    """The pages asked (`wanted`), in order: this process's chunks read here, the others by
-    sibling processes (`fork`) when the document is long and cores are free (pdf_split.py),
-    each added as this process would have read it, or read here again when it cannot be."""
+    """The pages asked (`wanted`), in order: read here, or by sibling processes (`fork`) too
+    when the document is long and cores are free (pdf_split.py), each chunk then added as
+    this process would have read it, or read here again when it cannot be."""
     options, package = reading.options, reading.package
-    total = sum(len(pages) for pages in wanted)
     plan = _plan(reading, wanted, fork)
     processes = 1 + max(owner for _, owner in plan)
-    if processes > 1:  # the OCR threads are shared out among the processes
+    if processes == 1 or fork is None:
+        total = sum(len(pages) for pages in wanted)
+        for pages, _ in plan:
+            read_pages(
+                reading, pages, lambda _d, _t, stage: progress(len(package.pages), total, stage)
+            )
+    else:  # the OCR threads are shared out among the processes
         threads = max(1, options.ocr_page_threads // processes)
         reading.options = replace(options, ocr_page_threads=threads)
-    read_range = _range_reader(reading)
-    siblings = [
-        fork([pages for pages, owner in plan if owner == sibling], read_range)
-        for sibling in range(1, processes)
-        if fork is not None
-    ]
-    shown = merged = 0
-    accepted: set[int] = set()
-
-    def report(_done: int, _total: int, stage: str) -> None:
-        nonlocal shown
-        for sibling in siblings:
-            sibling.poll()
-        read_here = len(package.pages) - merged  # pages added from parts are the siblings'
-        shown = max(shown, min(total, read_here + sum(sibling.done for sibling in siblings)))
-        progress(shown, total, stage)
-
-    try:
-        for pages, owner in plan:
-            if owner == 0:
-                read_pages(reading, pages, report)
-                continue
-            sibling = siblings[owner - 1]
-            part = sibling.next_part(lambda: report(0, total, "text"))
-            if part is not None and _add_part(part, reading):
-                accepted.add(owner)
-                merged += len(part.package.pages)
-            else:
-                read_pages(reading, pages, report)
-                _drop_unlisted_assets(reading)  # what the sibling stored and this did not
-        for sibling in siblings:
-            sibling.finish()  # its end: a crash after its last part is still its crash
-    finally:
-        for sibling in siblings:
-            sibling.kill()
-    pdf_split.last_processes = 1 + len(accepted)
+        read_split(reading, [pages for pages, _ in plan], processes, progress, fork)
     # Headings, title and page furniture: once every page is in, whatever process read it.
     mark_structure(package, reading.state.looks, _outline(reading.doc, package))
-
-
-def _range_reader(reading: Reading) -> ReadRange:
-    """How a sibling process reads its range of the document `reading` has open."""
-
-    def read_range(pages: range, report: ProgressFn) -> pdf_split.Part:
-        pymupdf.TOOLS.mupdf_warnings(reset=True)  # the open's warnings are the child's
-        part = pdf_split.Part()
-        part.package.content_type = reading.package.content_type  # its pages' draft parts say it
-        mine = Reading.of(reading.doc, part.package, reading.options)
-        read_pages(mine, pages, report)
-        state = mine.state
-        part.failed_pages, part.image_pages = state.failed_pages, state.image_pages
-        part.ocr_pages, part.garbage_pages = state.ocr_pages, state.garbage_pages
-        part.warnings, part.warned_xrefs = state.warnings, state.warned_xrefs
-        part.extracted, part.dropped_assets = state.extracted, mine.assets.dropped
-        part.mupdf_warnings = pymupdf.TOOLS.mupdf_warnings().strip()
-        part.looks = state.looks
-        return part
-
-    return read_range
-
-
-def _drop_unlisted_assets(reading: Reading) -> None:
-    """Removes the files of the (per-parse) assets directory that the package does not list."""
-    directory = reading.options.assets_dir
-    if directory is None or not directory.is_dir():
-        return
-    listed = {asset.asset_id for asset in reading.package.assets}
-    for path in directory.iterdir():
-        if path.name not in listed:
-            path.unlink(missing_ok=True)
-
-
-def _add_part(part: pdf_split.Part, reading: Reading) -> bool:
-    """Adds a sibling's range as if read here; False (nothing added) when that cannot be
-    told apart from reading it here: an asset limit in play, mupdf warnings (a repair), or a
-    warning about an image this process also tried."""
-    assets, state, options = reading.assets, reading.state, reading.options
-    new = [a for a in part.package.assets if a.sha256 not in assets.ids]
-    if (
-        part.dropped_assets
-        or assets.dropped
-        or part.mupdf_warnings
-        or any(xref in state.extracted for xref in part.warned_xrefs)
-        or len(assets.ids) + len(new) > options.max_assets
-        or assets.total_bytes + sum(a.size_bytes for a in new) > options.max_asset_bytes
-    ):
-        return False
-    for asset in new:
-        assets.ids[asset.sha256] = asset.asset_id
-        assets.total_bytes += asset.size_bytes
-    reading.package.assets.extend(new)
-    reading.package.pages.extend(part.package.pages)
-    if pdf_pages.page_added is not None:  # a sibling's pages, told once they are added here
-        for page in reading.package.pages[-len(part.package.pages) :]:
-            pdf_pages.page_added(reading.package, page, reading.doc.page_count)
-    state.failed_pages += part.failed_pages
-    state.image_pages += part.image_pages
-    state.ocr_pages += part.ocr_pages
-    state.garbage_pages.extend(part.garbage_pages)
-    state.warnings.extend(part.warnings)
-    state.warned_xrefs.extend(part.warned_xrefs)
-    for xref, named in part.extracted.items():
-        state.extracted.setdefault(xref, named)
-    state.looks.update(part.looks)
-    return True
 
 
 def _outline(doc: pymupdf.Document, package: rp.ReadingPackage) -> list[list[object]]:

@@ -37,6 +37,7 @@ from parser_svc.parsers import (
     pdf_split,
     too_large,
 )
+from parser_svc.parsers.pdf_chunks import ChunkClaims
 from tests import fixtures
 from tests.conftest import make_stack
 from tests.docparse_server.test_observability import scrape, total
@@ -185,20 +186,60 @@ def test_sibling_unexpected_error_reads_the_range_here(
 def test_sibling_error_in_a_later_chunk_reads_that_one_and_the_rest_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """60 pages, chunks of 8 in turn: the sibling's first chunk (pages 9-16) is added as read,
-    its second (25-32) fails, and the child reads that one and the sibling's later ones."""
+    """60 pages, chunks of 8: the child took chunk 0 (pages 1-8) and waits while the sibling
+    claims and reads the next two (9-24), then fails on its third (25-32) and stops. Its two
+    chunks are added as read; the child reads the failed one, and claims and reads the rest."""
     data = mixed_long_pdf(60)
     one = _read(data, tmp_path, 1)
     me, real = os.getpid(), pdf_pages._page
 
     def page(doc, index, options, assets, state):  # type: ignore[no-untyped-def]
         if os.getpid() != me and index >= 24:
-            raise RuntimeError("a bug the sibling meets in its second chunk")
+            raise RuntimeError("a bug the sibling meets in its third chunk")
+        return real(doc, index, options, assets, state)
+
+    def fork_and_wait(
+        claims: pdf_split.Claims, chunks: list[range], read_range: pdf_split.ReadRange
+    ) -> page_siblings.Sibling:
+        sibling = page_siblings.fork_sibling(claims, chunks, read_range)
+
+        def stopped() -> bool:
+            sibling.poll()
+            return sibling.ended
+
+        eventually(stopped, 30, "the sibling stopped at its error")
+        assert [sibling.answered(n) for n in range(5)] == [False, True, True, True, False]
+        return sibling
+
+    monkeypatch.setattr(pdf_pages, "_page", page)
+    monkeypatch.setattr(parse_child, "fork_sibling", fork_and_wait)
+    assert _read(data, tmp_path, 2) == one
+    assert pdf_split.last_processes == 2  # its chunks before the error were taken
+
+
+def test_the_child_reads_ahead_while_a_siblings_chunk_is_slow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """60 pages, chunks of 8: the sibling's first chunk (pages 9-16) is held until the child
+    has read page 60. The child does not wait for it: it claims and reads every chunk left
+    into parts (pages 17-60, OCR and images among them), then adds the sibling's chunk and
+    its own in page order: the single process's package and asset files, progress never
+    going back, and the sibling's chunk taken (it never timed out)."""
+    data = mixed_long_pdf(60)
+    one = _read(data, tmp_path, 1)
+    me, real = os.getpid(), pdf_pages._page
+    last = tmp_path / "the-child-read-page-60"
+
+    def page(doc, index, options, assets, state):  # type: ignore[no-untyped-def]
+        if os.getpid() == me and index == 59:
+            last.touch()
+        elif os.getpid() != me and index == 8:
+            eventually(last.exists, 60, "the child read ahead to page 60")
         return real(doc, index, options, assets, state)
 
     monkeypatch.setattr(pdf_pages, "_page", page)
     assert _read(data, tmp_path, 2) == one
-    assert pdf_split.last_processes == 2  # its first chunk was taken
+    assert pdf_split.last_processes == 2
 
 
 def test_sibling_document_failure_fails_the_parse(
@@ -259,28 +300,30 @@ def test_a_siblings_pages_are_drafts_as_it_reads_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each page a sibling reads is a draft the moment it is read (relayed by the child when it
-    next polls), not only once the child adds its chunk: here the child waits until the
-    sibling has read its chunk (pages 9-16) before reading page 1, and the sibling's drafts
-    come first. Every page is drafted once, and each draft is the part one process drafts."""
+    next polls), not only once the child adds its chunk: here the child, which took chunk 0
+    (pages 1-8) before the sibling started, waits until the sibling has read the two chunks
+    left (pages 9-24, claimed while the child waited) before reading page 1, and the
+    sibling's drafts come first. Every page is drafted once, and each draft is the part one
+    process drafts."""
     data = mixed_long_pdf()
 
     def fork_and_wait(
-        chunks: list[range], read_range: pdf_split.ReadRange
+        claims: pdf_split.Claims, chunks: list[range], read_range: pdf_split.ReadRange
     ) -> page_siblings.Sibling:
-        sibling = page_siblings.fork_sibling(chunks, read_range)
+        sibling = page_siblings.fork_sibling(claims, chunks, read_range)
 
-        def read_all() -> bool:
+        def read_the_rest() -> bool:
             sibling.poll()
-            return sibling.done >= sum(len(pages) for pages in chunks)
+            return sibling.done >= sum(len(pages) for pages in chunks[1:])
 
-        eventually(read_all, 30, "the sibling read its chunks")
+        eventually(read_the_rest, 30, "the sibling read the chunks left")
         return sibling
 
     one = _drafts(data, tmp_path, 1)
     assert [number for number, _ in one] == list(range(1, 25))
     monkeypatch.setattr(parse_child, "fork_sibling", fork_and_wait)
     two = _drafts(data, tmp_path, 2)
-    assert [number for number, _ in two] == [*range(9, 17), *range(1, 9), *range(17, 25)]
+    assert [number for number, _ in two] == [*range(9, 25), *range(1, 9)]
     assert sorted(two) == one
 
 
@@ -323,7 +366,7 @@ def test_sibling_dies_with_the_child(tmp_path: Path) -> None:
                 time.sleep(60)
                 return pdf_split.Part()
 
-            sibling = page_siblings.fork_sibling([range(10, 20)], slow)
+            sibling = page_siblings.fork_sibling(ChunkClaims(1), [range(10, 20)], slow)
             os.write(write, f"{sibling.pid}\n".encode())
             time.sleep(60)
         finally:
@@ -355,12 +398,21 @@ def _corpus_pdfs() -> list[Path]:
 @pytest.mark.slow  # the corpus PDFs
 @pytest.mark.skipif(not _corpus_pdfs(), reason=f"the shared corpus is absent ({CORPUS})")
 def test_corpus_pdfs_split_as_read_whole(tmp_path: Path) -> None:
-    for path in _corpus_pdfs():
+    """Every corpus PDF of 8 pages or more, the damaged ones among them (a broken page that
+    mupdf repairs with ~140 warnings: no chunk is read ahead, the warnings keep page order)."""
+    damaged = sorted((CORPUS / "corrupt_pdf").glob("*.pdf"))
+    read = 0
+    for path in _corpus_pdfs() + damaged:
         data = path.read_bytes()
-        with pymupdf.open(stream=data, filetype="pdf") as doc:
-            if doc.page_count < 8:
-                continue
+        try:
+            with pymupdf.open(stream=data, filetype="pdf") as doc:
+                if doc.page_count < 8:
+                    continue
+        except Exception:  # what mupdf cannot open has no pages to split
+            continue
         assert _read(data, tmp_path, 2) == _read(data, tmp_path, 1), path.name
+        read += path in damaged
+    assert read >= 1, "no damaged PDF of 8 pages or more in the corpus"
 
 
 def _in_a_child(run: object) -> str:
