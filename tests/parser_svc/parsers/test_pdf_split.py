@@ -170,6 +170,27 @@ def _sibling_only(action: object) -> object:
     return page
 
 
+def _fork_then(
+    ready: Callable[[page_siblings.Sibling, list[range]], bool],
+) -> pdf_split.ForkRange:
+    """The parse child's fork_sibling, returning only once `ready` holds for the sibling (the
+    child waits: what the sibling claims meanwhile, it claims alone)."""
+
+    def fork(
+        claims: pdf_split.Claims, chunks: list[range], read_range: pdf_split.ReadRange
+    ) -> page_siblings.Sibling:
+        sibling = page_siblings.fork_sibling(claims, chunks, read_range)
+
+        def holds() -> bool:
+            sibling.poll()
+            return ready(sibling, chunks)
+
+        eventually(holds, 30, "the sibling got there")
+        return sibling
+
+    return fork
+
+
 def test_sibling_unexpected_error_reads_the_range_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,21 +219,14 @@ def test_sibling_error_in_a_later_chunk_reads_that_one_and_the_rest_here(
             raise RuntimeError("a bug the sibling meets in its third chunk")
         return real(doc, index, options, assets, state)
 
-    def fork_and_wait(
-        claims: pdf_split.Claims, chunks: list[range], read_range: pdf_split.ReadRange
-    ) -> page_siblings.Sibling:
-        sibling = page_siblings.fork_sibling(claims, chunks, read_range)
-
-        def stopped() -> bool:
-            sibling.poll()
-            return sibling.ended
-
-        eventually(stopped, 30, "the sibling stopped at its error")
+    def stopped(sibling: page_siblings.Sibling, _chunks: list[range]) -> bool:
+        if not sibling.ended:
+            return False
         assert [sibling.answered(n) for n in range(5)] == [False, True, True, True, False]
-        return sibling
+        return True
 
     monkeypatch.setattr(pdf_pages, "_page", page)
-    monkeypatch.setattr(parse_child, "fork_sibling", fork_and_wait)
+    monkeypatch.setattr(parse_child, "fork_sibling", _fork_then(stopped))
     assert _read(data, tmp_path, 2) == one
     assert pdf_split.last_processes == 2  # its chunks before the error were taken
 
@@ -307,21 +321,12 @@ def test_a_siblings_pages_are_drafts_as_it_reads_them(
     process drafts."""
     data = mixed_long_pdf()
 
-    def fork_and_wait(
-        claims: pdf_split.Claims, chunks: list[range], read_range: pdf_split.ReadRange
-    ) -> page_siblings.Sibling:
-        sibling = page_siblings.fork_sibling(claims, chunks, read_range)
-
-        def read_the_rest() -> bool:
-            sibling.poll()
-            return sibling.done >= sum(len(pages) for pages in chunks[1:])
-
-        eventually(read_the_rest, 30, "the sibling read the chunks left")
-        return sibling
+    def read_the_rest(sibling: page_siblings.Sibling, chunks: list[range]) -> bool:
+        return sibling.done >= sum(len(pages) for pages in chunks[1:])
 
     one = _drafts(data, tmp_path, 1)
     assert [number for number, _ in one] == list(range(1, 25))
-    monkeypatch.setattr(parse_child, "fork_sibling", fork_and_wait)
+    monkeypatch.setattr(parse_child, "fork_sibling", _fork_then(read_the_rest))
     two = _drafts(data, tmp_path, 2)
     assert [number for number, _ in two] == [*range(9, 25), *range(1, 9)]
     assert sorted(two) == one
