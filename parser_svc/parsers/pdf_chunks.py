@@ -135,7 +135,7 @@ def read_split(
     reading: Reading, chunks: list[range], processes: int, progress: ProgressFn, fork: ForkRange
 ) -> None:
     """`chunks` read by this process and `processes` - 1 siblings, each claiming the next
-    chunk left when it is free (pdf_chunks.py)."""
+    chunk left when it is free (`read_chunks`)."""
     package, total = reading.package, sum(len(pages) for pages in chunks)
     read_range = _range_reader(reading)
     claims = ChunkClaims(len(chunks))
@@ -196,7 +196,8 @@ def _unwarned() -> bool:
 
 
 def _range_reader(reading: Reading) -> ReadRange:
-    """How a sibling process reads its range of the document `reading` has open."""
+    """How a range of the document `reading` has open is read into a Part: by a sibling
+    process, or by the child ahead of its turn."""
 
     def read_range(pages: range, report: ProgressFn) -> pdf_split.Part:
         pymupdf.TOOLS.mupdf_warnings(reset=True)  # the open's warnings are the child's
