@@ -61,20 +61,20 @@ class ChildReading:
 
 def read_chunks(
     chunks: list[range],
-    first: int,
     claims: ChunkClaims,
     siblings: list[RangeReader],
     reading: ChildReading,
     on_progress: Callable[[], None],
 ) -> None:
-    """Every chunk into the package, in order: the child claimed `first`; the siblings claim
+    """Every chunk into the package, in order: the child claimed chunk 0; the siblings claim
     theirs from `claims` as they go, and so does the child whenever it has nothing of its own
     to read in order."""
-    mine, ahead = {first}, dict[int, Part]()
+    mine, ahead = {0}, dict[int, Part]()  # mine: claimed here, not read yet
     claiming = True
     for number, pages in enumerate(chunks):
         while True:
             if number in mine:
+                mine.discard(number)
                 reading.here(pages)
                 break
             if number in ahead:
@@ -87,10 +87,10 @@ def read_chunks(
                 if part is None or not reading.add(part, owner):
                     reading.again(pages)
                 break
-            # A chunk of its own after this one says a sibling has this one: claim another
-            # only to read it ahead.
+            # A chunk of its own still to read (after this one) says a sibling has this one:
+            # claim another only to read it ahead.
             ahead_ok = reading.may_read_ahead()
-            if claiming and (ahead_ok or all(own < number for own in mine)):
+            if claiming and (ahead_ok or not mine):
                 claimed = claims.next()
                 if claimed is None:
                     claiming = False
@@ -139,7 +139,7 @@ def read_split(
     package, total = reading.package, sum(len(pages) for pages in chunks)
     read_range = _range_reader(reading)
     claims = ChunkClaims(len(chunks))
-    first = claims.next()  # chunk 0, read here: page 1 before any sibling has started
+    claims.next()  # chunk 0, read here: page 1 before any sibling has started
     siblings: list[RangeReader] = []
     merged, ahead, shown = 0, [0, 0], 0  # ahead: pages read into parts here (done, this one)
     accepted: set[int] = set()
@@ -174,7 +174,7 @@ def read_split(
     )
     try:
         siblings.extend(fork(claims, chunks, read_range) for _ in range(1, processes))
-        read_chunks(chunks, first or 0, claims, siblings, here, lambda: report(0, 0, "text"))
+        read_chunks(chunks, claims, siblings, here, lambda: report(0, 0, "text"))
         for sibling in siblings:
             sibling.finish()  # its end: a crash after its last part is still its crash
     finally:

@@ -50,7 +50,7 @@ class PagePointer:
     @property
     def sha256(self) -> str:
         """The sha256 of the part's bytes."""
-        return self.ref.split("/", 1)[0]
+        return _sha256(self.ref)
 
 
 @dataclass(frozen=True)
@@ -64,13 +64,18 @@ class PutResult:
         return self.status in ("OK", "SAME", "KEPT", "REPLACED")
 
 
+def _sha256(ref: str) -> str:
+    """The sha256 a part's ref begins with (its bytes')."""
+    return ref.split("/", 1)[0]
+
+
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _pointer(page: int, value: str, replaced: str) -> PagePointer:
     seq, attempt, kind, ref = value.split(":", 3)
-    replaces = replaced.split(":", 3)[3].split("/", 1)[0] if replaced else ""
+    replaces = _sha256(replaced.split(":", 3)[3]) if replaced else ""
     return PagePointer(page, int(seq), int(attempt), cast(PartKind, kind), ref, replaces)
 
 

@@ -198,9 +198,7 @@ class BlobStore:
     # changes and every attempt may write its own.
     def page_part_key(self, job_id: str, ref: str) -> str:
         """The key of the file that holds the part `ref` names (its pack, or its own file)."""
-        sha256, _, rest = ref.partition("/")
-        name = f"{rest.split('/', 1)[0]}.pack" if rest else f"{sha256}.pb"
-        return f"{self.env}/pages/{job_id}/{name}"
+        return f"{self.env}/pages/{job_id}/{part_packs.file_name(ref)}"
 
     def put_page_part(self, job_id: str, sha256: str, data: bytes) -> str:
         """Stores one part; its ref."""

@@ -42,9 +42,15 @@ def _checked_sha256(sha256: str) -> str:
     return sha256
 
 
-def sha256_of(ref: str) -> str:
-    """The sha256 a ref names (its bytes')."""
-    return ref.split("/", 1)[0]
+def file_name(ref: str) -> str:
+    """The file in a job's page folder that holds the part `ref` names: its pack, or a file of
+    its own."""
+    sha256, pack, _, _ = _parse(ref)
+    return _file(sha256, pack)
+
+
+def _file(sha256: str, pack: str) -> str:
+    return f"{pack}.pack" if pack else f"{sha256}.pb"
 
 
 def write_pack(
@@ -60,7 +66,7 @@ def write_pack(
     for sha256, data in parts:
         refs.append(f"{sha256}/{pack}/{offset}/{len(data)}")
         offset += len(data)
-    target = os.path.join(folder, f"{pack}.pack")
+    target = os.path.join(folder, _file("", pack))
     if not os.path.exists(target):
         write(target, b"".join(data for _, data in parts))
     return refs
@@ -76,10 +82,10 @@ def read_parts(folder: str, refs: list[str]) -> list[bytes | None]:
         if pack:
             by_pack.setdefault(pack, []).append(index)
         else:
-            out[index] = _read_lone(folder, sha256)
+            out[index] = _read_lone(os.path.join(folder, _file(sha256, "")))
     for pack, indexes in by_pack.items():
         try:
-            fd = os.open(os.path.join(folder, f"{pack}.pack"), os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(os.path.join(folder, _file("", pack)), os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             continue
         try:
@@ -103,9 +109,9 @@ def _parse(ref: str) -> tuple[str, str, int, int]:
     return sha256, pack or "", int(offset or 0), int(length or 0)
 
 
-def _read_lone(folder: str, sha256: str) -> bytes | None:
+def _read_lone(path: str) -> bytes | None:
     try:
-        with open(os.path.join(folder, f"{sha256}.pb"), "rb") as file:
+        with open(path, "rb") as file:
             return file.read()
     except OSError:
         return None

@@ -7,8 +7,9 @@
 --   1. only the job's current owner writes (fence ARGV[1], as update_job.lua), and only while
 --      the job runs: an ended job's pages are what they were when it ended;
 --   2. the same bytes again (a retried write, or a retried attempt that read the page the
---      same; the same sha256, wherever stored): SAME, nothing changes (the first ref stays); a draft for a page that has its final: KEPT, the final
---      stays (a final never goes back to a draft);
+--      same; the same sha256, wherever stored): SAME, nothing changes (the first ref stays);
+--      a draft for a page that has its final: KEPT, the final stays (a final never goes back
+--      to a draft);
 --   3. a final replacing a draft, or a draft another draft: the pointer moves (OK);
 --   4. a final that differs from the page's final (a retried attempt that read it otherwise):
 --      the pointer moves, REPLACED, and field 'r:<page>' keeps the first final, so a reader
