@@ -15,7 +15,9 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from parser_svc.child.no_network import child_environment
 
@@ -45,17 +47,25 @@ class ForkedChild:
     the spawned one (`stdout`, `send`, `wait`, `kill`, `returncode`)."""
 
     def __init__(
-        self, pid: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        pid: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        sent: bool = False,
     ) -> None:
         self.pid = pid
         self.stdout = reader
         self._writer = writer
+        self._sent = sent  # its stdin went with the request (ForkServer.launch)
         self.returncode: int | None = None
         # A pidfd names this very process even after it exits (it is not reaped until
         # waitpid below, so its pid cannot be reused meanwhile either).
         self._pidfd = os.pidfd_open(pid)
 
     async def send(self, data: bytes) -> None:
+        if self._sent:
+            return
+        self._sent = True
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self._writer.write(data)
             await self._writer.drain()
@@ -99,11 +109,20 @@ class ForkServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._lock = asyncio.Lock()
+        # The next job's child, forked ahead when asked (`ready_spare`, zygote.py), is a child
+        # of this process: the one waiting now, and those that ended unused, to reap.
+        self._spare = 0
+        self._retired: list[int] = []
         self.unavailable = "" if SYS_CLONE else f"no clone(2) number for {os.uname().machine}"
 
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    @property
+    def spare(self) -> int:
+        """The pid of the child forked for the next job, waiting (0: none known yet)."""
+        return self._spare
 
     def start(self) -> None:
         """fork + exec of a fresh interpreter (subprocess's safe path from a threaded process);
@@ -122,9 +141,12 @@ class ForkServer:
         ours.setblocking(False)
         self._control = ours
 
-    async def launch(self, argv: list[str], cwd: Path | None = None) -> ForkedChild | None:
+    async def launch(
+        self, argv: list[str], cwd: Path | None = None, stdin: bytes | None = None
+    ) -> ForkedChild | None:
         """A forked child running parse_child with `argv` in `cwd` (None: the fork server's),
-        or None: spawn one instead."""
+        or None: spawn one instead. `stdin`, the child's whole input, goes with the request:
+        the child reads it without waiting for the fork server's answer to reach this loop."""
         if self.unavailable:
             return None
         async with self._lock:
@@ -132,7 +154,7 @@ class ForkServer:
                 if self._control is None:
                     self.start()
                 try:
-                    return await self._fork(argv, cwd)
+                    return await self._fork(argv, cwd, stdin)
                 except (OSError, TimeoutError, ValueError) as err:
                     log.warning("the parse fork server failed (%s); starting a new one", err)
                     self._stop_zygote()
@@ -141,26 +163,27 @@ class ForkServer:
         log.error("the parse fork server failed twice in a row; spawning this parse instead")
         return None
 
-    async def _fork(self, argv: list[str], cwd: Path | None) -> ForkedChild | None:
+    async def _fork(
+        self, argv: list[str], cwd: Path | None, stdin: bytes | None
+    ) -> ForkedChild | None:
         assert self._control is not None
         loop = asyncio.get_running_loop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            ours.setblocking(False)
             with theirs:
                 fields = {"argv": argv, "parent": os.getpid(), "cwd": cwd and str(cwd)}
-                request = json.dumps(fields).encode()
-                socket.send_fds(self._control, [request], [theirs.fileno()])
-            async with asyncio.timeout(REPLY_TIMEOUT_S):
-                reply_bytes = await loop.sock_recv(self._control, 65536)
-            if not reply_bytes:
-                raise ConnectionResetError("the fork server exited")
-            reply = json.loads(reply_bytes)
+                socket.send_fds(self._control, [json.dumps(fields).encode()], [theirs.fileno()])
+            if stdin is not None:
+                await loop.sock_sendall(ours, stdin)
+                ours.shutdown(socket.SHUT_WR)
+            reply = await self._reply()
             if "error" in reply:
                 self.unavailable = str(reply["error"])
                 log.warning("parse children are spawned, not forked: %s", self.unavailable)
                 ours.close()
                 return None
-            ours.setblocking(False)
+            self._spare_taken(int(reply["pid"]))
             reader, writer = await asyncio.open_unix_connection(sock=ours, limit=EVENT_LINE_LIMIT)
         except BaseException as err:
             ours.close()
@@ -169,7 +192,62 @@ class ForkServer:
                 # next request's. That fork server is done; the next launch starts a new one.
                 self._stop_zygote()
             raise
-        return ForkedChild(int(reply["pid"]), reader, writer)
+        return ForkedChild(int(reply["pid"]), reader, writer, sent=stdin is not None)
+
+    async def _reply(self) -> dict[str, Any]:
+        assert self._control is not None
+        async with asyncio.timeout(REPLY_TIMEOUT_S):
+            reply_bytes = await asyncio.get_running_loop().sock_recv(self._control, 65536)
+        if not reply_bytes:
+            raise ConnectionResetError("the fork server exited")
+        reply: dict[str, Any] = json.loads(reply_bytes)
+        return reply
+
+    def _spare_taken(self, pid: int) -> None:
+        """The zygote answered a launch with `pid`: the spare, if one waited and lived."""
+        if self._spare and self._spare != pid:
+            self._retired.append(self._spare)  # it had died: the zygote forked instead
+        self._spare = 0
+        self._reap_retired(0.0)
+
+    async def ready_spare(self) -> None:
+        """Has the zygote fork the next job's child now, unless one waits: it copies what a
+        parse writes of the fork server's memory while nobody waits for it (zygote.py). The
+        worker asks when its parses have ended; a failure only costs the next job that."""
+        if self.unavailable or self._spare or self._control is None:
+            return
+        async with self._lock:
+            if self._spare or self._control is None:
+                return
+            try:
+                self._control.send(json.dumps({"ready": True}).encode())
+                self._spare = int((await self._reply()).get("spare") or 0)
+            except (OSError, TimeoutError, ValueError) as err:
+                log.warning("the parse fork server failed (%s); starting a new one", err)
+                self._stop_zygote()
+            except BaseException:
+                self._stop_zygote()  # cancelled mid-answer: as in _fork
+                raise
+
+    def _reap_retired(self, wait_s: float) -> None:
+        """Reaps the spares that ended unused; waits up to `wait_s` for those still running
+        (they exit once their zygote's socket closes), then kills them."""
+        deadline = time.monotonic() + wait_s
+        left = []
+        for pid in self._retired:
+            try:
+                while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    if time.monotonic() >= deadline:
+                        if wait_s:
+                            os.kill(pid, signal.SIGKILL)
+                            os.waitpid(pid, 0)
+                        else:
+                            left.append(pid)
+                        break
+                    time.sleep(0.005)
+            except ChildProcessError:
+                pass  # reaped already
+        self._retired = left
 
     def _stop_zygote(self) -> None:
         if self._control is not None:
@@ -178,6 +256,14 @@ class ForkServer:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
         self._reap()
+        self._retire_spare()
+
+    def _retire_spare(self) -> None:
+        """After the zygote exited: its spare exits too, and is reaped here."""
+        if self._spare:
+            self._retired.append(self._spare)
+            self._spare = 0
+        self._reap_retired(2.0)
 
     def _reap(self) -> None:
         if self._proc is not None:
@@ -196,3 +282,4 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
             self._reap()
+        self._retire_spare()

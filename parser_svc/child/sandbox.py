@@ -128,9 +128,10 @@ async def run_parse(
     process_limits = [str(limits.cpu_s), str(limits.memory_mb)]
     argv = [content_type, str(input_path), output_path.name, *process_limits]
     scratch = output_path.parent
-    forked = await fork_server.launch(argv, scratch) if fork_server is not None else None
+    stdin = (options.to_json() if options is not None else "{}").encode()
+    forked = await fork_server.launch(argv, scratch, stdin) if fork_server is not None else None
     proc: ParseProcess = forked or await SpawnedChild.start(argv, scratch)
-    await proc.send((options.to_json() if options is not None else "{}").encode())
+    await proc.send(stdin)  # a forked child has it already
     events = _Events(on_progress, on_page, on_done)
 
     try:

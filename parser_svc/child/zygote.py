@@ -23,6 +23,14 @@ starts in) with one file descriptor attached, one end of a fresh socket pair tha
 child's stdin and stdout (the worker writes the options to it and reads the child's events
 from it, exactly as from a spawned child's pipes); the zygote answers
 {"pid": N} or {"error": "..."}. The worker's side of it is parser_svc.child.fork_server.
+
+Spares: a request {"ready": true} (no descriptor) has the zygote fork the next job's child
+now, unless one waits, and answer {"spare": N}. The spare parses a one-line PDF of its own and
+waits on a socket of its own; the next job's request is handed to it (its pid is that job's
+answer) instead of a fork. The worker asks when its parses have ended, so that the copies a
+fresh fork's first parse makes of the zygote's memory, and the fork, happen while no job waits.
+A spare is the worker's child too (the worker reaps one that ends unused), dies with the worker
+and exits when the zygote does. It has read no document: what it parsed is made here.
 """
 
 from __future__ import annotations
@@ -127,11 +135,12 @@ def _set_cmdline(argv: list[str]) -> None:
 _START_KB = 0
 
 
-def _run_child(control: socket.socket, job_fd: int, request: dict[str, Any]) -> None:
+def _run_child(control: socket.socket | None, job_fd: int, request: dict[str, Any]) -> None:
     """In the forked child: becomes the job's parse child and never returns."""
     code = 1
     try:
-        control.close()
+        if control is not None:
+            control.close()
         argv, parent = [str(a) for a in request["argv"]], int(request["parent"])
         if request.get("cwd"):
             os.chdir(request["cwd"])
@@ -158,22 +167,91 @@ def _run_child(control: socket.socket, job_fd: int, request: dict[str, Any]) -> 
         os._exit(code)
 
 
-def serve(control: socket.socket) -> None:
+class _Spare:
+    """A child forked ahead of its job (`_fork_spare`), waiting on its own socket for the
+    request the worker sent here."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid, self.sock = pid, sock
+
+    def take(self, message: bytes, job_fd: int) -> bool:
+        """Hands it the request; False when it is gone (it died while waiting)."""
+        try:
+            socket.send_fds(self.sock, [message], [job_fd])
+            return True
+        except OSError:
+            return False
+        finally:
+            self.sock.close()
+
+
+def _fork_spare(control: socket.socket, worker: int) -> _Spare | None:
+    """The next job's child, forked now (the worker asks while its parses have ended): it
+    parses a document of its own while no job waits for it, so the pages a parse writes are
+    already its own when its job comes (the first parse in a fresh fork copies ~1,000 pages of
+    the fork server's memory: 5-8 ms of a one-page job's wall time, bench/README.md), and the
+    fork itself is behind it too."""
+    if _threads() != 1:
+        return None
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        pid = _clone_parent()
+    except OSError:
+        ours.close()
+        theirs.close()
+        return None
+    if pid == 0:
+        ours.close()
+        _wait_for_job(control, theirs, worker)
+    theirs.close()
+    return _Spare(pid, ours)
+
+
+def _wait_for_job(control: socket.socket, sock: socket.socket, worker: int) -> None:
+    """In a spare: warms up, waits for its request and becomes that job's parse child; exits
+    when the fork server is gone (its socket closes) and dies with the worker. Never
+    returns."""
+    try:
+        control.close()
+        _set_cmdline([sys.executable, "-m", "parser_svc.child.parse_child", "(spare)"])
+        die_with_parent(worker)
+        _warm_spare()
+        message, fds, _flags, _addr = socket.recv_fds(sock, 65536, 1)
+        sock.close()
+        if not message or len(fds) != 1:
+            os._exit(0)  # the fork server stopped: no job comes
+        request = json.loads(message)
+    except BaseException:
+        traceback.print_exc()
+        os._exit(1)
+    _run_child(None, fds[0], request)
+
+
+def serve(control: socket.socket, worker: int) -> None:
+    spare: _Spare | None = None
     while True:
         message, fds, _flags, _addr = socket.recv_fds(control, 65536, 1)
         if not message:
-            return  # the worker closed its end: it is stopping
+            return  # the worker closed its end: it is stopping (a spare's socket closes too)
         reply: dict[str, object]
         try:
             request = json.loads(message)
-            if len(fds) != 1:
-                raise ValueError(f"expected one file descriptor, got {len(fds)}")
+            if len(fds) != (0 if request.get("ready") else 1):
+                raise ValueError(f"unexpected file descriptors: {len(fds)}")
             if _threads() != 1:
                 raise RuntimeError(f"the fork server runs {_threads()} threads; it must run one")
-            pid = _clone_parent()
-            if pid == 0:
-                _run_child(control, fds[0], request)
-            reply = {"pid": pid}
+            if request.get("ready"):
+                spare = spare or _fork_spare(control, worker)
+                reply = {"spare": spare.pid if spare is not None else 0}
+            else:
+                taken, spare = spare, None
+                if taken is not None and taken.take(message, fds[0]):
+                    pid = taken.pid
+                else:
+                    pid = _clone_parent()
+                    if pid == 0:
+                        _run_child(control, fds[0], request)
+                reply = {"pid": pid}
         except Exception as err:
             reply = {"error": f"{type(err).__name__}: {err}"}
         finally:
@@ -191,8 +269,31 @@ def warm_up() -> None:
     pdf.warm_up().SerializeToString()
 
 
+_SPARE_PDF = b""  # what a spare parses while it waits (_spare_document)
+
+
+def _spare_document() -> bytes:
+    """A one-line text PDF: a spare's parse of it writes to the pages a text page's parse
+    writes (a fresh fork's one-page job then copies ~20 pages instead of ~1,000), for ~2 ms
+    of CPU; the fork server's warm-up document (ruled lines, a table) costs twice that and
+    spares no more of a text job's copies."""
+    import pymupdf  # here: a child's memory limit counts from before the parsers' imports
+
+    doc = pymupdf.open()  # type: ignore[no-untyped-call]
+    doc.new_page().insert_text((72, 72), "Spare.", fontsize=11)
+    data = bytes(doc.tobytes())  # type: ignore[no-untyped-call]
+    doc.close()  # type: ignore[no-untyped-call]
+    return data
+
+
+def _warm_spare() -> None:
+    from parser_svc.parsers import ParseOptions, pdf
+
+    pdf.parse_pdf(_SPARE_PDF, lambda *_: None, ParseOptions.defaults()).SerializeToString()
+
+
 def main() -> None:
-    global _START_KB
+    global _START_KB, _SPARE_PDF
     control_fd, parent = int(sys.argv[1]), int(sys.argv[2])
     die_with_parent(parent)
     # What a spawned child has mapped when it applies its limits: parse_child imported, no
@@ -204,6 +305,7 @@ def main() -> None:
     for module in MODULES:
         importlib.import_module(module)
     warm_up()
+    _SPARE_PDF = _spare_document()
     if privileges.can_drop():
         privileges.reach_modules()  # once here rather than in each child that drops
     landlock.parse_reads()  # what each child's Landlock rules name, worked out once here
@@ -216,7 +318,7 @@ def main() -> None:
     if sys.argv[3] == "huge":
         huge_pages.collapse()  # a fork and an exit copy 2 MB page entries, not 4 KB ones
     control = socket.socket(fileno=control_fd)
-    serve(control)
+    serve(control, parent)
 
 
 if __name__ == "__main__":

@@ -218,6 +218,8 @@ class ParseWorker:
                     )
                 finally:
                     self._active -= 1
+                if not self._active and self._fork_server is not None:  # the worker is idle:
+                    await self._fork_server.ready_spare()  # the next job's child, forked ahead
             created_ms = record.create_time.ToMilliseconds()
             if not outcome.reason:
                 observability.job_finished(
@@ -243,12 +245,10 @@ class ParseWorker:
     def _prepare(
         self, job_id: str, job_options: dict[str, Any]
     ) -> tuple[Path, int, tempfile.TemporaryDirectory[str], ParseOptions] | None:
-        """The stored upload and its size, a scratch directory for the package and the assets,
-        and the options for the child (the password is read from beside the upload); None when
-        the upload is gone. Blocking (the shared volume): one trip to a thread for all three,
-        since each trip waits for the loop and the fork waits for all of them. The child's OCR
-        pages are read on the cores the replica's other parses leave free (at least one): a
-        lone long scan uses them all, a full replica does not oversubscribe its CPUs."""
+        """The stored upload and its size, a scratch directory and the child's options (the
+        password read from beside the upload); None when the upload is gone. One trip to a
+        thread for all three (the shared volume blocks; the fork waits for them). The child's OCR
+        pages use the cores the other parses leave free (at least one): no oversubscription."""
         input_path = self.blobs.path(self.blobs.input_key(job_id))
         try:
             size = input_path.stat().st_size
