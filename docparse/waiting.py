@@ -289,6 +289,8 @@ def follow(
                     if record is not None and waiter.observe(record):
                         progressed = True
                         yield Emit(record)
+                        if waiter.finished:  # the rest adds nothing; a cut there is no retry
+                            break
                 delay = waiter.on_stream_end(progressed)
             else:
                 response, _ = yield Call(rpc_name(feed.poll), feed.poll, call_timeout_s)

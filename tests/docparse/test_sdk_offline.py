@@ -157,6 +157,23 @@ def test_broken_stream_resumes_after_the_last_version_and_never_resubmits() -> N
     assert resumed.after_version == 2
 
 
+def test_a_stream_cut_after_the_terminal_record_ends_the_wait_with_no_retry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The terminal record ends the wait there: a cut that follows it on the same stream (a
+    server ending its connections) is not read, so it is no retry, no log and no second call."""
+    transport = ScriptedTransport(
+        SubmitJob=[submitted(job(1, job_pb2.STATE_QUEUED))],
+        WatchJob=[[*events(job(2, job_pb2.STATE_RUNNING), job(3, job_pb2.STATE_SUCCEEDED)),
+                   unavailable()]],
+    )  # fmt: skip
+    sdk, _ = client(transport)
+    with caplog.at_level(logging.INFO, logger="docparse"):
+        assert sdk.parse(b"%PDF-1.7").version == 3
+    assert transport.methods() == ["SubmitJob", "WatchJob"]
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]
+
+
 def test_a_stream_the_server_side_cancelled_is_resumed() -> None:
     """A watch ended with CANCELLED (a proxy or replica stopping cancels its calls) is a cut
     stream: the wait resumes after the last version (a CANCELLED unary read stays final)."""

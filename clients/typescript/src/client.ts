@@ -223,6 +223,9 @@ export class BaseClient {
       if (record !== undefined && waiter.observe(record)) {
         progressed = true;
         yield record;
+        if (waiter.finished) {
+          break; // the terminal record: the rest adds nothing, and a cut there is no retry
+        }
       }
     }
     return progressed;
