@@ -27,8 +27,9 @@ from it, exactly as from a spawned child's pipes); the zygote answers
 Spares: a request {"ready": true} (no descriptor) has the zygote fork the next job's child
 now, unless one waits, and answer {"spare": N}. The spare parses a one-line PDF of its own and
 waits on a socket of its own; the next job's request is handed to it (its pid is that job's
-answer) instead of a fork. The worker asks when its parses have ended, so that the copies a
-fresh fork's first parse makes of the zygote's memory, and the fork, happen while no job waits.
+answer) instead of a fork. The worker asks when its parses have ended and no job waits
+(work/free_cores.py), so that the copies a fresh fork's first parse makes of the zygote's
+memory, and the fork, happen while nobody waits for them.
 A spare is the worker's child too (the worker reaps one that ends unused), dies with the worker
 and exits when the zygote does. It has read no document: what it parsed is made here.
 """
@@ -186,7 +187,7 @@ class _Spare:
 
 
 def _fork_spare(control: socket.socket, worker: int) -> _Spare | None:
-    """The next job's child, forked now (the worker asks while its parses have ended): it
+    """The next job's child, forked now (the worker asks when it is idle): it
     parses a document of its own while no job waits for it, so the pages a parse writes are
     already its own when its job comes (the first parse in a fresh fork copies ~1,000 pages of
     the fork server's memory: 5-8 ms of a one-page job's wall time, bench/README.md), and the

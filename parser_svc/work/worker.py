@@ -42,6 +42,7 @@ from parser_svc.state.page_parts import PageParts
 from parser_svc.state.queue_store import FinalFailure, queue_worker
 from parser_svc.state.records import parse_overrides
 from parser_svc.state.store import JobStore
+from parser_svc.work import free_cores
 from parser_svc.work.blobs import BlobStore
 from parser_svc.work.draft_switch import DraftSwitch
 from parser_svc.work.job_tracing import job_span, trace_parent
@@ -53,9 +54,6 @@ from parser_svc.work.terminal_writes import TerminalWrites
 
 log = logging.getLogger(__name__)
 RETRYABLE_REASONS = frozenset({ErrorReason.PARSER_CRASHED, ErrorReason.WORKER_LOST})
-# A PDF smaller than this is not asked about page ranges (its pages are too few or too light
-# to repay a second process): no queue read for the common small job.
-SPLIT_MIN_BYTES = 32 * 1024
 
 
 class RetryableFailure(Exception):
@@ -218,8 +216,8 @@ class ParseWorker:
                     )
                 finally:
                     self._active -= 1
-                if not self._active and self._fork_server is not None:  # the worker is idle:
-                    await self._fork_server.ready_spare()  # the next job's child, forked ahead
+                if not self._active:
+                    await free_cores.ready_spare(self._fork_server, self._queue)
             created_ms = record.create_time.ToMilliseconds()
             if not outcome.reason:
                 observability.job_finished(
@@ -245,10 +243,12 @@ class ParseWorker:
     def _prepare(
         self, job_id: str, job_options: dict[str, Any]
     ) -> tuple[Path, int, tempfile.TemporaryDirectory[str], ParseOptions] | None:
-        """The stored upload and its size, a scratch directory and the child's options (the
-        password read from beside the upload); None when the upload is gone. One trip to a
-        thread for all three (the shared volume blocks; the fork waits for them). The child's OCR
-        pages use the cores the other parses leave free (at least one): no oversubscription."""
+        """The stored upload and its size, a scratch directory for the package and the assets,
+        and the options for the child (the password is read from beside the upload); None when
+        the upload is gone. Blocking (the shared volume): one trip to a thread for all three,
+        since each trip waits for the loop and the fork waits for all of them. The child's OCR
+        pages are read on the cores the replica's other parses leave free (at least one): a
+        lone long scan uses them all, a full replica does not oversubscribe its CPUs."""
         input_path = self.blobs.path(self.blobs.input_key(job_id))
         try:
             size = input_path.stat().st_size
@@ -265,20 +265,6 @@ class ParseWorker:
         )
         return input_path, size, scratch, options
 
-    async def _page_processes(self, content_type: str, size: int) -> int:
-        """How many processes may read this job's pages (parsers/pdf_split.py): the cores the
-        replica's other parses leave free, for a PDF big enough to be long, when no job waits
-        in the queue. A waiting job would take a free core the moment this parse starts, and
-        a split costs CPU of its own (a fork, objects and fonts read in each process): it
-        pays only on cores that stay idle. One queue read, for such PDFs only."""
-        free = self._page_threads - (self._active - 1)  # the cores the others leave
-        if content_type != "pdf" or free <= 1 or not self.settings.pdf_split_min_pages:
-            return 1
-        if size < SPLIT_MIN_BYTES:
-            return 1
-        waiting = await self._queue.waiting() if self._queue is not None else None
-        return free if waiting == 0 else 1
-
     async def _parse(
         self,
         job_id: str,
@@ -291,7 +277,10 @@ class ParseWorker:
         if prepared is None:
             return Outcome(ErrorReason.WORKER_LOST, "the uploaded document is no longer stored")
         input_path, size, scratch, options = prepared
-        options.page_processes = await self._page_processes(record.content_type, size)
+        free = self._page_threads - (self._active - 1)  # the cores the others leave
+        options.page_processes = await free_cores.page_processes(
+            self._queue, free, self.settings.pdf_split_min_pages, record.content_type, size
+        )
 
         drafts, switch = self._drafts(job_id, fence, record.attempt, Path(scratch.name), writer)
 

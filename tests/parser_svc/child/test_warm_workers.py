@@ -117,6 +117,27 @@ def test_a_job_that_leaks_and_corrupts_globals_leaves_later_jobs_untouched(
     assert _rss_kb(zygote) < zygote_rss + 16 * 1024
 
 
+def _spare(stack: LocalStack) -> int | None:
+    kids = _children(stack.parsers[0].pid)
+    return next((pid for pid, cmd in kids.items() if b"parse_child\0(spare)" in cmd), None)
+
+
+def test_an_idle_replica_readies_the_next_jobs_child_and_the_next_job_takes_it(
+    stack: LocalStack,
+) -> None:
+    """After its parses end, with no job waiting, a replica's fork server has a spare child
+    (child/zygote.py); the next job runs in it, and its package is its own document's."""
+    first = _parse(stack, make_pdf(1, "first"), "first.pdf")
+    assert first.state == job_pb2.STATE_SUCCEEDED, first.error
+    spare = eventually(lambda: _spare(stack), 10, "a spare parse child of the idle replica")
+    second = _parse(stack, make_pdf(1, "second"), "second.pdf")
+    assert second.state == job_pb2.STATE_SUCCEEDED, second.error
+    assert _text(stack, second.job_id).startswith("second 1 of 1")
+    # The spare became the second job's child and ended with it; the idle replica has a new one.
+    assert spare not in _children(stack.parsers[0].pid)
+    assert eventually(lambda: _spare(stack), 10, "the next spare") != spare
+
+
 def test_a_one_page_job_publishes_once_after_its_create(stack: LocalStack) -> None:
     """A job that ends within the progress interval writes no progress of its
     own and publishes no claim: its watchers get the created record and the terminal one, which
