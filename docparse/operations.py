@@ -291,6 +291,8 @@ class BaseClient(ClientState[TransportT, SleepT]):
                 while (message := (yield Receive(stream))) is not END:
                     cursor, delivered = message.cursor, True
                     yield Emit(message)
+                    if message.HasField("job"):
+                        return  # the terminal record, the last message: a cut after it is none
                 return
             except DocparseError as err:
                 if delivered:

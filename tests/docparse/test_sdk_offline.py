@@ -636,3 +636,17 @@ def test_stream_pages_counts_its_retry_budget_anew_after_each_delivering_stream(
     assert clock.now > 1.0  # more than one budget spent in all
     resumed = [r.cursor for m, r in transport.calls if m == "StreamResult"]
     assert resumed == ["", *(f"d{n}" for n in range(1, 13))]
+
+
+def test_stream_pages_ends_at_the_terminal_record_even_if_the_stream_is_cut_after_it() -> None:
+    """A cut between the last message (the terminal record) and the stream's end would resume
+    after it and hand the terminal record out twice: the stream ends at that record instead."""
+    page = parser_service_pb2.StreamResultResponse
+    terminal = page(cursor="f1", job=job(5, job_pb2.STATE_SUCCEEDED))
+    transport = ScriptedTransport(
+        StreamResult=[[page(page_number=1, cursor="f1"), terminal, unavailable()], [terminal]]
+    )
+    sdk, _ = client(transport)
+    messages = list(sdk.stream_pages("j1"))
+    assert [m.HasField("job") for m in messages] == [False, True]
+    assert transport.methods() == ["StreamResult"]

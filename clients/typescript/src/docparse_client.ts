@@ -163,8 +163,11 @@ export class DocparseClient extends BatchClient {
           cursor = message.cursor;
           progressed = true;
           yield message;
+          if (message.job !== undefined) {
+            return; // the terminal record, the last message: a cut after it is no retry
+          }
         }
-        return; // after the terminal record: the server ends the stream right after it
+        return; // ended without the terminal record: not expected of a server
       } catch (err) {
         signal?.throwIfAborted();
         if (err instanceof ClientError) {
