@@ -83,6 +83,8 @@ class ParseWorker:
         self._active = 0
         self._page_threads = settings.ocr_page_threads or usable_cpus()
         self.writes = TerminalWrites(settings, store, blobs)
+        idle = lambda: not self._active  # noqa: E731
+        self._spares = free_cores.SpareReadier(self._fork_server, lambda: self._queue, idle)
 
     def start(self) -> None:
         s = self.settings
@@ -120,6 +122,7 @@ class ParseWorker:
             except TimeoutError:
                 log.warning("jobs still running at shutdown; their locks will expire")
                 await self._worker.close(force=True)
+        await self._spares.close()
         if self._fork_server is not None:
             await asyncio.to_thread(self._fork_server.close)
 
@@ -217,7 +220,7 @@ class ParseWorker:
                 finally:
                     self._active -= 1
                 if not self._active:
-                    await free_cores.ready_spare(self._fork_server, self._queue)
+                    self._spares.soon()
             created_ms = record.create_time.ToMilliseconds()
             if not outcome.reason:
                 observability.job_finished(
