@@ -27,8 +27,8 @@ from it, exactly as from a spawned child's pipes); the zygote answers
 Spares: a request {"ready": true} (no descriptor) has the zygote fork the next job's child
 now, unless one waits, and answer {"spare": N}. The spare parses a one-line PDF of its own and
 waits on a socket of its own; the next job's request is handed to it (its pid is that job's
-answer) instead of a fork. The worker asks when its parses have ended and no job waits
-(work/free_cores.py), so that the copies a fresh fork's first parse makes of the zygote's
+answer) instead of a fork. The worker asks once it has been idle for a moment with no job
+waiting (work/free_cores.py), so that the copies a fresh fork's first parse makes of the zygote's
 memory, and the fork, happen while nobody waits for them.
 A spare is the worker's child too (the worker reaps one that ends unused), dies with the worker
 and exits when the zygote does. It has read no document: what it parsed is made here.
