@@ -67,6 +67,13 @@ PARSE_PROCESSES = Counter(
     ["content_type"],
     registry=None,
 )
+PARSE_CHILDREN = Counter(
+    "docparse_parse_children_total",
+    "Parse children by how they started: start=spare (readied while the worker was idle: "
+    "DOCPARSE_SPARE_AFTER_IDLE_MS), forked (when the job came), spawned (a fresh interpreter)",
+    ["start"],
+    registry=None,
+)
 QUEUE_JOBS = Gauge(
     "docparse_queue_jobs",
     "BullMQ jobs by queue state (the whole queue, as seen by this replica: use max, not sum)",
@@ -149,6 +156,7 @@ PARSER_METRICS: tuple[Collector, ...] = (
     SWEEPER_REPAIRS,
     PARSE_SECONDS,
     PARSE_PROCESSES,
+    PARSE_CHILDREN,
     QUEUE_JOBS,
     ADMISSIONS,
     TENANT_QUEUED,
@@ -265,9 +273,11 @@ def job_finished(
     jobs_log.info("job %s finished %s %s", job_id, state, reason, extra=extra)
 
 
-def parse_observed(content_type: str, seconds: float, processes: int = 1) -> None:
+def parse_observed(content_type: str, seconds: float, processes: int = 1, start: str = "") -> None:
     PARSE_SECONDS.labels(content_type or "unknown").observe(seconds)
     PARSE_PROCESSES.labels(content_type or "unknown").inc(processes)
+    if start:
+        PARSE_CHILDREN.labels(start).inc()
 
 
 def redis_error(err: BaseException) -> None:

@@ -158,6 +158,11 @@ class Settings(BaseSettings):
     # The fork server's memory as transparent huge pages (parser_svc.child.huge_pages; Linux 6.1+):
     # a fork and an exit cost ~3 ms instead of 6-14. Off: 4 KB pages, as before.
     fork_server_huge_pages: bool = True
+    # Spare children (parser_svc.child.zygote): a worker idle this long, with no job waiting,
+    # has its fork server ready the next job's child (at start too). 0 turns spares off: every
+    # job's child is forked when the job comes, as before. Below ~10 the jobs of a burst wait
+    # for the spare's own parse (bench/README.md, "Spare parse children").
+    spare_after_idle_ms: float = Field(default=10.0, ge=0)
     # Fault injection for tests: a parse child whose document contains these bytes leaks
     # 64 MB and corrupts a parser global (no later job may notice). Keep empty.
     fault_corrupt_marker: str = ""

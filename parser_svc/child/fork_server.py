@@ -52,8 +52,10 @@ class ForkedChild:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         sent: bool = False,
+        spare: bool = False,
     ) -> None:
         self.pid = pid
+        self.spare = spare  # the zygote's spare took the job (forked before the job came)
         self.stdout = reader
         self._writer = writer
         self._sent = sent  # its stdin went with the request (ForkServer.launch)
@@ -183,7 +185,7 @@ class ForkServer:
                 log.warning("parse children are spawned, not forked: %s", self.unavailable)
                 ours.close()
                 return None
-            self._spare_taken(int(reply["pid"]))
+            spare = self._spare_taken(int(reply["pid"]))
             reader, writer = await asyncio.open_unix_connection(sock=ours, limit=EVENT_LINE_LIMIT)
         except BaseException as err:
             ours.close()
@@ -192,7 +194,7 @@ class ForkServer:
                 # next request's. That fork server is done; the next launch starts a new one.
                 self._stop_zygote()
             raise
-        return ForkedChild(int(reply["pid"]), reader, writer, sent=stdin is not None)
+        return ForkedChild(int(reply["pid"]), reader, writer, stdin is not None, spare)
 
     async def _reply(self) -> dict[str, Any]:
         assert self._control is not None
@@ -203,12 +205,14 @@ class ForkServer:
         reply: dict[str, Any] = json.loads(reply_bytes)
         return reply
 
-    def _spare_taken(self, pid: int) -> None:
-        """The zygote answered a launch with `pid`: the spare, if one waited and lived."""
-        if self._spare and self._spare != pid:
+    def _spare_taken(self, pid: int) -> bool:
+        """The zygote answered a launch with `pid`: the spare, if one waited and lived (True)."""
+        taken = bool(self._spare) and self._spare == pid
+        if self._spare and not taken:
             self._retired.append(self._spare)  # it had died: the zygote forked instead
         self._spare = 0
         self._reap_retired(0.0)
+        return taken
 
     async def ready_spare(self) -> None:
         """Has the zygote fork the next job's child now, unless one waits: it copies what a

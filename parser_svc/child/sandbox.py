@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 import signal
 import sys
@@ -52,6 +53,9 @@ class Outcome:
     processes: int = 1
     # The package's page numbers as a page selection ("1-5,10"; "" for sheets or slides only).
     held_pages: str = ""
+    # How its child started: "spare" (readied while the worker was idle), "forked" (by the fork
+    # server when the job came) or "spawned" (a fresh interpreter).
+    start: str = ""
 
 
 class ParseProcess(Protocol):
@@ -131,6 +135,7 @@ async def run_parse(
     stdin = (options.to_json() if options is not None else "{}").encode()
     forked = await fork_server.launch(argv, scratch, stdin) if fork_server is not None else None
     proc: ParseProcess = forked or await SpawnedChild.start(argv, scratch)
+    start = "spawned" if forked is None else "spare" if forked.spare else "forked"
     await proc.send(stdin)  # a forked child has it already
     events = _Events(on_progress, on_page, on_done)
 
@@ -139,14 +144,16 @@ async def run_parse(
             await events.read(proc)
     except TimeoutError:
         return Outcome(
-            ErrorReason.PARSE_TIMEOUT, f"the parse took longer than {limits.timeout_s:g} s"
+            ErrorReason.PARSE_TIMEOUT,
+            f"the parse took longer than {limits.timeout_s:g} s",
+            start=start,
         )
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
 
-    return _outcome(proc.returncode, events.final)
+    return dataclasses.replace(_outcome(proc.returncode, events.final), start=start)
 
 
 class _Events:

@@ -35,23 +35,21 @@ async def page_processes(
     return free if waiting == 0 else 1
 
 
-# How long a worker stays idle before it readies a spare: jobs that follow one another closer
-# than this (clients in a burst, a queue emptied for an instant) would wait for the spare's own
-# parse instead of being spared theirs (bench/README.md, "Spare parse children").
-SPARE_AFTER_IDLE_S = 0.01
-
-
 class SpareReadier:
     """Readies the next job's child (`ForkServer.ready_spare`) once the worker has been idle
-    (`idle()`) for SPARE_AFTER_IDLE_S and no job waits in the queue: then its fork and its
+    (`idle()`) for `after_idle_s` and no job waits in the queue: then its fork and its
     first parse's copies of the fork server's memory cost nobody time (~3 ms of CPU a job).
     A task of its own, so the job that ended is not held up (nor is its queue slot)."""
 
     def __init__(
         self, fork_server: ForkServer | None, queue: Callable[[], JobQueue | None],
-        idle: Callable[[], bool],
+        idle: Callable[[], bool], after_idle_s: float,
     ) -> None:  # fmt: skip
-        self.fork_server, self.queue, self.idle = fork_server, queue, idle
+        # Jobs that follow one another closer than `after_idle_s` (clients in a burst, a queue
+        # emptied for an instant) would wait for the spare's own parse instead of being spared
+        # theirs (bench/README.md, "Spare parse children"); 0: no spares.
+        self.fork_server = fork_server if after_idle_s > 0 else None
+        self.queue, self.idle, self.after_idle_s = queue, idle, after_idle_s
         self.task: asyncio.Task[None] | None = None
 
     def soon(self) -> None:
@@ -61,7 +59,7 @@ class SpareReadier:
             self.task = asyncio.get_running_loop().create_task(self._ready())
 
     async def _ready(self) -> None:
-        await asyncio.sleep(SPARE_AFTER_IDLE_S)
+        await asyncio.sleep(self.after_idle_s)
         queue = self.queue()
         if self.fork_server is None or not self.idle() or queue is None:
             return

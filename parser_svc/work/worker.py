@@ -84,7 +84,9 @@ class ParseWorker:
         self._page_threads = settings.ocr_page_threads or usable_cpus()
         self.writes = TerminalWrites(settings, store, blobs)
         idle = lambda: not self._active  # noqa: E731
-        self._spares = free_cores.SpareReadier(self._fork_server, lambda: self._queue, idle)
+        self._spares = free_cores.SpareReadier(
+            self._fork_server, lambda: self._queue, idle, settings.spare_after_idle_ms / 1000
+        )
 
     def start(self) -> None:
         s = self.settings
@@ -106,6 +108,7 @@ class ParseWorker:
             self._worker.on(ended, lambda *_: queue.admit_soon())
         sweeper = Sweeper(s, self.store, self._queue, self.blobs)
         self._sweeper = asyncio.get_running_loop().create_task(sweeper.run())
+        self._spares.soon()  # the first job's child too, once the fork server has started
 
     async def close(self, timeout_s: float) -> None:
         """Stops taking jobs and waits up to `timeout_s` for in-flight ones; what is still
@@ -376,7 +379,9 @@ class ParseWorker:
                 {"docparse.content_type": content_type, "docparse.pages": outcome.pages,
                  "docparse.reason": outcome.reason, "docparse.processes": outcome.processes},
             )  # fmt: skip
-        observability.parse_observed(content_type, time.monotonic() - started, outcome.processes)
+        observability.parse_observed(
+            content_type, time.monotonic() - started, outcome.processes, outcome.start
+        )
         return outcome
 
     def _collect(self, job_id: str, assets_dir: Path, output_path: Path) -> tuple[bytes, str]:

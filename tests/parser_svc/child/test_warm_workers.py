@@ -25,6 +25,7 @@ from docparse.v1 import job_pb2
 from docparse_server.cpus import cgroup_quota, usable_cpus
 from parser_svc.work.progress_writer import PROGRESS_WRITE_INTERVAL_S
 from tests.conftest import make_stack
+from tests.docparse_server.test_observability import scrape, total
 from tests.helpers import eventually, make_pdf, submit, wait_terminal
 
 CORRUPT_MARKER = "DOCPARSE-TEST-CORRUPT-GLOBALS"
@@ -136,6 +137,33 @@ def test_an_idle_replica_readies_the_next_jobs_child_and_the_next_job_takes_it(
     # The spare became the second job's child and ended with it; the idle replica has a new one.
     assert spare not in _children(stack.parsers[0].pid)
     assert eventually(lambda: _spare(stack), 10, "the next spare") != spare
+
+
+def _children_started(stack: LocalStack, start: str) -> float:
+    """docparse_parse_children_total{start=...} of the stack's replica."""
+    samples = scrape(stack.parsers[0].metrics_address)
+    return total([samples], "docparse_parse_children_total", start=start)
+
+
+@pytest.mark.stack  # starts stacks in its body
+def test_a_replica_starts_with_a_spare_and_has_none_when_spares_are_off(tmp_path: Path) -> None:
+    """A replica readies a spare as it starts, so its first job takes a warm child (the
+    replica counts it as start="spare"). With DOCPARSE_SPARE_AFTER_IDLE_MS=0 every job's child
+    is forked when the job comes, and no spare is ever forked."""
+    with make_stack(tmp_path / "on", replicas=1, gateways=1) as on:
+        spare = eventually(lambda: _spare(on), 30, "a spare of the replica that just started")
+        first = _parse(on, make_pdf(1, "first"), "first.pdf")
+        assert first.state == job_pb2.STATE_SUCCEEDED, first.error
+        assert _text(on, first.job_id).startswith("first 1 of 1")
+        assert spare not in _children(on.parsers[0].pid)
+        assert (_children_started(on, "spare"), _children_started(on, "forked")) == (1, 0)
+    env = {"DOCPARSE_SPARE_AFTER_IDLE_MS": "0"}
+    with make_stack(tmp_path / "off", replicas=1, gateways=1, extra_env=env) as off:
+        for i in range(2):
+            job = _parse(off, make_pdf(1, f"job{i}"), f"job{i}.pdf")
+            assert job.state == job_pb2.STATE_SUCCEEDED, job.error
+        assert (_children_started(off, "spare"), _children_started(off, "forked")) == (0, 2)
+        assert _spare(off) is None
 
 
 def test_a_one_page_job_publishes_once_after_its_create(stack: LocalStack) -> None:
