@@ -260,14 +260,17 @@ class ForkServer:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
         self._reap()
-        self._retire_spare()
+        # On the event loop: no wait for the spare (it exits as it sees its zygote's socket
+        # close); the next launch or close() reaps it.
+        self._retire_spare(0.0)
 
-    def _retire_spare(self) -> None:
-        """After the zygote exited: its spare exits too, and is reaped here."""
+    def _retire_spare(self, wait_s: float) -> None:
+        """After the zygote exited: its spare exits too, and is reaped here (within `wait_s`,
+        else later)."""
         if self._spare:
             self._retired.append(self._spare)
             self._spare = 0
-        self._reap_retired(2.0)
+        self._reap_retired(wait_s)
 
     def _reap(self) -> None:
         if self._proc is not None:
@@ -286,4 +289,4 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
             self._reap()
-        self._retire_spare()
+        self._retire_spare(2.0)
