@@ -96,7 +96,9 @@ def test_a_lone_server_on_a_taken_port_exits_2_naming_it(no_workers: Up, module:
     lone = subprocess.run(
         [sys.executable, "-m", module], env=env, capture_output=True, text=True, timeout=30
     )
-    assert lone.returncode == 2 and time.monotonic() - start < 10
+    # A stall bound, not a speed goal: exits, not retries; its imports alone take 2-5 s on a
+    # loaded 2-core box (10 s was passed once at load 9).
+    assert lone.returncode == 2 and time.monotonic() - start < 20
     assert "PORT_IN_USE" in lone.stderr and f"127.0.0.1:{port}" in lone.stderr
     assert "python -m gateway" in lone.stderr  # the process that holds it
     assert_no_traceback(lone)
