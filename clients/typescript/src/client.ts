@@ -66,13 +66,15 @@ export class BaseClient {
         return next(request);
       });
     }
-    const transport = createGrpcTransport({
-      baseUrl,
-      sessionManager: this.session,
-      interceptors,
-      readMaxBytes: MESSAGE_LIMIT,
-      writeMaxBytes: MESSAGE_LIMIT,
-    });
+    const transport =
+      options.transport ??
+      createGrpcTransport({
+        baseUrl,
+        sessionManager: this.session,
+        interceptors,
+        readMaxBytes: MESSAGE_LIMIT,
+        writeMaxBytes: MESSAGE_LIMIT,
+      });
     this.rpc = createClient(ParserService, transport);
   }
 

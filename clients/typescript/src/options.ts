@@ -1,6 +1,7 @@
 // What a DocparseClient is given and answers with: its options, a submit's, a batch's, a
 // watch's and a listing's options, an answer and what it says about a retry.
 
+import type { Transport } from "@connectrpc/connect";
 import type { DocparseError } from "./errors.js";
 import { ImageMode, type Job, OcrMode, type State } from "./gen/docparse/v1/job_pb.js";
 import type { WaitPolicy } from "./waiting.js";
@@ -42,6 +43,10 @@ export interface ClientOptions {
   logger?: { info(message: string): void };
   /** Told who answered each call: the `x-served-by` values (the replica, then the gateway). */
   onAnswer?: (method: string, servedBy: string[]) => void;
+  /** A Connect transport to call through instead of the client's own HTTP/2 one (`target`,
+   * `apiKey` and `tls` are then the transport's business): e.g. `createRouterTransport` to
+   * script a server in tests. */
+  transport?: Transport;
 }
 
 export interface SubmitOptions {

@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import { createServer } from "node:net";
 import { describe, it } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createRouterTransport } from "@connectrpc/connect";
 import { ErrorInfoSchema, RetryInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import {
   AssetChunks,
@@ -20,14 +20,19 @@ import {
   DEFAULT_POLICY,
   DocparseClient,
   DocparseError,
+  type Job,
   JobFailed,
   JobSchema,
   JobWaiter,
+  ParserService,
   ReadingPackageSchema,
   ResultAssembler,
   ResultRefSchema,
   Retrier,
+  type RetryEvent,
   State,
+  type StreamResultResponse,
+  StreamResultResponseSchema,
   WaitTimeout,
 } from "../src/index.js";
 
@@ -352,6 +357,113 @@ describe("a target nobody listens on", () => {
     assert.match(
       logged[0]!,
       /retrying GetStatus in \d+\.\d s after UNAVAILABLE TARGET_UNREACHABLE/,
+    );
+  });
+});
+
+describe("a stream cut after its terminal record", () => {
+  // A scripted server (no network): each call of a streaming method plays the next script.
+  const cut = () => new ConnectError("the server ended its connections", Code.Unavailable);
+  const page = (cursor: string) =>
+    create(StreamResultResponseSchema, { pageNumber: 1, pagePart: new Uint8Array([1]), cursor });
+  const terminal = (cursor: string) =>
+    create(StreamResultResponseSchema, { job: job(7, State.SUCCEEDED, 10), cursor });
+
+  function scripted(
+    watches: Array<() => AsyncGenerator<Job>>,
+    streams: Array<(cursor: string) => AsyncGenerator<StreamResultResponse>>,
+  ) {
+    const calls = { watch: 0, stream: [] as string[] };
+    const transport = createRouterTransport(({ service }) => {
+      service(ParserService, {
+        async *watchJob() {
+          for await (const record of watches[calls.watch++]()) {
+            yield { event: { case: "job", value: record } };
+          }
+        },
+        async *streamResult(request) {
+          calls.stream.push(request.cursor);
+          yield* streams[calls.stream.length - 1](request.cursor);
+        },
+        async getStatus() {
+          return { job: job(7, State.SUCCEEDED, 10) };
+        },
+      });
+    });
+    const retries: RetryEvent[] = [];
+    const policy = { ...DEFAULT_POLICY, backoffMs: 1, maxBackoffMs: 5 };
+    const client = new DocparseClient({ transport, policy, onRetry: (e) => retries.push(e) });
+    return { client, calls, retries };
+  }
+
+  it("wait() returns the terminal record and reports no retry", async () => {
+    const { client, calls, retries } = scripted(
+      [
+        async function* () {
+          yield job(3);
+          yield job(7, State.SUCCEEDED, 10);
+          throw cut();
+        },
+      ],
+      [],
+    );
+    const done = await client.wait("j");
+    assert.equal(done.version, 7n);
+    assert.deepEqual(retries, []);
+    assert.equal(calls.watch, 1);
+  });
+
+  it("streamPages() hands the terminal record out once and reports no retry", async () => {
+    const { client, calls, retries } = scripted(
+      [],
+      [
+        async function* () {
+          yield page("d1");
+          yield terminal("d1");
+          throw cut();
+        },
+      ],
+    );
+    const messages = [];
+    for await (const message of client.streamPages("j")) {
+      messages.push(message);
+    }
+    assert.deepEqual(
+      messages.map((m) => [m.cursor, m.job?.version]),
+      [
+        ["d1", undefined],
+        ["d1", 7n],
+      ],
+    );
+    assert.deepEqual(retries, []);
+    assert.deepEqual(calls.stream, [""]);
+  });
+
+  it("a cut before it is resumed after the last cursor (the script's retry path works)", async () => {
+    const { client, calls, retries } = scripted(
+      [],
+      [
+        async function* () {
+          yield page("d1");
+          throw cut();
+        },
+        async function* () {
+          yield terminal("d1");
+        },
+      ],
+    );
+    const messages = [];
+    for await (const message of client.streamPages("j")) {
+      messages.push(message);
+    }
+    assert.deepEqual(
+      messages.map((m) => m.job?.version),
+      [undefined, 7n],
+    );
+    assert.deepEqual(calls.stream, ["", "d1"]);
+    assert.deepEqual(
+      retries.map((r) => [r.method, r.cursor]),
+      [["StreamResult", "d1"]],
     );
   });
 });
