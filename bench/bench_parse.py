@@ -53,6 +53,7 @@ from pathlib import Path
 
 from bench.harness.documents import big_xlsx, book_pdf, one_page_pdfs, scanned_pdfs, text_pdfs
 from bench.harness.output import OUT_DIR, log, write_text
+from bench.harness.procfs import page_fault_us
 from bench.harness.stacks import API_KEY, bench_stack, running
 from bench.harness.stats import median_or_zero
 from bench.parse.all_cores import RawOnEveryCore
@@ -163,6 +164,7 @@ def stack_round(
     raw_docs, raw_s = raw_extraction(one_page, 1)
     add(rates, "raw_one_page_docs", raw_docs / raw_s)
     add(rates, "raw_one_page_cpu_ms", (time.process_time() - cpu_started) / raw_docs * 1e3)
+    add(rates, "page_fault_us", page_fault_us())
     cpu_before = stack_cpu_seconds(stack)
     jobs, seconds = concurrent_sdk_jobs(address, one_page, args.clients, API_KEY, made)
     add(rates, f"{mode}_one_page_cpu_ms", (stack_cpu_seconds(stack) - cpu_before) / jobs * 1e3)

@@ -36,6 +36,8 @@ def print_report(
     print(f"  raw one-page documents           : {m['raw_one_page_docs']:8.1f} docs/s"
           f"  {m['raw_one_page_cpu_ms']:6.2f} CPU ms/doc; every core "
           f"{m['raw_one_page_all']:.1f} docs/s")  # fmt: skip
+    print(f"  a page fault (4 KB, first write) : {m['page_fault_us']:8.2f} us: forks and "
+          "one-page jobs slow down with it")  # fmt: skip
     for mode in modes:
         _print_stack(m, mode, idle, result, args)
     launch = result["launch"]
