@@ -1,8 +1,12 @@
-"""CPU time and memory of processes and of the machine, read from /proc (Linux)."""
+"""CPU time and memory of processes and of the machine, read from /proc (Linux), and what a
+page fault costs here."""
 
 from __future__ import annotations
 
+import mmap
 import os
+import statistics
+import time
 from pathlib import Path
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -96,13 +100,8 @@ def page_fault_us(megabytes: int = 64, rounds: int = 3) -> float:
     """Microseconds a first write to a fresh anonymous 4 KB page costs here (median of
     `rounds`). A fork's copy-on-write, a new process's start and a parse's allocations are
     made of such faults: where they are slow (a virtual machine's memory monitor, a host short
-    of memory), one-page jobs slow down with them while a long document's pages do not (on
-    2026-12-07 here: 5.6-6.0 us, raw one-page documents at a fifth of an earlier day's rate,
-    the book's pages at the same; bench/README.md)."""
-    import mmap
-    import statistics
-    import time
-
+    of memory), one-page jobs slow down with them while a long document's pages do not
+    (bench/README.md, "What the box's page faults cost")."""
     page, size, times = mmap.PAGESIZE, megabytes << 20, []
     for _ in range(rounds):
         area = mmap.mmap(-1, size)

@@ -207,7 +207,7 @@ class ForkServer:
 
     def _spare_taken(self, pid: int) -> bool:
         """The zygote answered a launch with `pid`: the spare, if one waited and lived (True)."""
-        taken = bool(self._spare) and self._spare == pid
+        taken = self._spare == pid  # pids are never 0
         if self._spare and not taken:
             self._retired.append(self._spare)  # it had died: the zygote forked instead
         self._spare = 0
