@@ -175,6 +175,9 @@ def read_split(
     try:
         siblings.extend(fork(claims, chunks, read_range) for _ in range(1, processes))
         read_chunks(chunks, claims, siblings, here, lambda: report(0, 0, "text"))
+        # Every page is in: said once more, since the last part (and its pages' progress) may
+        # have come in after the last report, taken by the poll that found it.
+        report(0, 0, "text")
         for sibling in siblings:
             sibling.finish()  # its end: a crash after its last part is still its crash
     finally:
