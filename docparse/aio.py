@@ -65,6 +65,9 @@ class AsyncClient(PageReads[AsyncTransport, Callable[[float], Awaitable[None]]],
                 return aiter(self.transport.stream(method, request, deadline_s))
             case effects.Receive(stream):
                 return await anext(stream, effects.END)
+            case effects.Leave(stream):
+                aclose = getattr(stream, "aclose", None)  # a transport's async generator
+                return await aclose() if aclose is not None else None
             case effects.Upload(method, upload, deadline_s):
                 return await self.transport.upload(method, chunked(upload), deadline_s)
             case effects.Sleep(seconds):

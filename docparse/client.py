@@ -90,6 +90,9 @@ class Client(PageReads[Transport, Callable[[float], None]], BlockingShell):
                 return iter(self.transport.stream(method, request, deadline_s))
             case effects.Receive(stream):
                 return next(stream, effects.END)
+            case effects.Leave(stream):
+                close = getattr(stream, "close", None)  # a transport's generator
+                return close() if close is not None else None
             case effects.Upload(method, upload, deadline_s):
                 return self.transport.upload(method, upload.requests(), deadline_s)
             case effects.Sleep(seconds):

@@ -49,6 +49,15 @@ class Receive:
 
 
 @dataclass(frozen=True)
+class Leave:
+    """Stops reading an opened stream once its terminal record came: the server's own end is
+    awaited a moment (so `on_answer` hears who answered the stream), then the call is
+    cancelled. Nothing after the terminal record is read, so a cut there is never a retry."""
+
+    stream: Any
+
+
+@dataclass(frozen=True)
 class Upload:
     """UploadBatch, its files read in chunks as gRPC asks for them: `(response, served_by)`."""
 
@@ -77,7 +86,7 @@ class Emit(Generic[R]):
     record: R
 
 
-IO = Call | Open | Receive | Upload | Sleep | Blocking
+IO = Call | Open | Receive | Leave | Upload | Sleep | Blocking
 Effect = IO | Emit[Any]
 # An operation that answers a T; Records[R]: one that hands out R records as it goes.
 Plan = Generator[Effect, Any, T]

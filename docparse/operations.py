@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
+from docparse import effects
 from docparse.effects import END, Blocking, Call, Emit, Open, Plan, Receive, Records, Sleep, once
 from docparse.effects import Upload as UploadEffect
 from docparse.errors import DocparseError
@@ -291,8 +292,9 @@ class BaseClient(ClientState[TransportT, SleepT]):
                 while (message := (yield Receive(stream))) is not END:
                     cursor, delivered = message.cursor, True
                     yield Emit(message)
-                    if message.HasField("job"):
-                        return  # the terminal record, the last message: a cut after it is none
+                    if message.HasField("job"):  # the terminal record, the last message:
+                        yield effects.Leave(stream)  # a cut after it is none
+                        return
                 return
             except DocparseError as err:
                 if delivered:

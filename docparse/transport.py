@@ -6,6 +6,9 @@ answers (sync answer, async answer, broken streams, ...) without a server.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, Protocol
 
@@ -116,6 +119,19 @@ def rpc_failure(err: grpc.RpcError, target: str) -> DocparseError:
     return error
 
 
+# A stream its reader leaves (at its terminal record, which its server follows with its end at
+# once) is given this long to end by itself before it is cancelled, only when `on_answer` wants
+# to hear who answered it: its trailers carry that.
+LEFT_STREAM_END_WAIT_S = 1.0
+
+
+def _ends_within(call: Any, seconds: float) -> bool:
+    """Whether the (blocking API's) `call` ended within `seconds`."""
+    ended = threading.Event()
+    call.add_done_callback(lambda _call: ended.set())
+    return ended.wait(seconds)
+
+
 class GrpcConnection:
     """A channel to `target` with the caller's credentials, for either transport; it tells
     `on_answer(method, served_by)` who answered every call, errors and streams included."""
@@ -165,6 +181,10 @@ class GrpcTransport(GrpcConnection):
             self._answered(method, call.trailing_metadata())
         except grpc.RpcError as err:
             raise self._failed(method, err) from err
+        except GeneratorExit:  # left before its end: after its terminal record, or abandoned
+            if self.on_answer is not None and _ends_within(call, LEFT_STREAM_END_WAIT_S):
+                self._answered(method, call.trailing_metadata())
+            raise
         finally:
             call.cancel()
 
@@ -204,6 +224,12 @@ class GrpcAsyncTransport(GrpcConnection):
                 self._answered(method, await call.trailing_metadata())
         except grpc.RpcError as err:
             raise self._failed(method, err) from err
+        except GeneratorExit:  # left before its end: after its terminal record, or abandoned
+            if self.on_answer is not None:
+                with contextlib.suppress(TimeoutError, grpc.RpcError):
+                    await asyncio.wait_for(call.code(), LEFT_STREAM_END_WAIT_S)
+                    self._answered(method, await call.trailing_metadata())
+            raise
         finally:
             call.cancel()
 

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from docparse.effects import END, Call, Emit, Open, Receive, Records, Sleep
+from docparse.effects import END, Call, Emit, Leave, Open, Receive, Records, Sleep
 from docparse.errors import DocparseError, JobFailed, WaitTimeout
 from docparse.reasons import ErrorReason
 from docparse.retries import Verdict, backoff_delay, classify, failed_call, gave_up, log
@@ -290,6 +290,7 @@ def follow(
                         progressed = True
                         yield Emit(record)
                         if waiter.finished:  # the rest adds nothing; a cut there is no retry
+                            yield Leave(stream)
                             break
                 delay = waiter.on_stream_end(progressed)
             else:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,39 @@ def test_timeout_against_a_stack_that_never_runs_the_job(no_workers: LocalStack)
     with client, pytest.raises(WaitTimeout) as timeout:
         client.parse(make_pdf(1), file_name="stuck.pdf")
     assert timeout.value.last_state == "QUEUED" and len(timeout.value.job_id) == 32
+
+
+def test_on_answer_hears_who_answered_a_watch_left_at_its_terminal_record(
+    stack: LocalStack,
+) -> None:
+    """A wait and a page stream stop reading at the terminal record (a cut after it is no
+    retry), and still tell `on_answer` who answered those streams: the replica, then the
+    gateway, as for every call. Both clients."""
+    gateway = stack.gateway_addresses[0]
+    gateway_id = f"{socket.gethostname()}/{stack.gateways[0].pid}"
+    replicas = {f"{socket.gethostname()}/{p.pid}" for p in stack.parsers}
+    heard: dict[str, list[tuple[str, tuple[str, ...]]]] = {"sync": [], "async": []}
+
+    def observer(client: str) -> Callable[[str, tuple[str, ...]], None]:
+        return lambda method, served_by: heard[client].append((method, served_by))
+
+    with Client(gateway, on_answer=observer("sync")) as client:
+        job = client.submit("three.pdf", make_pdf(3)).job
+        records = list(client.watch(job.job_id))
+        pages = list(client.stream_pages(job.job_id))
+    assert records[-1].state == job_pb2.STATE_SUCCEEDED and pages[-1].HasField("job")
+
+    async def run() -> None:
+        async with AsyncClient(gateway, on_answer=observer("async")) as client:
+            answer = await client.submit("four.pdf", make_pdf(4))
+            assert (await client.wait(answer.job)).state == job_pb2.STATE_SUCCEEDED
+            async for _ in client.stream_pages(answer.job.job_id):
+                pass
+
+    asyncio.run(run())
+    for client, answers in heard.items():
+        assert all(served_by[-1] == gateway_id for _, served_by in answers), answers
+        # A stream the stack's 1.5 s connections cut is heard too, from the gateway alone.
+        for method in ("WatchJob", "StreamResult"):
+            whole = [s for name, s in answers if name == method and len(s) == 2]
+            assert whole and all(s[0] in replicas for s in whole), (client, method, answers)
