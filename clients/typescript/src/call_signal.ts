@@ -23,21 +23,50 @@ function callSignal(outer?: AbortSignal): { signal: AbortSignal; stop: () => voi
 }
 
 /** The messages of the streaming call `open` makes with the signal it is given; the call is
- * ended however the reading ends (the stream's end, an error, a `break`). */
+ * ended however the reading ends (the stream's end, an error, a `break`). A reader that
+ * leaves before the end (at a terminal record, which its server follows with its end at once)
+ * gives that end `lingerMs` to come by itself before the call is aborted: its trailers say who
+ * answered (onAnswer). */
 export async function* streamed<M>(
   open: (signal: AbortSignal) => AsyncIterable<M>,
   outer?: AbortSignal,
+  lingerMs = 0,
 ): AsyncGenerator<M, void, undefined> {
   const call = callSignal(outer);
   const messages = open(call.signal)[Symbol.asyncIterator]();
+  let reading = true; // false once the stream ended or failed by itself
   try {
-    for (let next = await messages.next(); !next.done; next = await messages.next()) {
+    for (;;) {
+      let next: IteratorResult<M>;
+      try {
+        next = await messages.next();
+      } catch (err) {
+        reading = false;
+        throw err;
+      }
+      if (next.done) {
+        reading = false;
+        return;
+      }
       yield next.value;
     }
   } finally {
+    if (reading && lingerMs > 0) {
+      await settledWithin(messages.next(), lingerMs);
+    }
     call.stop();
     // Ended or failed already: answered at once. Left early: rejected (aborted), which is
     // where connect clears the call's deadline timer.
     messages.next().then(undefined, () => undefined);
   }
+}
+
+/** Waits for `promise` to settle, at most `ms`. */
+async function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const elapsed = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  await Promise.race([promise.then(undefined, () => undefined), elapsed]);
+  clearTimeout(timer);
 }

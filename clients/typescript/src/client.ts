@@ -28,6 +28,9 @@ import {
 export const DEFAULT_TARGET = "127.0.0.1:50050";
 /** The largest message the server accepts (a SubmitJob carries the whole document). */
 export const MESSAGE_LIMIT = 65 * 1024 * 1024;
+/** A stream left at its terminal record is given this long to end by itself, when onAnswer
+ * listens (docparse/transport.py's LEFT_STREAM_END_WAIT_S). */
+export const LEFT_STREAM_END_WAIT_MS = 1000;
 
 /** A GetResult answer, verified: with `pages`, `partial` and `draftPages` as it said. */
 type Downloaded = { data: Uint8Array; ref: ResultRef; partial: boolean; draftPages: number[] };
@@ -220,7 +223,9 @@ export class BaseClient {
     let progressed = false;
     const onTrailer = this.trailerSink(feed.watchMethod);
     const timeoutMs = Math.max(1, Math.ceil(left));
-    for await (const record of feed.watch(waiter.afterVersion, { timeoutMs, signal, onTrailer })) {
+    const lingerMs = this.lingerMs();
+    const options = { timeoutMs, signal, onTrailer, lingerMs };
+    for await (const record of feed.watch(waiter.afterVersion, options)) {
       waiter.heard();
       if (record !== undefined && waiter.observe(record)) {
         progressed = true;
@@ -321,6 +326,12 @@ export class BaseClient {
   }
 
   // --- plumbing ----------------------------------------------------------------------------
+
+  /** How long a stream left at its terminal record may take to end by itself: only when
+   * onAnswer is to hear who answered it (its trailers say so). */
+  protected lingerMs(): number {
+    return this.onAnswer === undefined ? 0 : LEFT_STREAM_END_WAIT_MS;
+  }
 
   protected trailerSink(method: string): (trailers: Headers) => void {
     return (trailers) => {

@@ -158,6 +158,7 @@ export class DocparseClient extends BatchClient {
               },
             ),
           signal,
+          this.lingerMs(),
         );
         for await (const message of stream) {
           cursor = message.cursor;

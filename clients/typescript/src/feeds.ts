@@ -12,6 +12,8 @@ export interface CallOptions {
   timeoutMs: number;
   signal?: AbortSignal;
   onTrailer: (trailers: Headers) => void;
+  /** How long a stream left at its terminal record is given to end by itself (streamed). */
+  lingerMs?: number;
 }
 
 export interface Feed<R> {
@@ -26,13 +28,18 @@ export interface Feed<R> {
 
 type Rpc = Client<typeof ParserService>;
 
+/** What connect is given of a read's options. */
+function connectOptions({ timeoutMs, signal, onTrailer }: CallOptions) {
+  return { timeoutMs, signal, onTrailer };
+}
+
 /** The picked messages of the stream `open` makes (with its own signal: streamed). */
 async function* picked<M, R>(
   open: (signal: AbortSignal) => AsyncIterable<M>,
   options: CallOptions,
   pick: (message: M) => R | undefined,
 ): AsyncGenerator<R | undefined, void, undefined> {
-  for await (const message of streamed(open, options.signal)) {
+  for await (const message of streamed(open, options.signal, options.lingerMs)) {
     yield pick(message);
   }
 }
@@ -43,7 +50,7 @@ export function jobFeed(rpc: Rpc, jobId: string): Feed<Job> {
     pollMethod: "GetStatus",
     watch: (afterVersion, options) =>
       picked(
-        (signal) => rpc.watchJob({ jobId, afterVersion }, { ...options, signal }),
+        (signal) => rpc.watchJob({ jobId, afterVersion }, { ...connectOptions(options), signal }),
         options,
         (m) => (m.event.case === "job" ? m.event.value : undefined),
       ),
@@ -63,7 +70,8 @@ export function batchFeed(rpc: Rpc, batchId: string): Feed<Batch> {
     pollMethod: "GetBatch",
     watch: (afterVersion, options) =>
       picked(
-        (signal) => rpc.watchBatch({ batchId, afterVersion }, { ...options, signal }),
+        (signal) =>
+          rpc.watchBatch({ batchId, afterVersion }, { ...connectOptions(options), signal }),
         options,
         (m) => (m.event.case === "batch" ? m.event.value : undefined),
       ),

@@ -467,3 +467,55 @@ describe("a stream cut after its terminal record", () => {
     );
   });
 });
+
+describe("who answered a stream left at its terminal record", () => {
+  // The server ends its stream right after the terminal record, with the trailers that say
+  // who answered; the client stops reading at that record and still tells onAnswer.
+  const servedBy = (trailer: Headers) => {
+    trailer.append("x-served-by", "replica-1");
+    trailer.append("x-served-by", "gateway-1");
+  };
+  const terminal = create(StreamResultResponseSchema, { job: job(7, State.SUCCEEDED, 10) });
+
+  function client(ends: boolean) {
+    const transport = createRouterTransport(({ service }) => {
+      service(ParserService, {
+        async *watchJob(_request, context) {
+          servedBy(context.responseTrailer);
+          yield { event: { case: "job", value: job(3) } };
+          yield { event: { case: "job", value: job(7, State.SUCCEEDED, 10) } };
+          if (!ends) {
+            await new Promise((resolve) => context.signal.addEventListener("abort", resolve));
+          }
+        },
+        async *streamResult(_request, context) {
+          servedBy(context.responseTrailer);
+          yield terminal;
+        },
+      });
+    });
+    const heard: Array<[string, string[]]> = [];
+    const onAnswer = (method: string, by: string[]) => heard.push([method, by]);
+    return { client: new DocparseClient({ transport, onAnswer }), heard };
+  }
+
+  it("wait() and streamPages() tell onAnswer who answered their streams", async () => {
+    const { client: c, heard } = client(true);
+    assert.equal((await c.wait("j")).version, 7n);
+    for await (const _ of c.streamPages("j")) {
+      // the terminal record only
+    }
+    assert.deepEqual(heard, [
+      ["WatchJob", ["replica-1", "gateway-1"]],
+      ["StreamResult", ["replica-1", "gateway-1"]],
+    ]);
+  });
+
+  it("a stream whose server does not end after it is left all the same", async () => {
+    const { client: c, heard } = client(false);
+    const started = Date.now();
+    assert.equal((await c.wait("j")).version, 7n);
+    assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`); // a stall bound
+    assert.deepEqual(heard, []); // aborted: no trailers, no answer heard
+  });
+});
