@@ -74,10 +74,10 @@ class ClientState(Generic[TransportT, SleepT]):
         """`target` defaults to DOCPARSE_TARGET (else 127.0.0.1:50050), `api_key` to
         DOCPARSE_API_KEY; `tls_root_cert` (PEM, b"" for the system roots) connects over TLS.
         `on_answer(method, served_by)` is told who answered every call, streams and errors
-        included (the `x-served-by` values: the replica, then the gateway; a stream left at
-        its terminal record is given up to 1 s to end by itself, for them). `sleep` defaults
-        to time.sleep (Client) or asyncio.sleep (AsyncClient); `rng` draws the retries'
-        jitter (tests pass a seeded one, and a transport and a clock of their own)."""
+        included (the `x-served-by` values: the replica, then the gateway; a stream left
+        before its end, as at its terminal record, is given 1 s to end by itself for them).
+        `sleep` defaults to time.sleep (Client) or asyncio.sleep (AsyncClient); `rng` draws
+        the retries' jitter (tests pass a seeded one, and a transport and a clock of their own)."""
         self.target = target or default_target()
         self.timeout_s = timeout_s  # per call
         self.policy = policy or WaitPolicy()
