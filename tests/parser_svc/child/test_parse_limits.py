@@ -63,7 +63,7 @@ def _still_serving(stack: LocalStack, pid: int) -> None:
 # 120 MB of address space beyond what the fork server preloaded (numpy, lxml and the OCR models
 # among it): enough for the XLSX parser and a small workbook, not for a 40 MB package (in every
 # run so far its serialization failed: EncodeError, the "exceeded its memory limit" path). The
-# 1,000,000-cell workbook this test used failed the same way, after ~16 s of CPU, not ~4.
+# 1,000,000-cell workbook this test used failed the same way, after most of its 21 s of parse.
 @pytest.mark.parametrize("limited", [{"DOCPARSE_PARSE_MEMORY_MB": "120"}], indirect=True)
 def test_memory_limit(limited: LocalStack, wide_xlsx: bytes) -> None:
     pid = limited.parsers[0].pid
