@@ -310,7 +310,7 @@ def parsed_workbook(
 ) -> job_pb2.Job:
     """Tenant A's SUCCEEDED job of a workbook (tests/fixtures big_xlsx): 1M cells unless
     told otherwise."""
-    path = factory.mktemp("big") / "big-1M.xlsx"
+    path = factory.mktemp("big") / "big.xlsx"
     fixtures.big_xlsx(path, rows=rows, text_chars=text_chars)
     gateway = stack.gateway_addresses[0]
     channel, s = stub(gateway)
