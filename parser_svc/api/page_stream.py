@@ -14,7 +14,9 @@ A stream of a job that has not ended marks it read (PageParts.want): its parse d
 read so far, then each page (work/draft_switch.py); the stream sends them as they come.
 
 The cursor is '' (from the start), 'd<seq>' (drafts sent up to that pointer number) or
-'f<n>' (the first n finals sent: no more drafts).
+'f<n>' (the first n finals sent: no more drafts). Every page has its own cursor; a reader that
+asks for several pages a message (`pages_per_message`) gets the pages ready at once grouped
+(`grouped`), each with the cursor it has alone.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 
 from docparse.reasons import ErrorReason
+from docparse.streamed_pages import as_message
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from docparse_server.errors import error
 from parser_svc.child.draft_pages import page_part
@@ -35,8 +38,12 @@ from parser_svc.state.store import JobStore
 from parser_svc.work.blobs import BlobStore
 
 Response = parser_service_pb2.StreamResultResponse
+Page = parser_service_pb2.StreamedPage
 # Parts read from the blob store in one trip to a thread (and held at once) by a stream.
 PARTS_PER_READ = 32
+# StreamResultRequest.pages_per_message: its most, and the parts' bytes a message stops before.
+MOST_PAGES_PER_MESSAGE = 64
+MESSAGE_BYTES = 1 << 20
 _CURSOR = re.compile(r"(?:d([0-9]{1,15})|f([0-9]{1,9}))?")
 
 
@@ -66,7 +73,11 @@ class PageStream:
         self.parts = PageParts(store)
         self.read_package, self.poll_s = read_package, poll_s
 
-    async def stream(self, job_id: str, cursor: str) -> AsyncGenerator[Response, None]:
+    async def stream(
+        self, job_id: str, cursor: str, per_message: int = 1
+    ) -> AsyncGenerator[Response, None]:
+        """The stream's messages: one page each (`per_message` 0 or 1), or the pages ready at
+        once in groups of up to `per_message` (at most MOST_PAGES_PER_MESSAGE)."""
         seq, finals = parse_cursor(cursor)
         keys = self.store.keys
         async with (
@@ -81,42 +92,55 @@ class PageStream:
             while True:
                 ended = is_terminal(job)  # read before the drafts: none can come after it
                 if drafting:
-                    async for message in self._drafts(job_id, seq):
-                        seq = int(message.cursor[1:])
-                        yield message
+                    async for ready in self._drafts(job_id, seq):
+                        seq = int(ready[-1].cursor[1:])
+                        for message in grouped(ready, per_message):
+                            yield message
                 if ended:
                     break
                 job = await self._next(job_id, job, queue, pages)
         end = f"d{seq}" if finals is None else f"f{finals}"
         if job.state == job_pb2.STATE_SUCCEEDED:
-            async for message in self._finals(job, finals or 0):
-                end = message.cursor
-                yield message
+            async for ready in self._finals(job, finals or 0):
+                end = ready[-1].cursor
+                for message in grouped(ready, per_message):
+                    yield message
         yield Response(job=job, cursor=end)
 
-    async def _drafts(self, job_id: str, after_seq: int) -> AsyncGenerator[Response, None]:
+    async def _drafts(self, job_id: str, after_seq: int) -> AsyncGenerator[list[Page], None]:
+        """The drafts pointed at after `after_seq`, PARTS_PER_READ pointers at a time (a list
+        empty of pages gone with the job's retention is not yielded)."""
         moves = await self.parts.moves(job_id, after_seq)
         for start in range(0, len(moves), PARTS_PER_READ):
             pointers = moves[start : start + PARTS_PER_READ]
             refs = [pointer.ref for pointer in pointers]
             datas = await asyncio.to_thread(self.blobs.read_page_parts, job_id, refs)
-            for pointer, data in zip(pointers, datas, strict=True):
-                if data is not None:  # None: gone with the job's retention, nothing to send
-                    yield _draft(pointer, data)
+            ready = [
+                _draft(pointer, data)
+                for pointer, data in zip(pointers, datas, strict=True)
+                if data is not None  # None: gone with the job's retention, nothing to send
+            ]
+            if ready:
+                yield ready
 
-    async def _finals(self, job: job_pb2.Job, sent: int) -> AsyncGenerator[Response, None]:
+    async def _finals(self, job: job_pb2.Job, sent: int) -> AsyncGenerator[list[Page], None]:
         package = reading_package_pb2.ReadingPackage.FromString(await self.read_package(job))
-        for index in range(sent, len(package.pages)):
-            page = package.pages[index]
-            data = page_part(package, page)
-            yield Response(
-                page_part=data,
-                page_number=page.number,
-                final=True,
-                sha256=hashlib.sha256(data).hexdigest(),
-                attempt=job.attempt,
-                cursor=f"f{index + 1}",
-            )
+        for start in range(sent, len(package.pages), PARTS_PER_READ):
+            ready = []
+            for index in range(start, min(start + PARTS_PER_READ, len(package.pages))):
+                page = package.pages[index]
+                data = page_part(package, page)
+                ready.append(
+                    Page(
+                        page_part=data,
+                        page_number=page.number,
+                        final=True,
+                        sha256=hashlib.sha256(data).hexdigest(),
+                        attempt=job.attempt,
+                        cursor=f"f{index + 1}",
+                    )
+                )
+            yield ready
 
     async def _next(
         self,
@@ -143,8 +167,29 @@ class PageStream:
         return newer if newer.version > job.version else job
 
 
-def _draft(pointer: PagePointer, data: bytes) -> Response:
-    return Response(
+def grouped(ready: list[Page], per_message: int) -> Iterator[Response]:
+    """The messages that send `ready`: one a page in the message's own fields (`per_message`
+    0 or 1), else up to `per_message` pages a message, each message stopping before
+    MESSAGE_BYTES of parts (a bigger page goes alone); more than MOST_PAGES_PER_MESSAGE is
+    read as that."""
+    per_message = min(per_message, MOST_PAGES_PER_MESSAGE)
+    if per_message <= 1:
+        yield from map(as_message, ready)
+        return
+    group: list[Page] = []
+    size = 0
+    for page in ready:
+        if group and (len(group) == per_message or size + len(page.page_part) > MESSAGE_BYTES):
+            yield Response(pages=group, cursor=group[-1].cursor)
+            group, size = [], 0
+        group.append(page)
+        size += len(page.page_part)
+    if group:
+        yield Response(pages=group, cursor=group[-1].cursor)
+
+
+def _draft(pointer: PagePointer, data: bytes) -> Page:
+    return Page(
         page_part=data,
         page_number=pointer.page,
         final=pointer.kind == "final",

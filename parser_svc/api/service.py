@@ -189,7 +189,8 @@ class ParserService(parser_service_pb2_grpc.ParserServiceServicer):
             parse_cursor(request.cursor)  # a cursor not made here: refused before the headers
             # Headers now, as WatchJob's: the gateway's page events answer 200 only then.
             await context.send_initial_metadata(())
-            async for message in self.pages.stream(request.job_id, request.cursor):
+            stream = self.pages.stream(request.job_id, request.cursor, request.pages_per_message)
+            async for message in stream:
                 yield message
 
     async def GetResult(

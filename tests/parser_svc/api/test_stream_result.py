@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -20,6 +21,7 @@ from docparse import page_ranges
 from docparse.client import Client
 from docparse.local.stack import LocalStack
 from docparse.reasons import ErrorReason
+from docparse.streamed_pages import one_page_each
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from docparse.v1 import reading_package_pb2 as rp
 from docparse.v1.parser_service_pb2 import GetResultRequest, WatchJobRequest
@@ -49,10 +51,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         yield running
 
 
-def stream(address: str, job_id: str, cursor: str = "") -> Iterator[Message]:
+def stream(address: str, job_id: str, cursor: str = "", per_message: int = 0) -> Iterator[Message]:
     channel, s = stub(address)
     with channel:
-        request = parser_service_pb2.StreamResultRequest(job_id=job_id, cursor=cursor)
+        request = parser_service_pb2.StreamResultRequest(
+            job_id=job_id, cursor=cursor, pages_per_message=per_message
+        )
         yield from s.StreamResult(request, timeout=120)
 
 
@@ -96,6 +100,41 @@ def test_pages_come_while_the_job_runs_and_resume_on_another_replica(stack: Loca
     assert [m.job.state for m in stream(first, job.job_id, again[-1].cursor)] == [
         job_pb2.STATE_SUCCEEDED
     ]
+
+
+def test_pages_several_a_message_are_the_pages_one_a_message_sends(stack: LocalStack) -> None:
+    """Two readers of one running job on two replicas, one page a message and sixteen: the
+    same pages in the same order, with the same cursors and bytes; the finals, ready at once,
+    come sixteen a message; a stream resumed from a cursor inside a message continues after
+    that page."""
+    gateway = stack.gateway_addresses[0]
+    first, second = stack.parser_addresses
+    job = submit(gateway, make_pdf(PAGES, "grouped"), "grouped.pdf")
+    with ThreadPoolExecutor(2) as pool:
+        alone = pool.submit(lambda: list(stream(first, job.job_id)))
+        several = pool.submit(lambda: list(stream(second, job.job_id, per_message=16)))
+        one_a_message, grouped = alone.result(), several.result()
+    flat = [one for message in grouped for one in one_page_each(message)]
+
+    def seen(messages: list[Message]) -> list[tuple[Any, ...]]:
+        return [
+            (m.page_number, m.final, m.cursor, m.sha256, m.attempt, m.page_part, m.job.version)
+            for m in messages
+        ]
+
+    assert seen(flat) == seen(one_a_message)
+    assert flat[-1].job.state == job_pb2.STATE_SUCCEEDED
+    assert any(not m.final for m in flat[:-1])  # drafts while it ran
+    assert all(not m.page_part for m in grouped)  # several a message: in `pages` only
+    finals = [m for m in grouped if m.pages and m.pages[0].final]
+    assert [len(m.pages) for m in finals] == [16, PAGES - 16]
+    assert_finals_are_the_package(gateway, job.job_id, [m for m in flat if m.final])
+
+    inside = finals[0].pages[4]  # the 5th final, inside a message of 16
+    rest = list(stream(first, job.job_id, inside.cursor, per_message=16))
+    assert [len(m.pages) for m in rest] == [16, PAGES - 5 - 16, 0]
+    resumed = [one for message in rest for one in one_page_each(message)]
+    assert [m.page_number for m in resumed[:-1]] == list(range(6, PAGES + 1))
 
 
 def test_a_killed_worker_never_serves_a_page_twice_differently(stack: LocalStack) -> None:
