@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
-from docparse import effects
-from docparse.effects import END, Blocking, Call, Emit, Open, Plan, Receive, Records, Sleep, once
+from docparse.effects import END, Blocking, Call, Open, Plan, Receive, Records, Sleep, once
 from docparse.effects import Upload as UploadEffect
 from docparse.errors import DocparseError
 from docparse.job_options import Mode, image_mode
@@ -274,34 +273,6 @@ class BaseClient(ClientState[TransportT, SleepT]):
             rng=self._rng,
         )
         yield from follow(waiter, job_feed(job_id), self._clock, self.timeout_s)
-
-    @iterating
-    def stream_pages(
-        self, job_id: str, *, cursor: str = ""
-    ) -> Records[parser_service_pb2.StreamResultResponse]:
-        """The job's pages as they are read (drafts, `final` False), then its final package's
-        pages (`final` True, byte for byte those of `result()`), then a last message with the
-        terminal record (`job`) and no page: StreamResult, resumed from the last `cursor`
-        received (on any replica) when the stream breaks, within the retry policy (counted
-        anew after a stream that delivered: a long job's stream may be cut many times)."""
-        retrier = Retrier("StreamResult", self.policy, self._clock(), self._rng)
-        while True:
-            request = parser_service_pb2.StreamResultRequest(job_id=job_id, cursor=cursor)
-            delivered = False
-            try:
-                stream = yield Open("StreamResult", request, self.policy.timeout_s)
-                while (message := (yield Receive(stream))) is not END:
-                    cursor, delivered = message.cursor, True
-                    yield Emit(message)
-                    if message.HasField("job"):  # the terminal record, the last message:
-                        yield effects.Leave(stream)  # a cut after it is none
-                        return
-                return
-            except DocparseError as err:
-                if delivered:
-                    retrier = Retrier("StreamResult", self.policy, self._clock(), self._rng)
-                delay = retrier.on_error(err, self._clock())
-            yield Sleep(delay)
 
     @answering
     def result(self, job_id: str) -> Plan[reading_package_pb2.ReadingPackage]:

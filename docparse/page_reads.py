@@ -6,6 +6,8 @@ for both clients:
         if read.partial:  # the job runs: pages not read yet are absent, drafts may change
             print("so far:", [p.number for p in read.package.pages], "drafts:", read.draft_pages)
 
+`stream_pages` sends them as they are read instead, then the final package's pages.
+
 A running job's record says which pages can be read (`job.progress.ready_pages`):
 `client.read_pages(job_id, job.progress.ready_pages)` gives exactly those. A job's pages are
 drafted only once someone reads them while it runs: the first read (`read_pages(job_id,
@@ -17,11 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-from docparse.effects import Plan
+from docparse import effects
+from docparse.effects import END, Emit, Open, Plan, Receive, Records, Sleep
+from docparse.errors import DocparseError
 from docparse.listing import TenantShares
 from docparse.operations import collected
 from docparse.results import ResultAssembler
-from docparse.shells import answering
+from docparse.retries import Retrier
+from docparse.shells import answering, iterating
+from docparse.streamed_pages import PAGES_PER_MESSAGE, one_page_each
 from docparse.v1 import parser_service_pb2, reading_package_pb2
 
 TransportT = TypeVar("TransportT")
@@ -40,7 +46,7 @@ class PageRead:
 
 
 class PageReads(TenantShares[TransportT, SleepT]):
-    """The listing operations and `read_pages` (docparse.client.Client and
+    """The listing operations, `read_pages` and `stream_pages` (docparse.client.Client and
     docparse.aio.AsyncClient are this, in their shells)."""
 
     @answering
@@ -51,3 +57,37 @@ class PageReads(TenantShares[TransportT, SleepT]):
         request = parser_service_pb2.GetResultRequest(job_id=job_id, pages=pages)
         read = yield from collected(self, "GetResult", request, lambda: ResultAssembler(job_id))
         return PageRead(read.package(), read.partial, tuple(read.draft_pages))
+
+    @iterating
+    def stream_pages(
+        self, job_id: str, *, cursor: str = ""
+    ) -> Records[parser_service_pb2.StreamResultResponse]:
+        """The job's pages as they are read (drafts, `final` False), then its final package's
+        pages (`final` True, byte for byte those of `result()`), then a last message with the
+        terminal record (`job`) and no page: StreamResult, resumed from the last `cursor`
+        received (on any replica) when the stream breaks, within the retry policy (counted
+        anew after a stream that delivered: a long job's stream may be cut many times). It
+        asks for up to PAGES_PER_MESSAGE pages a message and hands each page out as a message
+        of its own, with its own cursor."""
+        retrier = Retrier("StreamResult", self.policy, self._clock(), self._rng)
+        while True:
+            request = parser_service_pb2.StreamResultRequest(
+                job_id=job_id, cursor=cursor, pages_per_message=PAGES_PER_MESSAGE
+            )
+            delivered = False
+            try:
+                stream = yield Open("StreamResult", request, self.policy.timeout_s)
+                while (message := (yield Receive(stream))) is not END:
+                    delivered = True
+                    for one in one_page_each(message):  # each page with its own cursor
+                        cursor = one.cursor
+                        yield Emit(one)
+                    if message.HasField("job"):  # the terminal record, the last message:
+                        yield effects.Leave(stream)  # a cut after it is none
+                        return
+                return
+            except DocparseError as err:
+                if delivered:
+                    retrier = Retrier("StreamResult", self.policy, self._clock(), self._rng)
+                delay = retrier.on_error(err, self._clock())
+            yield Sleep(delay)

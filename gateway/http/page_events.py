@@ -4,14 +4,14 @@
                                  "attempt", "sha256", "cursor", "markdown", "json_url"}
                               event: end   id: end       data: <Job JSON>
 
-- One `page` event per StreamResult message (protos/docparse/v1/parser_service.proto says
-  what comes when): drafts (`final` false) while the job runs, in any order, then every page
-  of the final package (`final` true, in page order; its part is byte for byte that page of
-  GET result). `markdown` is the page rendered by docparse's Markdown renderer: here when its
-  part is at most INLINE_RENDER_BYTES (a page of text is a few kB: a millisecond), else in the
-  gateway's render workers, off the loop (whose first use starts a process: seconds a page
-  shown as soon as it is read should not wait); `json_url` is the page as JSON
-  (GET /v1/jobs/{id}/result?pages=<n>, gateway/http/page_results.py).
+- One `page` event a page of StreamResult (protos/docparse/v1/parser_service.proto says what comes
+  when; the gateway asks for up to PAGES_PER_MESSAGE pages a message): drafts (`final` false) while
+  the job runs, in any order, then every page of the final package (`final` true, in page order; its
+  part is byte for byte that page of GET result). `markdown` is the page rendered by docparse's
+  Markdown renderer: here when its part is at most INLINE_RENDER_BYTES (a page of text is a few kB:
+  a millisecond), else in the gateway's render workers, off the loop (whose first use starts a
+  process: seconds a page shown as soon as it is read should not wait); `json_url` is the page as
+  JSON (GET /v1/jobs/{id}/result?pages=<n>, gateway/http/page_results.py).
 - The event id is the StreamResult cursor: `Last-Event-ID` (what a browser's EventSource
   sends when it reconnects) or `?cursor=` resumes after it (Last-Event-ID wins: it is the
   newer one when a browser reconnects to a URL that carried a cursor).
@@ -43,6 +43,7 @@ from google.protobuf.message import DecodeError
 from docparse.errors import DocparseError
 from docparse.reasons import ErrorReason
 from docparse.render import render
+from docparse.streamed_pages import PAGES_PER_MESSAGE, one_page_each
 from docparse.v1 import parser_service_pb2
 from docparse_server.errors import error
 from gateway.http.api import TERMINAL, text, to_json
@@ -111,7 +112,9 @@ async def job_pages(request: web.Request) -> web.StreamResponse:
         metadata = upstream.metadata(request)
 
         def open_(after: str) -> Any:
-            request_ = parser_service_pb2.StreamResultRequest(job_id=job_id, cursor=after)
+            request_ = parser_service_pb2.StreamResultRequest(
+                job_id=job_id, cursor=after, pages_per_message=PAGES_PER_MESSAGE
+            )
             return upstream.stub.StreamResult(request_, metadata=metadata)
 
         first = await _accepted(open_(cursor), ACCEPT_WAIT_S)
@@ -219,7 +222,8 @@ async def _relay_call(pages: _Pages, reads: _Reads) -> None:
         if message.HasField("job"):
             await pages.end(message)
             return
-        await pages.page(message)
+        for page in one_page_each(message):
+            await pages.page(page)
 
 
 async def _pump(

@@ -638,6 +638,32 @@ def test_stream_pages_counts_its_retry_budget_anew_after_each_delivering_stream(
     assert resumed == ["", *(f"d{n}" for n in range(1, 13))]
 
 
+def test_stream_pages_hands_pages_sent_several_a_message_out_one_each() -> None:
+    """Pages the server sends several a message come out one a message with their own
+    cursors, and a cut resumes after the last page handed out."""
+    page = parser_service_pb2.StreamResultResponse
+
+    def several(*numbers: int) -> parser_service_pb2.StreamResultResponse:
+        pages = [
+            parser_service_pb2.StreamedPage(page_number=n, page_part=bytes([n]), cursor=f"d{n}")
+            for n in numbers
+        ]
+        return page(pages=pages, cursor=pages[-1].cursor)
+
+    end = page(cursor="d4", job=job(9, job_pb2.STATE_SUCCEEDED))
+    transport = ScriptedTransport(
+        StreamResult=[[several(1, 2, 3), unavailable()], [several(4), end]]
+    )
+    sdk, _ = client(transport)
+    messages = list(sdk.stream_pages("j1"))
+    assert [(m.page_number, m.page_part, m.cursor, len(m.pages)) for m in messages[:-1]] == [
+        (n, bytes([n]), f"d{n}", 0) for n in range(1, 5)
+    ]
+    assert messages[-1] == end
+    requests = [r for m, r in transport.calls if m == "StreamResult"]
+    assert [(r.cursor, r.pages_per_message) for r in requests] == [("", 16), ("d3", 16)]
+
+
 def test_stream_pages_ends_at_the_terminal_record_even_if_the_stream_is_cut_after_it() -> None:
     """A cut between the last message (the terminal record) and the stream's end would resume
     after it and hand the terminal record out twice: the stream ends at that record instead."""

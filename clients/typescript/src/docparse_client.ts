@@ -22,6 +22,7 @@ import {
 } from "./gen/docparse/v1/reading_package_pb.js";
 import type { ListJobsOptions, StreamPagesOptions } from "./options.js";
 import { AssetChunks } from "./results.js";
+import { onePageEach, PAGES_PER_MESSAGE } from "./streamed_pages.js";
 import { Retrier } from "./waiting.js";
 
 /** The most jobs one ListJobs page holds (the server caps page_size there). */
@@ -136,7 +137,8 @@ export class DocparseClient extends BatchClient {
    * record (`job`) and no page: StreamResult. A stream that breaks with a retryable error
    * (UNAVAILABLE, a server cutting old connections, ...) is opened again after the `cursor`
    * of the last message yielded, on any replica, within the retry policy (renewed by any
-   * message). */
+   * message). It asks for up to PAGES_PER_MESSAGE pages a message and yields each page as a
+   * message of its own, with its own cursor. */
   async *streamPages(
     jobId: string,
     options: StreamPagesOptions = {},
@@ -150,7 +152,7 @@ export class DocparseClient extends BatchClient {
         const stream = streamed(
           (callSignal) =>
             this.rpc.streamResult(
-              { jobId, cursor },
+              { jobId, cursor, pagesPerMessage: PAGES_PER_MESSAGE },
               {
                 timeoutMs: this.policy.timeoutMs,
                 signal: callSignal,
@@ -161,9 +163,11 @@ export class DocparseClient extends BatchClient {
           this.lingerMs(),
         );
         for await (const message of stream) {
-          cursor = message.cursor;
           progressed = true;
-          yield message;
+          for (const one of onePageEach(message)) {
+            cursor = one.cursor; // each page with its own cursor
+            yield one;
+          }
           if (message.job !== undefined) {
             return; // the terminal record, the last message: a cut after it is no retry
           }

@@ -38,6 +38,7 @@ export type {
 export { type RenderOptions, toHtml } from "./render_html.js";
 export { toMarkdown } from "./render_markdown.js";
 export { AssetChunks, checkSubmitAnswer, ResultAssembler } from "./results.js";
+export { onePageEach, PAGES_PER_MESSAGE } from "./streamed_pages.js";
 export {
   BatchWaiter,
   backoffDelay,

@@ -24,6 +24,7 @@ import {
   JobFailed,
   JobSchema,
   JobWaiter,
+  PAGES_PER_MESSAGE,
   ParserService,
   ReadingPackageSchema,
   ResultAssembler,
@@ -373,7 +374,7 @@ describe("a stream cut after its terminal record", () => {
     watches: Array<() => AsyncGenerator<Job>>,
     streams: Array<(cursor: string) => AsyncGenerator<StreamResultResponse>>,
   ) {
-    const calls = { watch: 0, stream: [] as string[] };
+    const calls = { watch: 0, stream: [] as string[], perMessage: [] as number[] };
     const transport = createRouterTransport(({ service }) => {
       service(ParserService, {
         async *watchJob() {
@@ -383,6 +384,7 @@ describe("a stream cut after its terminal record", () => {
         },
         async *streamResult(request) {
           calls.stream.push(request.cursor);
+          calls.perMessage.push(request.pagesPerMessage);
           yield* streams[calls.stream.length - 1](request.cursor);
         },
         async getStatus() {
@@ -437,6 +439,47 @@ describe("a stream cut after its terminal record", () => {
     );
     assert.deepEqual(retries, []);
     assert.deepEqual(calls.stream, [""]);
+  });
+
+  it("pages sent several a message come one a message; a cut resumes after the last page's", async () => {
+    const several = (...cursors: string[]) =>
+      create(StreamResultResponseSchema, {
+        cursor: cursors.at(-1),
+        pages: cursors.map((cursor) => ({
+          pageNumber: Number(cursor.slice(1)),
+          pagePart: new Uint8Array([Number(cursor.slice(1))]),
+          cursor,
+        })),
+      });
+    const { client, calls } = scripted(
+      [],
+      [
+        async function* () {
+          yield several("d1", "d2", "d3");
+          throw cut();
+        },
+        async function* () {
+          yield several("d4");
+          yield terminal("d4");
+        },
+      ],
+    );
+    const messages = [];
+    for await (const message of client.streamPages("j")) {
+      messages.push(message);
+    }
+    assert.deepEqual(
+      messages.map((m) => [m.cursor, m.pageNumber, Array.from(m.pagePart), m.pages.length]),
+      [
+        ["d1", 1, [1], 0],
+        ["d2", 2, [2], 0],
+        ["d3", 3, [3], 0],
+        ["d4", 4, [4], 0],
+        ["d4", 0, [], 0],
+      ],
+    );
+    assert.deepEqual(calls.stream, ["", "d3"]);
+    assert.deepEqual(calls.perMessage, [PAGES_PER_MESSAGE, PAGES_PER_MESSAGE]);
   });
 
   it("a cut before it is resumed after the last cursor (the script's retry path works)", async () => {
