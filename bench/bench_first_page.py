@@ -10,7 +10,9 @@ page 1's text (open + `get_text()`), the most a parser could do. Medians (p50) o
 Page k: when each page first came (its draft), against raw pymupdf's time from the bytes to
 page k's text reading pages 1..k in order (open + `get_text()` each), at a few k; and how many
 drafts were byte for byte their final page (a draft is the page before the passes that need
-every page). Writes var/bench/first_page.json.
+every page). With `--pages-per-message N` (StreamResultRequest.pages_per_message) the runs
+alternate between one page a message and N, on the same stack, and both are reported. Writes
+var/bench/first_page.json.
 """
 
 from __future__ import annotations
@@ -73,7 +75,22 @@ def cpu_by_kind(stack: LocalStack) -> dict[str, float]:
     return {"client": cpu_seconds(os.getpid()), **stack_cpu_by_kind(stack)}
 
 
-def through_gateway(stack: LocalStack, data: bytes, pages: int) -> dict[str, float]:
+def streamed_pages(
+    message: parser_service_pb2.StreamResultResponse,
+) -> list[parser_service_pb2.StreamedPage]:
+    """The pages of a StreamResult message, one a message or several."""
+    if message.page_part:
+        return [
+            parser_service_pb2.StreamedPage(
+                page_part=message.page_part, page_number=message.page_number, final=message.final
+            )
+        ]
+    return list(message.pages)
+
+
+def through_gateway(
+    stack: LocalStack, data: bytes, pages: int, per_message: int = 1
+) -> dict[str, float]:
     """Seconds from submit to the first page part, to page 1's, to each page's first part
     ("page_<k>_s") and to the end; drafts equal to their final page ("same_drafts", of
     "drafts"); and from the submit to the last of the `pages` drafts ("last_draft_s"), the CPU
@@ -90,14 +107,18 @@ def through_gateway(stack: LocalStack, data: bytes, pages: int) -> dict[str, flo
         started = time.perf_counter()
         request = parser_service_pb2.SubmitJobRequest(file_name="book.pdf", content=data)
         job = s.SubmitJob(request, timeout=60).job
-        ask = parser_service_pb2.StreamResultRequest(job_id=job.job_id)
+        ask = parser_service_pb2.StreamResultRequest(
+            job_id=job.job_id, pages_per_message=per_message
+        )
+        messages = 0
         for message in s.StreamResult(ask, timeout=600):
+            messages += 1
             now = time.perf_counter() - started
             times.setdefault("first_part_s", now)
-            if message.page_part:
-                times.setdefault(f"page_{message.page_number}_s", now)
-                rp.ReadingPackage.FromString(message.page_part)  # what a reader does
-                (finals if message.final else drafts)[message.page_number] = message.page_part
+            for page in streamed_pages(message):
+                times.setdefault(f"page_{page.page_number}_s", now)
+                rp.ReadingPackage.FromString(page.page_part)  # what a reader does
+                (finals if page.final else drafts)[page.page_number] = page.page_part
                 if len(drafts) == pages and "last_draft_s" not in times:
                     times["last_draft_s"] = now
                     after = cpu_by_kind(stack)
@@ -110,6 +131,7 @@ def through_gateway(stack: LocalStack, data: bytes, pages: int) -> dict[str, flo
                 times["end_s"] = now
     same = sum(_page(part) == _page(finals[n]) for n, part in drafts.items() if n in finals)
     times["drafts"], times["same_drafts"] = len(drafts), same
+    times["messages"] = messages
     return times
 
 
@@ -126,9 +148,16 @@ def main() -> None:
         help="a setting for the stack's servers (DOCPARSE_PDF_SPLIT_MIN_PAGES=0: one process a "
         "parse); may repeat",
     )
+    parser.add_argument(
+        "--pages-per-message",
+        type=int,
+        default=1,
+        help="more than 1: runs alternate between one page a StreamResult message and this many",
+    )
     args = parser.parse_args()
     book = book_pdf(args.pages)
-    runs: list[dict[str, float]] = []
+    settings = [1] if args.pages_per_message <= 1 else [1, args.pages_per_message]
+    runs: dict[int, list[dict[str, float]]] = {per: [] for per in settings}
     with tempfile.TemporaryDirectory(prefix="bench-first-page-") as folder:
         env = dict(item.split("=", 1) for item in args.env)
         stack = bench_stack(Path(folder), replicas=args.replicas, extra_env=env)
@@ -136,28 +165,35 @@ def main() -> None:
             # warm: the first job starts the workers
             through_gateway(stack, _copy(book, -1), args.pages)
             for run in range(args.runs):
-                data = _copy(book, run)
-                times = through_gateway(stack, data, args.pages)
-                times["raw_page_1_s"] = raw_first_page(data)
-                for number, seconds in enumerate(raw_page_times(data), 1):
-                    times[f"raw_page_{number}_s"] = seconds
-                log(
-                    f"run {run}: "
-                    + ", ".join(
-                        f"{k}={v:.3f}"
-                        for k, v in times.items()
-                        if not k.startswith(("page_", "raw_page_"))
-                        or k.endswith(("_1_s", "_100_s"))
+                for per in settings:
+                    data = _copy(book, run * len(settings) + per)
+                    times = through_gateway(stack, data, args.pages, per)
+                    times["raw_page_1_s"] = raw_first_page(data)
+                    for number, seconds in enumerate(raw_page_times(data), 1):
+                        times[f"raw_page_{number}_s"] = seconds
+                    log(
+                        f"run {run}, {per} a message: "
+                        + ", ".join(
+                            f"{k}={v:.3f}"
+                            for k, v in times.items()
+                            if not k.startswith(("page_", "raw_page_"))
+                            or k.endswith(("_1_s", "_100_s"))
+                        )
                     )
-                )
-                runs.append(times)
+                    runs[per].append(times)
+    report_runs: dict[str, object] = {"pages": args.pages}
+    for per in settings:
+        report_runs[f"{per}_a_message"] = {"runs": runs[per], "p50": report(args, per, runs[per])}
+    write_text(ROOT / "var" / "bench" / "first_page.json", json.dumps(report_runs, indent=2))
+
+
+def report(args: argparse.Namespace, per: int, runs: list[dict[str, float]]) -> dict[str, float]:
     # A run whose job ended before its last draft came has no CPU to the last draft.
     keys = dict.fromkeys(key for run in runs for key in run)
     p50 = {key: statistics.median(run[key] for run in runs if key in run) for key in keys}
-    report = {"pages": args.pages, "runs": runs, "p50": p50}
-    write_text(ROOT / "var" / "bench" / "first_page.json", json.dumps(report, indent=2))
     print(
-        f"{args.pages}-page PDF through the gateway, p50 of {args.runs}: first page part "
+        f"{args.pages}-page PDF through the gateway, up to {per} page(s) a message "
+        f"({p50['messages']:.0f} messages), p50 of {args.runs}: first page part "
         f"{p50['first_part_s'] * 1000:.0f} ms, page 1 {p50['page_1_s'] * 1000:.0f} ms, job "
         f"end {p50['end_s'] * 1000:.0f} ms after submit; raw pymupdf to page 1's text "
         f"{p50['raw_page_1_s'] * 1000:.1f} ms"
@@ -174,6 +210,7 @@ def main() -> None:
             + ", ".join(f"{kind} {ms:.2f}" for kind, ms in cpu.items())
             + f"; all {sum(cpu.values()):.2f}"
         )
+    return p50
 
 
 if __name__ == "__main__":
