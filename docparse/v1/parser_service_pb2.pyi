@@ -763,7 +763,7 @@ class StreamResultRequest(_message.Message):
     resume after it; '' from the start.
     """
     pages_per_message: _builtins.int
-    """At most this many pages in one message, in its `pages` (up to 64; more is read as 64).
+    """At most this many pages in one message, in its `pages` (up to 32; more is read as 32).
     0 or 1: one page a message, in the message's own fields. A message holds the pages ready
     when it is sent (it never waits for more) and stops before 1 MiB of parts (a bigger page
     goes alone). The pages, their order and their cursors are those one page a message sends:

@@ -39,10 +39,10 @@ from parser_svc.work.blobs import BlobStore
 
 Response = parser_service_pb2.StreamResultResponse
 Page = parser_service_pb2.StreamedPage
-# Parts read from the blob store in one trip to a thread (and held at once) by a stream.
-PARTS_PER_READ = 32
-# StreamResultRequest.pages_per_message: its most, and the parts' bytes a message stops before.
-MOST_PAGES_PER_MESSAGE = 64
+# Parts read from the blob store in one trip to a thread (and held at once) by a stream, and
+# the most pages a message (StreamResultRequest.pages_per_message): one read's.
+PARTS_PER_READ = MOST_PAGES_PER_MESSAGE = 32
+# The parts' bytes a message of several pages stops before.
 MESSAGE_BYTES = 1 << 20
 _CURSOR = re.compile(r"(?:d([0-9]{1,15})|f([0-9]{1,9}))?")
 

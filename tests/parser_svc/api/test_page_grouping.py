@@ -1,6 +1,6 @@
 """StreamResult's grouping of the pages ready at once (`pages_per_message`): the pages, their
 order and cursors are what one page a message sends; a message holds at most the asked number
-(64 at most) and stops before 1 MiB of parts, a bigger page going alone."""
+(32 at most) and stops before 1 MiB of parts, a bigger page going alone."""
 
 from __future__ import annotations
 
@@ -45,5 +45,5 @@ def test_a_message_stops_before_a_mebibyte_and_a_bigger_page_goes_alone() -> Non
 
 
 def test_more_than_the_most_a_message_is_read_as_the_most() -> None:
-    assert MOST_PAGES_PER_MESSAGE == 64
-    assert shape(pages(*[1] * 100), 1_000) == [64, 36]
+    assert MOST_PAGES_PER_MESSAGE == 32
+    assert shape(pages(*[1] * 100), 1_000) == [32, 32, 32, 4]

@@ -787,7 +787,7 @@ export type StreamResultRequest = Message<"docparse.v1.StreamResultRequest"> & {
   cursor: string;
 
   /**
-   * At most this many pages in one message, in its `pages` (up to 64; more is read as 64).
+   * At most this many pages in one message, in its `pages` (up to 32; more is read as 32).
    * 0 or 1: one page a message, in the message's own fields. A message holds the pages ready
    * when it is sent (it never waits for more) and stops before 1 MiB of parts (a bigger page
    * goes alone). The pages, their order and their cursors are those one page a message sends:
