@@ -252,7 +252,10 @@ def test_a_local_stack_with_tls_and_api_keys(tmp_path: Path) -> None:
         job_id = done.stdout.strip().splitlines()[-1].split()[1]
         refused, _ = cli("status", job_id, *tls)
         assert refused.returncode == 2 and "UNAUTHENTICATED API_KEY_MISSING" in refused.stderr
-        plaintext, _ = cli("status", job_id, "--api-key", key, "--target", up.target)
+        # A plaintext client never gets through (UNAVAILABLE, retried until the limit).
+        plaintext, _ = cli(
+            "status", job_id, "--api-key", key, "--target", up.target, "--unreachable-timeout", "2"
+        )
         assert plaintext.returncode == 2 and "UNAVAILABLE" in plaintext.stderr
         http = up.ready["http"].split(",")[0]
         request = urllib.request.Request(
