@@ -198,8 +198,9 @@ def test_expected_failures_exit_2_with_a_code_and_a_reason(no_workers: Up, tmp_p
     cases = [
         (("submit", str(tmp_path / "missing.pdf"), *target), "INVALID_ARGUMENT FILE_NOT_FOUND"),
         (("result", "0" * 32, "--format", "raw", *target), "INVALID_ARGUMENT OUTPUT_REQUIRED"),
-        (("status", "0" * 32, "--target", f"127.0.0.1:{free_port()}"),
-         "UNAVAILABLE TARGET_UNREACHABLE"),
+        # 2 s, not the default 30 (test_client_retries holds the default)
+        (("status", "0" * 32, "--target", f"127.0.0.1:{free_port()}",
+          "--unreachable-timeout", "2"), "UNAVAILABLE TARGET_UNREACHABLE"),
         (("status", "0" * 32, *target), "NOT_FOUND JOB_NOT_FOUND"),
     ]  # fmt: skip
     for args, expected in cases:
