@@ -224,6 +224,7 @@ async def _relay_call(pages: _Pages, reads: _Reads) -> None:
             return
         for page in one_page_each(message):
             await pages.page(page)
+            await asyncio.sleep(0)  # a message's pages render in turn with other calls
 
 
 async def _pump(
