@@ -33,6 +33,7 @@ from bench.harness.procfs import cpu_seconds
 from bench.harness.stacks import bench_stack, running
 from bench.parse.stack_cpu import stack_cpu_by_kind
 from docparse.local.stack import LocalStack
+from docparse.streamed_pages import one_page_each
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.v1 import reading_package_pb2 as rp
 from tests.helpers import stub
@@ -75,19 +76,6 @@ def cpu_by_kind(stack: LocalStack) -> dict[str, float]:
     return {"client": cpu_seconds(os.getpid()), **stack_cpu_by_kind(stack)}
 
 
-def streamed_pages(
-    message: parser_service_pb2.StreamResultResponse,
-) -> list[parser_service_pb2.StreamedPage]:
-    """The pages of a StreamResult message, one a message or several."""
-    if message.page_part:
-        return [
-            parser_service_pb2.StreamedPage(
-                page_part=message.page_part, page_number=message.page_number, final=message.final
-            )
-        ]
-    return list(message.pages)
-
-
 def through_gateway(
     stack: LocalStack, data: bytes, pages: int, per_message: int = 1
 ) -> dict[str, float]:
@@ -115,7 +103,9 @@ def through_gateway(
             messages += 1
             now = time.perf_counter() - started
             times.setdefault("first_part_s", now)
-            for page in streamed_pages(message):
+            for page in one_page_each(message):
+                if not page.page_part:  # the terminal record
+                    continue
                 times.setdefault(f"page_{page.page_number}_s", now)
                 rp.ReadingPackage.FromString(page.page_part)  # what a reader does
                 (finals if page.final else drafts)[page.page_number] = page.page_part

@@ -306,10 +306,10 @@ def parsing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
 
 
 def parsed_workbook(
-    stack: LocalStack, factory: pytest.TempPathFactory, rows: int = 50_000, text_chars: int = 0
+    stack: LocalStack, factory: pytest.TempPathFactory, rows: int, text_chars: int = 0
 ) -> job_pb2.Job:
-    """Tenant A's SUCCEEDED job of a workbook (tests/fixtures big_xlsx): 1M cells unless
-    told otherwise."""
+    """Tenant A's SUCCEEDED job of a workbook of `rows` rows of 20 cells (tests/fixtures
+    big_xlsx)."""
     path = factory.mktemp("big") / "big.xlsx"
     fixtures.big_xlsx(path, rows=rows, text_chars=text_chars)
     gateway = stack.gateway_addresses[0]
