@@ -26,6 +26,12 @@ from parser_svc.parsers import (
     MB,
     ParseOptions,
 )
+from parser_svc.parsers.ocr import preload_scripts
+
+
+def _known_scripts(value: str) -> str:
+    preload_scripts(value)  # ValueError naming an unknown script
+    return value
 
 
 class Settings(BaseSettings):
@@ -197,6 +203,13 @@ class Settings(BaseSettings):
     # decides per job): a lone long scan uses the replica's cores. 0 = the CPUs this process
     # may use (docparse_server/cpus.py).
     ocr_page_threads: int = 0
+    # The OCR models each worker's fork server loads at its start, shared copy-on-write by every
+    # parse child: "all" (each script's, ~2 s of CPU and ~180 MB once), "none", or some scripts
+    # ("latin,cyrillic"; arabic, han, japanese, hangul). A page needing models not loaded has its
+    # child load them: 0.1-0.7 s a job (bench/README.md, "OCR models at the fork server's
+    # start"). Unknown names stop the start. With `ocr_enabled` off none are loaded.
+    ocr_preload: str = "all"
+    _ocr_preload = field_validator("ocr_preload")(_known_scripts)
     # Ruled-table detection on PDF pages.
     pdf_tables: bool = True
     # A PDF of at least twice this many pages is read in page ranges by more than one process
@@ -318,6 +331,11 @@ class Settings(BaseSettings):
     webhook_backoff_ms: int = 5000
     webhook_backoff_max_s: float = 3600.0
     webhook_max_attempts: int = 10
+
+    @property
+    def fork_server_ocr_preload(self) -> str:
+        """What the fork server is told to preload (parsers/ocr.preload_scripts)."""
+        return self.ocr_preload if self.ocr_enabled else "none"
 
     def parse_options(self, **per_job: Any) -> ParseOptions:
         """What a parse child is told besides the document: the one mapping of these settings

@@ -25,13 +25,17 @@ def pytest_configure(config: pytest.Config) -> None:
     install_skip_gate(config)  # under CI an unlisted skip fails the run (tests/skip_gate.py)
 
 
-# Short timers so resync / heartbeat paths run within a test's lifetime.
+# Short timers so resync / heartbeat paths run within a test's lifetime. No OCR models loaded
+# at each fork server's start (~2 CPU s a replica; most stacks read no scan): a child that OCRs
+# loads its own. The OCR stack and the corpus keep the default, all ("OCR_PRELOAD_ALL").
 FAST_ENV = {
     "DOCPARSE_WATCH_RESYNC_S": "1.0",
     "DOCPARSE_WATCH_HEARTBEAT_S": "2.0",
     "DOCPARSE_REDIS_TIMEOUT_S": "1.0",
     "DOCPARSE_WORKER_CONCURRENCY": "2",
+    "DOCPARSE_OCR_PRELOAD": "none",
 }
+OCR_PRELOAD_ALL = {"DOCPARSE_OCR_PRELOAD": "all"}
 
 
 @pytest.fixture(scope="session")

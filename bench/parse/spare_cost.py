@@ -30,7 +30,7 @@ async def _quiet(*_: object) -> None:
     return None
 
 
-async def _one(
+async def timed_parse(
     server: ForkServer, document: Path, folder: Path, spare: bool
 ) -> tuple[float, float]:
     """(wall ms, children's CPU ms) of one parse, then a spare asked for when `spare`."""
@@ -61,7 +61,7 @@ async def measure(runs: int, gap_s: float) -> dict[str, float]:
         try:
             for i in range(2 * (runs + WARM_UP)):
                 name = "spare" if i % 2 else "none"
-                sample = await _one(servers[name], document, Path(folder), name == "spare")
+                sample = await timed_parse(servers[name], document, Path(folder), name == "spare")
                 if i >= 2 * WARM_UP:
                     seen[name].append(sample)
                 await asyncio.sleep(gap_s)

@@ -106,8 +106,9 @@ class ForkServer:
     it is found dead. `launch` returns None when forking is not possible here (another
     architecture, clone refused): the caller then spawns a fresh child."""
 
-    def __init__(self, huge_pages: bool = True) -> None:
+    def __init__(self, huge_pages: bool = True, ocr_preload: str = "all") -> None:
         self._huge_pages = huge_pages  # parser_svc.child.huge_pages
+        self._ocr_preload = ocr_preload  # the OCR models it loads (parsers/ocr.preload_scripts)
         self._proc: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._lock = asyncio.Lock()
@@ -134,7 +135,8 @@ class ForkServer:
         with theirs:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "parser_svc.child.zygote", str(theirs.fileno()),
-                 str(os.getpid()), "huge" if self._huge_pages else "small", ARGV_ROOM],
+                 str(os.getpid()), "huge" if self._huge_pages else "small", self._ocr_preload,
+                 ARGV_ROOM],
                 pass_fds=[theirs.fileno()],
                 env=child_environment(),
                 stdin=subprocess.DEVNULL,

@@ -261,13 +261,13 @@ def serve(control: socket.socket, worker: int) -> None:
         control.send(json.dumps(reply).encode())
 
 
-def warm_up() -> None:
+def warm_up(ocr_scripts: tuple[str, ...] | None = None) -> None:
     """mupdf's lazy set-up (font library, built-in fonts, caches) happens once, here, on a
     PDF made here, instead of in every child: about 7 ms of CPU less per one-page job. It is
     no job's document, so nothing of a user's document is in what the children inherit."""
     from parser_svc.parsers import pdf
 
-    pdf.warm_up().SerializeToString()
+    pdf.warm_up(ocr_scripts).SerializeToString()
 
 
 _SPARE_PDF = b""  # what a spare parses while it waits (_spare_document)
@@ -305,7 +305,9 @@ def main() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     for module in MODULES:
         importlib.import_module(module)
-    warm_up()
+    from parser_svc.parsers import ocr
+
+    warm_up(ocr.preload_scripts(sys.argv[4]))  # the worker's `ocr_preload`
     _SPARE_PDF = _spare_document()
     if privileges.can_drop():
         privileges.reach_modules()  # once here rather than in each child that drops

@@ -361,19 +361,38 @@ def _tesseract_line(image: Any, models: tuple[str, ...]) -> tuple[str, float]:
         api.SetPageSegMode(tesserocr.PSM.AUTO)
 
 
-def warm_up(models: tuple[str, ...] | None = None) -> None:
+def preload_scripts(spec: str) -> tuple[str, ...]:
+    """The scripts whose models the fork server loads before its first child, as the setting
+    `ocr_preload` names them: "all" (every script of SCRIPT_MODELS), "none", or some of them
+    separated by commas, in any case ("latin,cyrillic"). ValueError names an unknown one."""
+    text = spec.strip().lower()
+    if text == "all":
+        return tuple(SCRIPT_MODELS)
+    if text in ("none", ""):
+        return ()
+    known = {script.lower(): script for script in SCRIPT_MODELS}
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if name not in known:
+            raise ValueError(
+                f"no script {name!r} to preload OCR models for: use all, none or some of "
+                + ", ".join(s.lower() for s in SCRIPT_MODELS)
+            )
+    return tuple(dict.fromkeys(known[name] for name in names))
+
+
+def warm_up(scripts: tuple[str, ...] | None = None) -> None:
     """Loads engines ahead of the first page: by default each script's models (SCRIPT_MODELS:
     the script of an unhinted page is found by reading a piece of a line with each, and the
-    page is then read with one of them), as sets and one by one; ~1 s and ~180 MB once, in the
-    fork server, shared copy-on-write by its children, instead of 0.1-0.45 s in every job."""
+    page is then read with one of them), as sets and one by one; ~2 s and ~180 MB once, in the
+    fork server, shared copy-on-write by its children, instead of 0.1-0.7 s in every job that
+    needs them. `scripts` (preload_scripts) limits it to those scripts' models."""
     installed = installed_models()
     if not installed:
         return
-    if models is None:
-        sets = [tuple(m for m in s if m in installed) for s in SCRIPT_MODELS.values()]
-        # Each set, and each of its models alone: guess_models reads a line with a set's first
-        # model, a hinted job reads with its languages' models only.
-        models = tuple(dict.fromkeys(name for s in sets if s for name in ("+".join(s), *s)))
-    for lang in models:
-        if all(m in installed for m in lang.split("+")):
-            _api(lang)
+    chosen = SCRIPT_MODELS.values() if scripts is None else [SCRIPT_MODELS[s] for s in scripts]
+    sets = [tuple(m for m in models if m in installed) for models in chosen]
+    # Each set, and each of its models alone: guess_models reads a line with a set's first
+    # model, a hinted job reads with its languages' models only.
+    for lang in dict.fromkeys(name for s in sets if s for name in ("+".join(s), *s)):
+        _api(lang)

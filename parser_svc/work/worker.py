@@ -70,7 +70,7 @@ class ParseWorker:
         self._sweeper: asyncio.Task[None] | None = None
         # Parse children are forked from this (parser_svc.child.zygote), not the server process.
         self._fork_server = (
-            ForkServer(settings.fork_server_huge_pages)
+            ForkServer(settings.fork_server_huge_pages, settings.fork_server_ocr_preload)
             if settings.parse_launch == "fork_server"
             else None
         )

@@ -21,7 +21,7 @@ from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2
 from docparse.v1 import reading_package_pb2 as rp
 from parser_svc.parsers.doc import antiword_path
-from tests.conftest import make_stack
+from tests.conftest import OCR_PRELOAD_ALL, make_stack
 from tests.helpers import stub, wait_terminal
 
 CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus"
@@ -230,7 +230,9 @@ def _cases() -> list[Case]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    s = make_stack(tmp_path_factory.mktemp("corpus"), replicas=1, gateways=1)
+    s = make_stack(
+        tmp_path_factory.mktemp("corpus"), replicas=1, gateways=1, extra_env=OCR_PRELOAD_ALL
+    )
     s.start()
     yield s
     s.stop()

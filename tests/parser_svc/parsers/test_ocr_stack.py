@@ -19,14 +19,16 @@ from docparse.client import Client
 from docparse.local.stack import LocalStack
 from docparse.v1 import job_pb2, parser_service_pb2, reading_package_pb2
 from parser_svc.parsers.ocr import installed_languages
-from tests.conftest import make_stack
+from tests.conftest import OCR_PRELOAD_ALL, make_stack
 from tests.fixtures.scans import cer, scan, unmapped_font_pdf
 from tests.helpers import rpc_error, stub, wait_terminal
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    s = make_stack(tmp_path_factory.mktemp("ocr-stack"), replicas=1, gateways=1)
+    s = make_stack(
+        tmp_path_factory.mktemp("ocr-stack"), replicas=1, gateways=1, extra_env=OCR_PRELOAD_ALL
+    )
     s.start()
     yield s
     s.stop()
