@@ -18,10 +18,10 @@ from docparse.client import Client
 from docparse.errors import DocparseError, JobFailed, WaitTimeout
 from docparse.local.stack import LocalStack
 from docparse.transport import GrpcTransport
-from docparse.v1 import job_pb2
-from docparse.waiting import WaitPolicy
+from docparse.v1 import job_pb2, parser_service_pb2
+from docparse.waiting import TERMINAL, WaitPolicy
 from tests.conftest import make_stack
-from tests.helpers import make_pdf
+from tests.helpers import eventually, make_pdf, stub
 
 
 class CountingTransport(GrpcTransport):
@@ -122,12 +122,28 @@ def test_timeout_against_a_stack_that_never_runs_the_job(no_workers: LocalStack)
     assert timeout.value.last_state == "QUEUED" and len(timeout.value.job_id) == 32
 
 
+def _until_ended(gateway: str, job_id: str) -> None:
+    """Polls GetStatus (on a channel of its own: `on_answer` hears none of it) until the job
+    has ended."""
+    channel, service = stub(gateway)
+    with channel:
+        request = parser_service_pb2.GetStatusRequest(job_id=job_id)
+        eventually(
+            lambda: service.GetStatus(request, timeout=10).job.state in TERMINAL,
+            timeout=120,
+            what=f"the end of {job_id}",
+        )
+
+
 def test_on_answer_hears_who_answered_a_watch_left_at_its_terminal_record(
     stack: LocalStack,
 ) -> None:
     """A wait and a page stream stop reading at the terminal record (a cut after it is no
     retry), and still tell `on_answer` who answered those streams: the replica, then the
-    gateway, as for every call. Both clients."""
+    gateway, as for every call. Both clients. Each job has ended before it is watched, so
+    the first stream holds the terminal record: a job still running when a 1.5 s connection
+    ends (the stack's first, while its fork server warms up on a loaded machine) would have
+    every stream that reached it cut before its end."""
     gateway = stack.gateway_addresses[0]
     gateway_id = f"{socket.gethostname()}/{stack.gateways[0].pid}"
     replicas = {f"{socket.gethostname()}/{p.pid}" for p in stack.parsers}
@@ -138,6 +154,7 @@ def test_on_answer_hears_who_answered_a_watch_left_at_its_terminal_record(
 
     with Client(gateway, on_answer=observer("sync")) as client:
         job = client.submit("three.pdf", make_pdf(3)).job
+        _until_ended(gateway, job.job_id)
         records = list(client.watch(job.job_id))
         pages = list(client.stream_pages(job.job_id))
     assert records[-1].state == job_pb2.STATE_SUCCEEDED and pages[-1].HasField("job")
@@ -145,6 +162,7 @@ def test_on_answer_hears_who_answered_a_watch_left_at_its_terminal_record(
     async def run() -> None:
         async with AsyncClient(gateway, on_answer=observer("async")) as client:
             answer = await client.submit("four.pdf", make_pdf(4))
+            await asyncio.to_thread(_until_ended, gateway, answer.job.job_id)
             assert (await client.wait(answer.job)).state == job_pb2.STATE_SUCCEEDED
             async for _ in client.stream_pages(answer.job.job_id):
                 pass
