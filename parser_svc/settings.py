@@ -204,7 +204,7 @@ class Settings(BaseSettings):
     # may use (docparse_server/cpus.py).
     ocr_page_threads: int = 0
     # The OCR models each worker's fork server loads at its start, shared copy-on-write by every
-    # parse child: "all" (each script's, ~2 s of CPU and ~180 MB once), "none", or some scripts
+    # parse child: "all" (each script's, ~2 s of CPU and ~215 MB once), "none", or some scripts
     # ("latin,cyrillic"; arabic, han, japanese, hangul). A page needing models not loaded has its
     # child load them: 0.1-0.7 s a job (bench/README.md, "OCR models at the fork server's
     # start"). Unknown names stop the start. With `ocr_enabled` off none are loaded.

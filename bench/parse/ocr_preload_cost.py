@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+from bench.harness.procfs import cpu_seconds, rss_kb
 from bench.parse.spare_cost import timed_parse
 from parser_svc.child.fork_server import ForkServer
 from tests.fixtures.scans import scan
@@ -26,36 +26,19 @@ from tests.helpers import make_pdf
 PRELOADS = ("all", "latin", "none")
 
 
-async def _parse(server: ForkServer, document: Path, folder: Path) -> tuple[float, float]:
-    """(wall ms, children's CPU ms) of one parse in a fresh child, as the worker runs it."""
-    return await timed_parse(server, document, folder, spare=False)
-
-
-def _own_cpu_ms(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 async def _round(preload: str, docs: dict[str, Path], folder: Path) -> dict[str, float]:
     server = ForkServer(ocr_preload=preload)
     started = time.perf_counter()
     server.start()
     try:
-        await _parse(server, docs["text"], folder)  # waits for the warm-up
+        await timed_parse(server, docs["text"], folder, spare=False)  # waits for the warm-up
         seen = {"start_wall_ms": (time.perf_counter() - started) * 1000}
         assert server.pid is not None
-        seen["start_cpu_ms"] = _own_cpu_ms(server.pid)
-        seen["rss_mb"] = _rss_mb(server.pid)
+        seen["start_cpu_ms"] = cpu_seconds(server.pid) * 1000
+        seen["rss_mb"] = rss_kb(server.pid)[0] / 1024
         for name in ("scan_de", "scan_ru", "text"):
-            seen[f"{name}_wall_ms"], seen[f"{name}_cpu_ms"] = await _parse(
-                server, docs[name], folder
+            seen[f"{name}_wall_ms"], seen[f"{name}_cpu_ms"] = await timed_parse(
+                server, docs[name], folder, spare=False
             )
         return seen
     finally:

@@ -384,7 +384,7 @@ def preload_scripts(spec: str) -> tuple[str, ...]:
 def warm_up(scripts: tuple[str, ...] | None = None) -> None:
     """Loads engines ahead of the first page: by default each script's models (SCRIPT_MODELS:
     the script of an unhinted page is found by reading a piece of a line with each, and the
-    page is then read with one of them), as sets and one by one; ~2 s and ~180 MB once, in the
+    page is then read with one of them), as sets and one by one; ~2 s and ~215 MB once, in the
     fork server, shared copy-on-write by its children, instead of 0.1-0.7 s in every job that
     needs them. `scripts` (preload_scripts) limits it to those scripts' models."""
     installed = installed_models()

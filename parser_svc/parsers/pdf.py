@@ -126,10 +126,9 @@ def parse_pdf(
 def warm_up(ocr_scripts: tuple[str, ...] | None = None) -> rp.ReadingPackage:
     """The package of a small PDF made here (base-14 text, a ruled table): run once by the fork
     server (parser_svc.child.zygote) so that its children start with mupdf set up, and with the OCR
-    models for Latin script loaded (~0.5 s a job saved; ~60 MB shared copy-on-write; no
-    threads). The fork server counts a child's memory limit from where a spawned child would
-    apply it, so what is preloaded here gives no child extra room. `ocr_scripts`: the scripts
-    whose OCR models to load (ocr.preload_scripts; None: all)."""
+    models of `ocr_scripts` loaded (ocr.warm_up; None: every script's). The fork server counts
+    a child's memory limit from where a spawned child would apply it, so what is preloaded here
+    gives no child extra room."""
     from parser_svc.parsers import ocr
 
     ocr.warm_up(ocr_scripts)

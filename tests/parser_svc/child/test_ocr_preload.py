@@ -15,6 +15,7 @@ from parser_svc.child.fork_server import ForkServer
 from parser_svc.parsers import ocr
 from parser_svc.settings import Settings
 from tests.fixtures.scans import scan, wer
+from tests.helpers import status_kb
 
 SCRIPTS = ("Latin", "Cyrillic", "Arabic", "Han", "Japanese", "Katakana", "Hiragana", "Hangul")
 
@@ -47,13 +48,6 @@ def test_with_ocr_off_the_fork_server_preloads_nothing(monkeypatch: pytest.Monke
     assert Settings().fork_server_ocr_preload == "none"
 
 
-def _rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for {pid}")
-
-
 async def _read_scan(server: ForkServer, folder: Path, pdf: bytes) -> str:
     source, output = folder / "scan.pdf", folder / "scan.pb"
     source.write_bytes(pdf)
@@ -78,7 +72,8 @@ async def test_a_fork_server_without_models_is_smaller_and_its_children_read_the
             folder.mkdir()
             texts[preload] = await _read_scan(server, folder, page.pdf)
             assert server.pid is not None
-            rss[preload] = _rss_kb(server.pid)  # after its warm-up: the first launch waits for it
+            # after its warm-up: the first launch waited for it
+            rss[preload] = status_kb(server.pid, "VmRSS")
         finally:
             server.close()
     # The preloaded models are ~180 MB (bench/README.md); what a child loads is its own.
