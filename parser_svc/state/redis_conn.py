@@ -47,6 +47,7 @@ from redis.asyncio.connection import (
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 from parser_svc.settings import Settings
+from parser_svc.state import redis_cancel
 from parser_svc.state.redis_cluster import cluster_client
 from parser_svc.state.redis_sentinel import (
     BlockingSentinelPool,
@@ -55,6 +56,7 @@ from parser_svc.state.redis_sentinel import (
 )
 
 log = logging.getLogger(__name__)
+redis_cancel.apply()  # before any client exists: a cancelled call ends its task on 3.11 too
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES, *CLUSTER_SCHEMES)
