@@ -22,7 +22,7 @@ from parser_svc.state.records import TERMINAL_STATES, record_to_job
 from parser_svc.state.store import JobStore
 from parser_svc.state.webhook_store import is_batch, job_of
 from parser_svc.webhooks.batch_deliveries import batch_message, ended
-from parser_svc.webhooks.egress import AddressPolicy, DeliveryFailed, Egress, parse_cidrs
+from parser_svc.webhooks.egress import AddressPolicy, DeliveryFailed, parse_cidrs
 from parser_svc.webhooks.outbox import Outbox
 from parser_svc.webhooks.signing import WebhookSecrets, message_id, payload, sign
 from parser_svc.webhooks.slots import Circuits, Ready, Slots
@@ -57,6 +57,9 @@ class Dispatcher:
         self.store = store
         self.outbox = Outbox(settings, store)
         self.secrets = WebhookSecrets(settings.webhook_secrets_file)
+        # aiohttp only in a replica that delivers webhooks (http_post.py)
+        from parser_svc.webhooks.http_post import Egress
+
         self.egress = Egress(settings, AddressPolicy(parse_cidrs(settings.webhook_allow_cidrs)))
         self.owner = f"{socket.gethostname()}/{os.getpid()}/webhooks"
         self.slots = Slots(
