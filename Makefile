@@ -178,10 +178,11 @@ run: setup
 	$(BIN)/docparse up --replicas 2 --gateways 1 --demo examples
 
 # The suite on TEST_WORKERS processes (pytest-xdist), a test file's tests on one of them (its
-# module fixtures start once). It mostly waits on stacks and timers: 3 fit 2 cores.
+# module fixtures start once), the longest files first (tests/heavy_first.py). It mostly waits
+# on stacks and timers: 3 fit 2 cores.
 TEST_WORKERS ?= 3
 test: setup node tools browser-deps old-kubectls redis-tls ts-sdk
-	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --durations=25
+	PATH="$(CURDIR)/.tools/node_modules/.bin:$$PATH" $(BIN)/pytest -q -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The tests that start no redis-server, stack or server process and take no long build or
 # search (markers `stack` and `slow`, tests/fast_subset.py): under a minute, to run while

@@ -12,6 +12,7 @@ from docparse.local.embedded_redis import EmbeddedRedis
 from docparse.local.stack import LocalStack
 from tests.fast_subset import fast_run_guard, mark_stack_tests
 from tests.faultproxy import FaultProxy
+from tests.heavy_first import heaviest_first
 from tests.skip_gate import install as install_skip_gate
 
 __all__ = ["fast_run_guard"]  # a session fixture: the fast run's guard (tests/fast_subset.py)
@@ -19,6 +20,7 @@ __all__ = ["fast_run_guard"]  # a session fixture: the fast run's guard (tests/f
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mark_stack_tests(items)
+    heaviest_first(items)  # the order files reach the xdist workers (tests/heavy_first.py)
 
 
 def pytest_configure(config: pytest.Config) -> None:
