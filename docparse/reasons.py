@@ -104,6 +104,8 @@ class ErrorReason(StrEnum):
     CALLBACK_NOT_ALLOWED = auto()
     CALLBACK_SECRET_UNKNOWN = auto()
     WEBHOOK_CONFIG_INVALID = auto()
+    # Servers at start (exit code 2)
+    SETTING_INVALID = auto()
     # Local tools: the SDK, the CLI and the local stack (exit code 2 unless said otherwise)
     CHECKSUM_MISMATCH = auto()
     WRITE_FAILED = auto()

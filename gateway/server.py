@@ -25,6 +25,7 @@ from docparse_server.serving import (
     exit_on_startup_error,
     set_serving,
 )
+from docparse_server.settings_load import load_settings
 from docparse_server.tls import channel_credentials, server_credentials
 from gateway.auth import GatewayAuth
 from gateway.http import HttpServer
@@ -171,7 +172,7 @@ def check_auth(settings: GatewaySettings) -> None:
 
 
 def main() -> None:
-    settings = GatewaySettings()
+    settings = load_settings("gateway", GatewaySettings)
     access_log = settings.access_log != "off"
     logs.setup_logging("gateway", settings.log_format, settings.log_level, access_log=access_log)
     check_files(settings)

@@ -29,6 +29,7 @@ from docparse_server.serving import (
     add_health_and_reflection,
     set_serving,
 )
+from docparse_server.settings_load import load_settings
 from docparse_server.tenancy import DEFAULT_TENANT
 from docparse_server.tls import server_credentials
 from parser_svc.api.callers import CallerInterceptor
@@ -216,7 +217,7 @@ def check_identity(settings: Settings) -> None:
 
 
 def main() -> None:
-    settings = Settings()
+    settings = load_settings("parser_svc", Settings)
     access_log = settings.access_log != "off"
     logs.setup_logging("parser_svc", settings.log_format, settings.log_level, access_log=access_log)
     check_files(settings)

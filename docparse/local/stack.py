@@ -123,7 +123,8 @@ class Child:
             except ValueError:
                 continue
             if isinstance(record, dict) and record.get("event") == "startup.failed":
-                metadata = {k: str(v) for k, v in record.items() if k in ("address", "port")}
+                names = ("address", "port", "setting")
+                metadata = {k: str(v) for k, v in record.items() if k in names}
                 code = grpc.StatusCode[str(record.get("code", "FAILED_PRECONDITION"))]
                 raise DocparseError(
                     code, str(record.get("reason", "")), f"{self.name}: {record.get('msg')}",
@@ -242,7 +243,8 @@ class LocalStack:
     def start(self, timeout: float = 60.0) -> None:
         """Starts Redis (embedded unless a URL was given) and every child, and waits until all
         serve. DocparseError: DIR_IN_USE (another stack holds the data directory),
-        PORT_IN_USE (a child's port is taken), CHILD_EXITED (a child died while starting)."""
+        PORT_IN_USE (a child's port is taken), SETTING_INVALID (a variable a child cannot use,
+        metadata `setting`), CHILD_EXITED (a child died while starting)."""
         try:
             self.lock.acquire()
             # Owner only: the blobs (uploads, results, passwords' side files), logs and the

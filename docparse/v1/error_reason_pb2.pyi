@@ -207,6 +207,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """FAILED_PRECONDITION: parser_svc cannot read DOCPARSE_WEBHOOK_SECRETS_FILE or
     DOCPARSE_WEBHOOK_ALLOW_CIDRS; it refuses to start (exit 2).
     """
+    SETTING_INVALID: _ErrorReason.ValueType  # 130
+    """--- Servers at start (exit code 2, one error line, nothing listening) ---
+    FAILED_PRECONDITION: a DOCPARSE_ or DOCPARSE_GATEWAY_ variable has a value the server cannot
+    use (not a number, not one of the names it takes, out of range); metadata `setting` names
+    each variable, the message says what it takes. Fix the variable.
+    """
     CHECKSUM_MISMATCH: _ErrorReason.ValueType  # 100
     """--- Local tools: the SDK, the CLI and the local stack (exit code 2 unless said otherwise) ---
     DATA_LOSS: a downloaded result does not match its announced size or sha256.
@@ -432,6 +438,12 @@ CALLBACK_SECRET_UNKNOWN: ErrorReason.ValueType  # 92
 WEBHOOK_CONFIG_INVALID: ErrorReason.ValueType  # 93
 """FAILED_PRECONDITION: parser_svc cannot read DOCPARSE_WEBHOOK_SECRETS_FILE or
 DOCPARSE_WEBHOOK_ALLOW_CIDRS; it refuses to start (exit 2).
+"""
+SETTING_INVALID: ErrorReason.ValueType  # 130
+"""--- Servers at start (exit code 2, one error line, nothing listening) ---
+FAILED_PRECONDITION: a DOCPARSE_ or DOCPARSE_GATEWAY_ variable has a value the server cannot
+use (not a number, not one of the names it takes, out of range); metadata `setting` names
+each variable, the message says what it takes. Fix the variable.
 """
 CHECKSUM_MISMATCH: ErrorReason.ValueType  # 100
 """--- Local tools: the SDK, the CLI and the local stack (exit code 2 unless said otherwise) ---

@@ -22,9 +22,11 @@ from pathlib import Path
 import grpc
 import pytest
 
+from docparse.errors import DocparseError
 from docparse.local.stack import wait_serving
 from docparse.ports import free_port, listening_sockets
 from docparse.v1 import parser_service_pb2
+from tests.conftest import make_stack
 from tests.helpers import Up, stub
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,6 +210,18 @@ def test_expected_failures_exit_2_with_a_code_and_a_reason(no_workers: Up, tmp_p
         assert done.returncode == 2, (args, done.stderr)
         assert done.stderr.startswith(f"error: {expected}: "), done.stderr
         assert_no_traceback(done)
+
+
+@pytest.mark.stack  # a stack in its body
+def test_a_stack_whose_replica_refuses_a_setting_says_which(tmp_path: Path) -> None:
+    stack = make_stack(tmp_path, replicas=1, gateways=1,
+                       extra_env={"DOCPARSE_WORKER_CONCURRENCY": "two"})  # fmt: skip
+    with pytest.raises(DocparseError) as refused:
+        stack.start(timeout=30)
+    error = refused.value
+    assert (error.code, error.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "SETTING_INVALID")
+    assert error.metadata["setting"] == "DOCPARSE_WORKER_CONCURRENCY"
+    assert "Input should be a valid integer" in error.message
 
 
 @pytest.mark.stack  # `docparse up` in its body

@@ -57,6 +57,43 @@ def test_a_missing_secret_refuses_to_start(module: str, env: dict[str, str], rea
     assert not listening(address)
 
 
+@pytest.mark.parametrize(
+    ("module", "env", "setting"),
+    [
+        ("parser_svc", {"DOCPARSE_WORKER_CONCURRENCY": "two"}, "DOCPARSE_WORKER_CONCURRENCY"),
+        ("parser_svc", {"DOCPARSE_OCR_PRELOAD": "latin,klingon"}, "DOCPARSE_OCR_PRELOAD"),
+        ("parser_svc", {"DOCPARSE_LOG_FORMAT": "xml"}, "DOCPARSE_LOG_FORMAT"),
+        ("gateway", {"DOCPARSE_GATEWAY_EVENT_LOOP": "trio"}, "DOCPARSE_GATEWAY_EVENT_LOOP"),
+    ],
+)
+def test_an_unusable_setting_refuses_to_start_naming_it(
+    module: str, env: dict[str, str], setting: str
+) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    listen = {"DOCPARSE_LISTEN": address, "DOCPARSE_GATEWAY_LISTEN": address}
+    ended = start(module, {**listen, "DOCPARSE_GATEWAY_HTTP_LISTEN": "", **env})
+    assert ended.returncode == 2, ended.stderr
+    (line,) = ended.stderr.strip().splitlines()  # one line: the refusal, no traceback
+    assert "FAILED_PRECONDITION SETTING_INVALID" in line and setting in line, line
+    assert not listening(address)
+
+
+def test_a_refusal_names_the_setting_but_never_shows_its_value() -> None:
+    """A secret pasted into the wrong variable stays out of the logs; the JSON line lists the
+    variables in `setting`."""
+    address = f"127.0.0.1:{free_port()}"
+    secret = "sk-live-0123456789abcdef"
+    env = {"DOCPARSE_LISTEN": address, "DOCPARSE_LOG_FORMAT": "json",
+           "DOCPARSE_WORKER_CONCURRENCY": secret, "DOCPARSE_MAX_ATTEMPTS": "-x"}  # fmt: skip
+    ended = start("parser_svc", env)
+    assert ended.returncode == 2, ended.stderr
+    (line,) = ended.stderr.strip().splitlines()
+    record = json.loads(line)
+    assert (record["event"], record["reason"]) == ("startup.failed", "SETTING_INVALID")
+    assert record["setting"] == "DOCPARSE_WORKER_CONCURRENCY,DOCPARSE_MAX_ATTEMPTS"
+    assert secret not in ended.stderr
+
+
 def test_dev_mode_is_asked_for_by_name_and_says_so() -> None:
     """With DOCPARSE_DEV_MODE=true parser_svc starts without a token and warns; it is ended
     here once the warning is out (it would then connect to Redis, which is not the point)."""
