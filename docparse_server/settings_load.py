@@ -28,7 +28,8 @@ def load_settings(service: str, settings_type: type[S]) -> S:
     try:
         return settings_type()
     except ValidationError as err:
-        refuse(service, setting_error(err, env_prefix(settings_type)))
+        prefix = env_prefix(settings_type)
+        refuse(service, setting_error(err, prefix), prefix)
 
 
 def env_prefix(settings_type: type[BaseSettings]) -> str:
@@ -50,9 +51,8 @@ def setting_error(err: ValidationError, prefix: str) -> DocparseError:
     )
 
 
-def refuse(service: str, err: DocparseError) -> NoReturn:
+def refuse(service: str, err: DocparseError, prefix: str) -> NoReturn:
     """The error line in the format asked for, when that variable itself is readable."""
-    variable = "DOCPARSE_GATEWAY_LOG_FORMAT" if service == "gateway" else "DOCPARSE_LOG_FORMAT"
-    wanted = os.environ.get(variable, "json")
+    wanted = os.environ.get(f"{prefix}log_format".upper(), "json")
     logs.setup_logging(service, wanted if wanted in ("json", "text") else "json")
     exit_on_startup_error(service, err)

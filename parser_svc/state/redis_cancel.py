@@ -41,14 +41,13 @@ class _Asyncio(types.ModuleType):
         return getattr(asyncio, name)
 
 
-def apply() -> bool:
+def apply() -> None:
     """Gives redis-py's connection module a `wait_for` that keeps cancellations, on Python
-    before 3.12; True when it is in place (also when it already was)."""
+    before 3.12 (once: a second call finds it in place)."""
     if sys.version_info >= (3, 12):
-        return False
+        return
     if isinstance(getattr(connection, "asyncio"), _Asyncio):  # noqa: B009 (not re-exported)
-        return True
+        return
     patched = _Asyncio("asyncio")
     patched.wait_for = wait_for  # type: ignore[attr-defined]
     setattr(connection, "asyncio", patched)  # noqa: B010 (not re-exported)
-    return True

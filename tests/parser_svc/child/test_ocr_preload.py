@@ -76,7 +76,7 @@ async def test_a_fork_server_without_models_is_smaller_and_its_children_read_the
             rss[preload] = status_kb(server.pid, "VmRSS")
         finally:
             server.close()
-    # The preloaded models are ~180 MB (bench/README.md); what a child loads is its own.
+    # The preloaded models are ~215 MB (bench/README.md); what a child loads is its own.
     assert rss["all"] - rss["none"] > 100 * 1024, rss
     assert texts["none"] == texts["all"]
     assert wer(page.truth, texts["none"], "de") < 0.1, texts["none"]
